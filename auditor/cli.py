@@ -1,0 +1,272 @@
+"""The `bacc-audit` command: a thin skin over the library (ingest, findings, codes).
+
+Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above
+--fail-on); 2 usage, input or configuration error; 3 internal failure; 4 database busy.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections import Counter
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table as RichTable
+
+from auditor import __version__, db, runs
+from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.ingest import IngestResult, discover, ingest
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 clean; 1 findings (quarantined lines, refused files); "
+    "2 usage, input or configuration error; 3 internal failure; 4 database busy."
+)
+
+app = typer.Typer(
+    name="bacc-audit",
+    help="Audit baccarat table event logs against the rules of the jurisdiction.\n\n"
+    + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        envvar="BACC_AUDIT_DB",
+        help="Audit database file (default: ./bacc-audit.duckdb).",
+        show_default=False,
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"bacc-audit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
+    ] = False,
+) -> None:
+    pass
+
+
+@app.command("ingest")
+def ingest_cmd(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Log files (.jsonl, .jsonl.gz) or directories.")
+    ],
+    db_path: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Load event logs into the audit database.
+
+    Each file loads in one transaction. Bad lines are kept in quarantine with their file,
+    line and reason, and the rest of the file still loads. A file already ingested adds
+    nothing; a file whose content changed since it was ingested is refused and recorded as
+    a log.altered finding.
+    """
+    con = db.connect(db_path or db.default_db_path())
+    run_id = runs.start(con, "ingest", {"paths": [str(p) for p in paths]})
+    files, _ = discover(paths)
+    total = sum(f.stat().st_size for f in files if f.is_file())
+    use_bar = err.is_terminal and not as_json
+    try:
+        if use_bar:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("ingest", total=total)
+                done: dict[Path, int] = {}
+
+                def progress(path: Path, read: int) -> None:
+                    done[path] = read
+                    bar.update(task, completed=sum(done.values()), description=path.name)
+
+                result = ingest(con, paths, run_id, progress)
+        else:
+            result = ingest(con, paths, run_id)
+    except BaseException:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+        raise
+    code = _ingest_exit_code(result)
+    runs.finish(con, run_id, "done", code, _ingest_summary(result))
+    if as_json:
+        out.print_json(json.dumps(_ingest_summary(result)))
+    else:
+        _print_ingest(result)
+    raise typer.Exit(code)
+
+
+def _ingest_exit_code(result: IngestResult) -> int:
+    if result.errors or any(f.status == "unreadable" for f in result.files):
+        return EXIT_INPUT
+    if result.quarantined or any(f.status == "refused_altered" for f in result.files):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _ingest_summary(result: IngestResult) -> dict:
+    per_stream: Counter[str] = Counter()
+    for f in result.files:
+        per_stream.update(f.per_stream)
+    return {
+        "run_id": result.run_id,
+        "files": [
+            {
+                "path": str(f.path),
+                "status": f.status,
+                "sha256": f.sha256,
+                "lines": f.lines,
+                "events": f.events,
+                "quarantined": f.quarantined,
+                "duplicates": f.duplicates,
+                "message": f.message,
+                "problems": f.problems,
+            }
+            for f in result.files
+        ],
+        "errors": result.errors,
+        "events": result.events,
+        "quarantined": result.quarantined,
+        "streams": dict(sorted(per_stream.items())),
+        "exit_code": _ingest_exit_code(result),
+    }
+
+
+def _print_ingest(result: IngestResult) -> None:
+    for e in result.errors:
+        err.print(f"error: {e}")
+    per_stream: Counter[str] = Counter()
+    for f in result.files:
+        per_stream.update(f.per_stream)
+        for line in f.problems:
+            err.print(f"quarantined: {line}")
+        if f.status in ("unreadable", "refused_altered"):
+            err.print(f"error: {f.message}")
+        else:
+            out.print(f.message)
+    if per_stream:
+        out.print("events per stream:")
+        for stream, n in sorted(per_stream.items()):
+            out.print(f"  {stream.replace(':', ' '):<24} {n:>10,}")
+    counts = Counter(f.status for f in result.files)
+    out.print(
+        f"{len(result.files)} files: {counts['ingested']} ingested, "
+        f"{counts['already_ingested']} already ingested, "
+        f"{counts['refused_altered']} refused, {counts['unreadable']} unreadable; "
+        f"{result.events:,} events loaded, {result.quarantined:,} lines quarantined"
+    )
+
+
+class Format(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+    table = "table"
+
+
+@app.command("findings")
+def findings_cmd(
+    db_path: DbOption = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    table: Annotated[str | None, typer.Option(help="Only this table.")] = None,
+    pit: Annotated[str | None, typer.Option(help="Only this pit.")] = None,
+    code: Annotated[
+        list[str] | None, typer.Option(help="Only these codes (repeatable; `log.*` works).")
+    ] = None,
+    severity: Annotated[
+        str | None,
+        typer.Option(help="Only this severity and graver: critical, major, minor, info."),
+    ] = None,
+) -> None:
+    """Write the standing findings (findings format v1) to standard output."""
+    from auditor import findings
+    from auditor.codes import SEVERITIES
+
+    if severity and severity not in SEVERITIES:
+        raise UserError(f"--severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
+    con = db.connect(db_path or db.default_db_path(), read_only=True)
+    rows = findings.select(con, table=table, pit=pit, codes=code, min_severity=severity)
+    if fmt is Format.jsonl:
+        for r in rows:
+            sys.stdout.write(json.dumps(r, separators=(",", ":")) + "\n")
+    elif fmt is Format.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow(
+                {k: json.dumps(v) if k in ("expected", "observed") else v for k, v in r.items()}
+            )
+    else:
+        t = RichTable(show_lines=False)
+        for col in ("time (UTC)", "severity", "code", "table", "shoe/round", "message"):
+            t.add_column(col)
+        for r in rows:
+            where = f"{r['shoe']} r{r['round']}" if r["shoe"] else ""
+            t.add_row(
+                r["ts"][:19].replace("T", " "),
+                r["severity"],
+                r["code"],
+                r["table"] or r["pit"] or "",
+                where,
+                r["message"],
+            )
+        wide = Console(highlight=False, width=max(out.width, 160))
+        wide.print(t)
+        wide.print(f"{len(rows)} findings")
+
+
+@app.command("codes")
+def codes_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the registry as JSON.")] = False,
+) -> None:
+    """List every finding code with its severity, provision and explanation."""
+    from auditor.codes import REGISTRY
+
+    if as_json:
+        out.print_json(json.dumps([vars(c) for c in REGISTRY.values()]))
+        return
+    for c in REGISTRY.values():
+        out.print(f"[bold]{c.code}[/bold]  ({c.severity})  {c.title}")
+        out.print(f"    rule: {c.rule}")
+        out.print(f"    why:  {c.why}")
+
+
+def main() -> None:
+    """Entry point: user errors become one sentence and an exit code, never a traceback.
+
+    Click handles usage errors itself (exit 2) and typer.Exit carries each command's code.
+    """
+    try:
+        app()
+    except UserError as e:
+        err.print(f"error: {e}")
+        sys.exit(e.exit_code)
+    except Exception as e:
+        err.print_exception()
+        err.print(f"internal error: {e}; please report it with the command you ran")
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    main()

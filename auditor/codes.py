@@ -1,0 +1,345 @@
+"""The registry of finding codes: the single source for `bacc-audit codes` and docs/codes.md.
+
+A code, once published, keeps its meaning (findings format v1). Add codes; never repurpose one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEVERITIES = ("critical", "major", "minor", "info")
+
+
+def severity_rank(severity: str) -> int:
+    """Lower is graver; used to compare a finding with a --fail-on threshold."""
+    return SEVERITIES.index(severity)
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    severity: str
+    rule: str  # the provision, or the reason there is none
+    title: str
+    why: str  # why a compliance officer cares
+    faulty: str  # a faulty example
+    correct: str  # the same situation done right
+
+
+NJ_710 = "N.J.A.C. 13:69F-7.10"
+TABLEAU = "Third-card rules of the rule pack (NJ 13:69F-7.7 to 7.9; NZ rule 9.4)"
+
+_CODES = [
+    Code(
+        "draw.player_missed",
+        "critical",
+        TABLEAU,
+        "Player hand did not draw a third card it had to draw",
+        "A missed draw changes the outcome of every wager on the round.",
+        "Player 2+3 = 5, Banker 4+2 = 6; the Player hand stands.",
+        "Player 2+3 = 5 draws a third card.",
+    ),
+    Code(
+        "draw.player_extra",
+        "critical",
+        TABLEAU,
+        "Player hand drew a third card it was not entitled to",
+        "An extra card changes the outcome of every wager on the round.",
+        "Player 3+4 = 7 receives a third card.",
+        "Player 3+4 = 7 stands.",
+    ),
+    Code(
+        "draw.banker_missed",
+        "critical",
+        TABLEAU,
+        "Banker hand did not draw a third card it had to draw",
+        "A missed draw changes the outcome of every wager on the round.",
+        "Player draws a 4; Banker with 5 stands.",
+        "Player draws a 4; Banker with 5 draws.",
+    ),
+    Code(
+        "draw.banker_extra",
+        "critical",
+        TABLEAU,
+        "Banker hand drew a third card it was not entitled to",
+        "An extra card changes the outcome of every wager on the round.",
+        "Player draws an 8; Banker with 3 draws.",
+        "Player draws an 8; Banker with 3 stands.",
+    ),
+    Code(
+        "deal.order",
+        "critical",
+        "Initial deal: cards 1 and 3 to the Player, 2 and 4 to the Banker",
+        "Cards dealt out of order, or a hand with more than three cards",
+        "The order of the cards decides which hand gets which card; a wrong order can be "
+        "used to steer a result.",
+        "Cards out of the shoe: Player, Player, Banker, Banker.",
+        "Cards out of the shoe: Player, Banker, Player, Banker.",
+    ),
+    Code(
+        "result.misannounced",
+        "major",
+        f"{NJ_710}(a); NZ rule 10.1",
+        "Announced point counts or winner differ from the cards",
+        "Patrons and surveillance rely on the announcement; a wrong one leads to wrong "
+        "settlements and disputes.",
+        "Player 6, Banker 7 announced as a Player win.",
+        "Player 6, Banker 7 announced as a Banker win.",
+    ),
+    Code(
+        "announce.tie_missing",
+        "minor",
+        f"{NJ_710}(a); NZ rule 10.1",
+        'Equal point counts and no "Tie Hand" announcement',
+        "The regulation requires the words; their absence suggests the round was not "
+        "completed as the rules require.",
+        'Player 5, Banker 5; no "Tie Hand" announced.',
+        'Player 5, Banker 5; "Tie Hand" announced.',
+    ),
+    Code(
+        "announce.dragon7_missing",
+        "minor",
+        f"{NJ_710}(a) (variation of 13:69F-7.3(i))",
+        'A dragon 7 hand with no "dragon 7" announcement',
+        "In the no-vigorish variation a dragon 7 makes Banker wagers push; the announcement "
+        "tells patrons why.",
+        'Banker wins with three cards totalling 7; no "dragon 7" announced.',
+        'Banker wins with three cards totalling 7; "dragon 7" announced.',
+    ),
+    Code(
+        "announce.total_cards_missing",
+        "minor",
+        f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
+        "Total card wagers offered and the number of cards not announced",
+        "Total card wagers are settled on that number; patrons are entitled to hear it.",
+        "Five cards dealt at a table offering total card wagers; no count announced.",
+        'Five cards dealt; "five cards" announced.',
+    ),
+    Code(
+        "settle.wrong_amount",
+        "critical",
+        "Payout odds of the rule pack's variant",
+        "A wager paid, collected or returned with the wrong amount",
+        "Money moved wrongly between the house and a patron.",
+        "A winning 100 Player wager paid 90.",
+        "A winning 100 Player wager paid 100.",
+    ),
+    Code(
+        "settle.wrong_outcome",
+        "critical",
+        "Payout rules of the rule pack's variant",
+        "A wager settled the wrong way (loser paid, winner collected, push collected or paid)",
+        "Money moved the wrong way between the house and a patron.",
+        "Banker wins; the Player wager at seat 2 is paid.",
+        "Banker wins; the Player wager at seat 2 is collected.",
+    ),
+    Code(
+        "settle.unsettled",
+        "major",
+        f"{NJ_710}(b); NZ rule 10.2",
+        "A wager never settled before the round ended",
+        "A wager left on the layout can be settled off the record or carried into the next round.",
+        "A 50 Tie wager stays on the layout at round end.",
+        "The 50 Tie wager is collected when Banker wins.",
+    ),
+    Code(
+        "vig.wrong_amount",
+        "major",
+        "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
+        "Vigorish collected or marked differs from what the variant requires",
+        "Wrong commission moves money between the house and a patron.",
+        "A winning 100 Banker wager; vigorish 4 collected.",
+        "A winning 100 Banker wager; vigorish 5 collected.",
+    ),
+    Code(
+        "vig.missing",
+        "major",
+        "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
+        "Vigorish owed on a winning Banker wager neither collected nor marked",
+        "Uncollected commission is lost revenue and can hide collusion.",
+        "A winning 100 Banker wager paid; no vigorish recorded.",
+        "A winning 100 Banker wager paid; vigorish 5 marked.",
+    ),
+    Code(
+        "vig.not_allowed",
+        "major",
+        f"{NJ_710}(b)5",
+        "Vigorish collected or marked in a variant without vigorish",
+        "Patrons in a no-vigorish game are overcharged.",
+        "No-vig dragon 7 table; vigorish 5 collected on a Banker win.",
+        "No-vig dragon 7 table; the Banker win is paid 1 to 1, no vigorish.",
+    ),
+    Code(
+        "order.collect_after_pay",
+        "minor",
+        f"{NJ_710}(b)",
+        "A losing wager collected after winning wagers started to be paid",
+        "Collecting first keeps the layout auditable; paying first invites past-posting "
+        "and mistaken payments.",
+        "Seat 5 paid, then seat 2's losing wager collected.",
+        "Seat 2's losing wager collected, then seat 5 paid.",
+    ),
+    Code(
+        "order.procedure_mismatch",
+        "minor",
+        f"{NJ_710}(b)1-4",
+        "Payments and vigorish not in the order of the procedure in force",
+        "The order of payment is a declared procedure; deviations hide mistakes and "
+        "weaken surveillance review.",
+        "Procedure 1 in force; seat 3 paid and its vigorish taken before seat 6 paid.",
+        "Procedure 1 in force; seats 6 then 3 paid, then vigorish from seats 6 then 3.",
+    ),
+    Code(
+        "procedure.notice_missing",
+        "major",
+        f"{NJ_710}(c)3",
+        "A procedure change took effect with no written notice to the Division and surveillance",
+        "The regulator and surveillance must know which procedure to expect at each table.",
+        "Table changes from procedure 1 to 3 with no notice.",
+        "Written notices to the Division and surveillance 45 minutes before.",
+    ),
+    Code(
+        "procedure.notice_late",
+        "major",
+        f"{NJ_710}(c)3",
+        "A procedure change took effect less than 30 minutes after its written notice",
+        "Thirty minutes is the regulation's minimum lead time.",
+        "Notice at 22:00, change effective 22:20.",
+        "Notice at 22:00, change effective 22:30.",
+    ),
+    Code(
+        "procedure.pit_inconsistent",
+        "major",
+        f"{NJ_710}(c)1-2",
+        "Tables in one pit on different procedures at the same time",
+        "One procedure per pit lets surveillance check every table against one standard.",
+        "Pit P3: MB-07 on procedure 1, MB-08 on procedure 2.",
+        "Pit P3: every table on procedure 1.",
+    ),
+    Code(
+        "procedure.undeclared_change",
+        "major",
+        f"{NJ_710}(b)-(c)",
+        "The observed order matches a procedure other than the one declared",
+        "Dealers changed procedure without a declared change or notice.",
+        "Procedure 1 declared; rounds 10-40 all paid seat by seat with vigorish after each.",
+        "Procedure 3 declared with notice before those rounds.",
+    ),
+    Code(
+        "shoe.too_few_decks",
+        "critical",
+        "N.J.A.C. 13:69F-7.1(a),(d)",
+        "Fewer decks than the rules require",
+        "The odds of the game and the house edge assume the regulated number of decks.",
+        "A shoe of 4 decks.",
+        "A shoe of 8 decks (or 2 batches of 6 with an automated shuffler).",
+    ),
+    Code(
+        "shoe.composition",
+        "critical",
+        "N.J.A.C. 13:69F-7.1(a),(d)",
+        "A card appears more often than the decks in the shoe allow",
+        "Extra cards mean the shoe was tampered with or mixed with other decks.",
+        "Nine queens of hearts in an 8-deck shoe.",
+        "At most eight queens of hearts in an 8-deck shoe.",
+    ),
+    Code(
+        "shoe.batch_not_alternated",
+        "major",
+        "N.J.A.C. 13:69F-7.1(d)5",
+        "With an automated shuffler, one batch used for two consecutive shoes",
+        "Alternating batches keeps the shuffled batch out of reach while the other is dealt.",
+        "Red batch for shoe 4 and again for shoe 5.",
+        "Red batch for shoe 4, blue for shoe 5.",
+    ),
+    Code(
+        "shoe.burn",
+        "minor",
+        "Burn procedure of the rule pack (house option; "
+        "N.J.A.C. 13:69F-4.12(j) for a card found face up)",
+        "The burn did not burn the right number of cards",
+        "A wrong burn changes the sequence of cards and can hide a card-counting or "
+        "cheating scheme.",
+        "First burn card a 7; 3 more cards burned.",
+        "First burn card a 7; 7 more cards burned.",
+    ),
+    Code(
+        "log.seq_gap",
+        "major",
+        "Event log v1: seq increases by 1 per event in a stream",
+        "A stream's seq skips numbers: events are missing",
+        "Missing events make every check on the affected rounds incomplete.",
+        "Table MB-07: seq 41 followed by seq 44.",
+        "Table MB-07: seq 41, 42, 43, 44.",
+    ),
+    Code(
+        "log.malformed",
+        "major",
+        "Event log v1",
+        "A line could not be read as a v1 event (kept in quarantine)",
+        "The event is not audited until the line is corrected and ingested again.",
+        '{"v":1,"type":"pay","amount":-5, ...}',
+        '{"v":1,"type":"pay","amount":5, ...}',
+    ),
+    Code(
+        "log.altered",
+        "critical",
+        "Event log v1; the audit database is evidence",
+        "A file already ingested was offered again with different content",
+        "Logs are evidence; a changed log after ingest may be a tampering attempt.",
+        "night.jsonl ingested at 06:00, offered again at 07:00 with a changed payout.",
+        "night.jsonl offered again unchanged: nothing new is loaded.",
+    ),
+    Code(
+        "chemin.priority",
+        "major",
+        "N.J.A.C. 13:69F-4.7(b)-(d)",
+        "Wagers against the Banker not accepted in the order of priority",
+        "The regulation fixes who may bet against the bank first; favouritism breaks it.",
+        "A partial wager accepted before an announced banco suivi.",
+        "The banco suivi accepted first.",
+    ),
+    Code(
+        "chemin.over_bank",
+        "major",
+        "N.J.A.C. 13:69F-4.7(a)",
+        "Wagers against the bank exceed the bank",
+        "Participants may not wager more than the Banker has at stake.",
+        "Bank 1000; wagers against it total 1200.",
+        "Bank 1000; wagers against it total 1000.",
+    ),
+    Code(
+        "chemin.late_wager",
+        "major",
+        "N.J.A.C. 13:69F-4.7(e)",
+        'A wager made, raised or withdrawn after "No more bets"',
+        "Late wagers are past-posting.",
+        'A partial wager of 200 after "No more bets".',
+        'The partial wager of 200 before "No more bets".',
+    ),
+    Code(
+        "chemin.option",
+        "major",
+        "Chemin de fer drawing rules of the rule pack",
+        "A decision taken where the rules allow none",
+        "Outside the option cells, drawing is mandatory.",
+        "Player with 3 declares stay.",
+        "Player with 3 draws.",
+    ),
+    Code(
+        "chemin.commission",
+        "major",
+        "Commission of the rule pack (house option)",
+        "Commission on the Banker's winnings wrong",
+        "Wrong commission moves money between the house and a participant.",
+        "Banker wins 1000; commission 40 at a 5% table.",
+        "Banker wins 1000; commission 50.",
+    ),
+]
+
+REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}
+
+
+def get(code: str) -> Code:
+    """The registry entry; a KeyError here is a bug (a finding with an unregistered code)."""
+    return REGISTRY[code]

@@ -1,0 +1,150 @@
+"""The audit database: one DuckDB file holding events, quarantine, findings and the records.
+
+Everything in it is evidence, so tables are append-only: a changed status is a new row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+from duckdb_engine import ConnectionWrapper
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session, SQLModel, create_engine
+
+from auditor import records  # noqa: F401  (registers the sqlmodel tables)
+from auditor.errors import DatabaseBusy, UserError
+from auditor.events import FIELDS
+
+DEFAULT_DB = "bacc-audit.duckdb"
+SCHEMA_VERSION = 1
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("BACC_AUDIT_DB") or DEFAULT_DB)
+
+
+def _field_columns() -> str:
+    return ",\n  ".join(f"{f.column} {f.sql_type}" for f in FIELDS.values())
+
+
+EVENTS_DDL = f"""
+CREATE TABLE IF NOT EXISTS events (
+  source_id BIGINT NOT NULL,
+  line_no BIGINT NOT NULL,
+  stream VARCHAR NOT NULL,
+  seq BIGINT NOT NULL,
+  ts TIMESTAMPTZ NOT NULL,
+  ts_offset_min SMALLINT NOT NULL,
+  type VARCHAR NOT NULL,
+  {_field_columns()},
+  raw VARCHAR NOT NULL
+)"""
+
+DDL = [
+    EVENTS_DDL,
+    """
+    CREATE TABLE IF NOT EXISTS quarantine (
+      source_id BIGINT NOT NULL,
+      line_no BIGINT NOT NULL,
+      reason VARCHAR NOT NULL,
+      raw VARCHAR NOT NULL
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS finding_id_seq",
+    """
+    CREATE TABLE IF NOT EXISTS findings (
+      id BIGINT NOT NULL DEFAULT nextval('finding_id_seq'),
+      fingerprint VARCHAR NOT NULL,
+      run_id BIGINT NOT NULL,
+      recorded_at TIMESTAMPTZ NOT NULL,
+      status VARCHAR NOT NULL,
+      code VARCHAR NOT NULL,
+      severity VARCHAR NOT NULL,
+      table_id VARCHAR,
+      pit VARCHAR,
+      shoe VARCHAR,
+      round BIGINT,
+      seq BIGINT,
+      ts TIMESTAMPTZ,
+      rule VARCHAR NOT NULL,
+      message VARCHAR NOT NULL,
+      expected JSON,
+      observed JSON,
+      source VARCHAR,
+      evidence JSON
+    )""",
+    # The standing state of each finding: its latest row, unless that row withdrew it.
+    """
+    CREATE OR REPLACE VIEW current_findings AS
+    SELECT * EXCLUDE (rn) FROM (
+      SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
+      FROM findings
+    ) WHERE rn = 1 AND status = 'open'
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
+    """,
+]
+
+_LOCK_PID = re.compile(r"PID (\d+)")
+
+
+def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the database; a lock held by another process becomes a DatabaseBusy sentence."""
+    path = Path(path)
+    if read_only and not path.exists():
+        raise UserError(
+            f"{path}: no audit database here yet; run `bacc-audit ingest` first "
+            "(or name another with --db / BACC_AUDIT_DB)"
+        )
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as e:
+        text = str(e)
+        if "lock" in text.lower():
+            m = _LOCK_PID.search(text)
+            who = f"process {m.group(1)}" if m else "another process"
+            raise DatabaseBusy(
+                f"{path}: database busy: {who} is writing to it; try again when it has finished"
+            ) from None
+        raise UserError(f"{path}: cannot open the audit database: {text}") from None
+    except duckdb.Error as e:
+        raise UserError(f"{path}: not a readable audit database ({e})") from None
+    con.execute("SET TimeZone = 'UTC'")
+    if not read_only:
+        ensure_schema(con)
+    return con
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for stmt in DDL:
+        con.execute(stmt)
+    SQLModel.metadata.create_all(_engine(con))
+    con.execute(
+        "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+        [str(SCHEMA_VERSION)],
+    )
+
+
+def _engine(con: duckdb.DuckDBPyConnection):
+    return create_engine(
+        "duckdb:///:memory:", creator=lambda: ConnectionWrapper(con), poolclass=StaticPool
+    )
+
+
+@contextmanager
+def session(con: duckdb.DuckDBPyConnection) -> Iterator[Session]:
+    """A sqlmodel session over the same connection, for the small records."""
+    with Session(_engine(con)) as s:
+        yield s
+
+
+def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple | None:
+    """The first row of a query, reading the whole result so the connection is free again
+    (DuckDB 2 refuses new work on a connection with an unread result)."""
+    rows = con.execute(sql, params or []).fetchall()
+    return rows[0] if rows else None

@@ -1,0 +1,20 @@
+"""Errors a user can act on, each with the exit code the CLI returns for it."""
+
+from __future__ import annotations
+
+# Exit codes, documented in README.md and `bacc-audit --help`.
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # findings at or above the --fail-on threshold
+EXIT_INPUT = 2  # usage, input or configuration error
+EXIT_INTERNAL = 3  # a bug or an unexpected failure
+EXIT_BUSY = 4  # another process holds the database for writing
+
+
+class UserError(Exception):
+    """A problem with the user's input or setup: shown as one sentence, never as a traceback."""
+
+    exit_code = EXIT_INPUT
+
+
+class DatabaseBusy(UserError):
+    exit_code = EXIT_BUSY

@@ -1,0 +1,147 @@
+"""Writing findings to the audit database, append-only and without duplicates.
+
+A finding's fingerprint names the deviation itself (code + where it is), so recording the
+same deviation again adds nothing, and a finding that no longer holds is withdrawn by a new
+row rather than deleted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from auditor.codes import REGISTRY
+from auditor.db import one
+
+FINDING_COLUMNS = (
+    "fingerprint",
+    "code",
+    "table_id",
+    "pit",
+    "shoe",
+    "round",
+    "seq",
+    "ts",
+    "message",
+    "expected",
+    "observed",
+    "source",
+    "evidence",
+)
+
+
+def _registry_values() -> str:
+    rows = ", ".join(
+        "("
+        + ", ".join("'" + v.replace("'", "''") + "'" for v in (c.code, c.severity, c.rule))
+        + ")"
+        for c in REGISTRY.values()
+    )
+    return f"(VALUES {rows}) AS registry(code, severity, rule)"
+
+
+def record(con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str) -> int:
+    """Append the findings `select_sql` yields (FINDING_COLUMNS) that are not already standing.
+
+    Severity and rule come from the registry, so a finding can never disagree with its code's
+    documentation. Returns the number of new findings.
+    """
+    cols = ", ".join(FINDING_COLUMNS)
+    sql = f"""
+    INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
+                          code, table_id, pit, shoe, round, seq, ts, message,
+                          expected, observed, source, evidence)
+    SELECT n.fingerprint, {int(run_id)}, now(), 'open', registry.severity, registry.rule,
+           n.code, n.table_id, n.pit, n.shoe, n.round, n.seq, n.ts, n.message,
+           n.expected, n.observed, n.source, n.evidence
+    FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
+    JOIN {_registry_values()} USING (code)
+    WHERE n.fingerprint NOT IN (SELECT fingerprint FROM current_findings)
+    ORDER BY n.ts, n.fingerprint
+    """
+    unknown = con.execute(
+        f"SELECT DISTINCT code FROM ({select_sql}) WHERE code NOT IN "
+        f"(SELECT code FROM {_registry_values()})"
+    ).fetchall()
+    if unknown:
+        raise AssertionError(f"findings with unregistered codes: {unknown}")
+    return one(con, sql)[0]
+
+
+def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int:
+    """Withdraw the standing findings matching `where_sql` (over current_findings)."""
+    return one(
+        con,
+        f"""
+        INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule, code,
+                              table_id, pit, shoe, round, seq, ts, message, expected,
+                              observed, source, evidence)
+        SELECT fingerprint, {int(run_id)}, now(), 'withdrawn', severity, rule, code,
+               table_id, pit, shoe, round, seq, ts, message, expected, observed, source,
+               evidence
+        FROM current_findings WHERE {where_sql}
+        """,
+    )[0]
+
+
+EXPORT_FIELDS = (
+    "code",
+    "severity",
+    "table",
+    "pit",
+    "shoe",
+    "round",
+    "seq",
+    "ts",
+    "rule",
+    "message",
+    "expected",
+    "observed",
+    "source",
+    "fingerprint",
+)
+
+
+def select(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    table: str | None = None,
+    pit: str | None = None,
+    codes: list[str] | None = None,
+    min_severity: str | None = None,
+) -> list[dict]:
+    """Standing findings as findings-format v1 records, oldest first."""
+    where, params = ["true"], []
+    if table:
+        where.append("table_id = ?")
+        params.append(table)
+    if pit:
+        where.append("pit = ?")
+        params.append(pit)
+    if codes:
+        where.append("(" + " OR ".join("code LIKE ?" for _ in codes) + ")")
+        params += [c.replace("*", "%") for c in codes]
+    if min_severity:
+        from auditor.codes import SEVERITIES
+
+        allowed = SEVERITIES[: SEVERITIES.index(min_severity) + 1]
+        where.append(f"severity IN ({', '.join('?' for _ in allowed)})")
+        params += list(allowed)
+    rows = con.execute(
+        f"""
+        SELECT code, severity, table_id, pit, shoe, round, seq,
+               strftime(ts AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ'), rule, message,
+               CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint
+        FROM current_findings WHERE {" AND ".join(where)}
+        ORDER BY ts, table_id NULLS FIRST, seq NULLS FIRST, code, fingerprint
+        """,
+        params,
+    ).fetchall()
+    out = []
+    for r in rows:
+        rec = dict(zip(EXPORT_FIELDS, r, strict=True))
+        for k in ("expected", "observed"):
+            rec[k] = json.loads(rec[k]) if rec[k] is not None else None
+        out.append(rec)
+    return out

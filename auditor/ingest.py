@@ -1,0 +1,526 @@
+"""Load table event logs (event log v1, JSONL or JSONL.gz) into the audit database.
+
+Each file is one transaction: its good lines become events, its bad lines go to quarantine
+with the reason, and its hash goes to the sources manifest. Lines are split in Python (a few
+vectorised numpy calls) and handed to DuckDB as Arrow, where `auditor.validate` checks them
+all in one SELECT.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from auditor import findings
+from auditor.db import one
+from auditor.errors import UserError
+from auditor.events import FIELDS
+from auditor.validate import staging_select
+
+SUFFIXES = (".jsonl", ".jsonl.gz")
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 64 << 20
+BATCH_ROWS = 1 << 16
+EVENT_COLUMNS = (
+    "source_id",
+    "line_no",
+    "stream",
+    "seq",
+    "ts",
+    "ts_offset_min",
+    "type",
+    *(f.column for f in FIELDS.values()),
+    "raw",
+)
+
+Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
+
+
+@dataclass
+class FileResult:
+    """What happened to one file; `status` is ingested, already_ingested, refused_altered or
+    unreadable."""
+
+    path: Path
+    status: str
+    sha256: str = ""
+    size: int = 0
+    lines: int = 0
+    events: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    message: str = ""
+    per_stream: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # one sentence per quarantined line
+
+
+@dataclass
+class IngestResult:
+    run_id: int
+    files: list[FileResult]
+    errors: list[str] = field(default_factory=list)  # paths that gave no file
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def events(self) -> int:
+        return sum(f.events for f in self.files)
+
+    @property
+    def quarantined(self) -> int:
+        return sum(f.quarantined for f in self.files)
+
+
+def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
+    """Expand directories (recursively) to their log files.
+
+    Returns the files and one sentence per path that gave none, so the good paths still load.
+    """
+    found: list[Path] = []
+    errors: list[str] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            errors.append(f"{p}: no such file or directory")
+        elif p.is_dir():
+            logs = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
+            if logs:
+                found.extend(logs)
+            else:
+                errors.append(f"{p}: nothing to ingest (no .jsonl or .jsonl.gz files in it)")
+        else:
+            found.append(p)
+    unique: dict[Path, Path] = {}
+    for f in found:
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values()), errors
+
+
+def sha256_of(path: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines, with the count of file bytes read so far (for progress)."""
+    gz = _is_gzip(path)
+    if path.name.endswith(".gz") and not gz:
+        raise UserError(f"{path}: not a gzip file (it does not start with the gzip signature)")
+    with path.open("rb") as raw_fh:
+        fh = gzip.GzipFile(fileobj=raw_fh, mode="rb") if gz else raw_fh
+        rest = b""
+        first = True
+        while True:
+            try:
+                data = fh.read(chunk_bytes)
+            except (OSError, EOFError, zlib.error) as e:
+                raise UserError(f"{path}: corrupt gzip data ({e})") from None
+            if first and data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]  # a UTF-8 byte order mark is not part of the first line
+            first = False
+            if not data:
+                if rest:
+                    yield rest, raw_fh.tell()
+                return
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            yield data[:cut], raw_fh.tell()
+
+
+def lines_table(block: bytes, first_line_no: int) -> pa.Table:
+    """An Arrow table (line_no, line, utf8_ok) over `block` without copying the text."""
+    utf8_ok = True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        utf8_ok = False
+    buf = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10) + 1
+    if len(block) and block[-1:] != b"\n":
+        ends = np.append(ends, len(block))
+    n = len(ends)
+    if utf8_ok:
+        ok = np.ones(n, dtype=bool)
+    else:
+        ok, block = _mend_utf8(block, ends)
+        buf = np.frombuffer(block, dtype=np.uint8)
+        ends = np.flatnonzero(buf == 10) + 1
+        if len(block) and block[-1:] != b"\n":
+            ends = np.append(ends, len(block))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = ends
+    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(block))
+    table = pa.table(
+        {
+            "line_no": np.arange(first_line_no, first_line_no + n, dtype=np.int64),
+            "line": lines,
+            "utf8_ok": ok,
+        }
+    )
+    return pa.Table.from_batches(table.to_batches(max_chunksize=BATCH_ROWS), table.schema)
+
+
+def _mend_utf8(block: bytes, ends: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """Mark lines that are not UTF-8 and replace their bad bytes, so the rest can load."""
+    ok = np.ones(len(ends), dtype=bool)
+    parts: list[bytes] = []
+    start = 0
+    for i, end in enumerate(ends.tolist()):
+        line = block[start:end]
+        try:
+            line.decode("utf-8")
+            parts.append(line)
+        except UnicodeDecodeError:
+            ok[i] = False
+            parts.append(line.decode("utf-8", errors="replace").encode("utf-8"))
+        start = end
+    return ok, b"".join(parts)
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    paths: Sequence[Path | str],
+    run_id: int,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Ingest every log file under `paths`; one file's failure does not stop the others."""
+    files, errors = discover(paths)
+    results = []
+    for f in files:
+        try:
+            results.append(ingest_file(con, f, run_id, progress))
+        except UserError as e:
+            results.append(FileResult(f, "unreadable", message=str(e)))
+    return IngestResult(run_id, results, errors)
+
+
+def ingest_file(
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: int, progress: Progress | None = None
+) -> FileResult:
+    try:
+        sha, size = sha256_of(path)
+    except OSError as e:
+        return FileResult(path, "unreadable", message=f"{path}: cannot read ({e.strerror})")
+    resolved = str(path.resolve())
+    same = one(
+        con,
+        "SELECT path, ingested_at FROM sources WHERE sha256 = ? AND status = 'ingested' "
+        "ORDER BY id LIMIT 1",
+        [sha],
+    )
+    if same:
+        when = same[1].strftime("%Y-%m-%d %H:%M UTC")
+        where = "" if same[0] == resolved else f" as {same[0]}"
+        return FileResult(
+            path,
+            "already_ingested",
+            sha,
+            size,
+            message=f"{path}: already ingested{where} on {when}; nothing new",
+        )
+    before = one(
+        con,
+        "SELECT sha256 FROM sources WHERE path = ? AND status = 'ingested' ORDER BY id DESC "
+        "LIMIT 1",
+        [resolved],
+    )
+    if before:
+        reason = (
+            f"its content changed since it was ingested (sha256 {before[0][:12]}... "
+            f"then, {sha[:12]}... now)"
+        )
+        return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = _load(con, path, resolved, sha, size, run_id, progress)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    if result.status == "refused_altered":
+        con.execute("ROLLBACK")
+        return _refuse_altered(con, path, resolved, sha, size, run_id, result.message)
+    con.execute("COMMIT")
+    return result
+
+
+def _load(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    resolved: str,
+    sha: str,
+    size: int,
+    run_id: int,
+    progress: Progress | None,
+) -> FileResult:
+    source_id = one(con, "SELECT nextval('source_id_seq')")[0]
+    select = staging_select("chunk", str(int(source_id)))
+    con.register("chunk", lines_table(b"", 1))
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE stage AS SELECT *, false AS dup FROM ({select}) LIMIT 0"
+    )
+    lines = 0
+    for block, read in iter_blocks(path):
+        chunk = lines_table(block, lines + 1)
+        lines += chunk.num_rows
+        con.register("chunk", chunk)
+        con.execute(f"INSERT INTO stage SELECT *, false FROM ({select})")
+        if progress:
+            progress(path, read)
+    con.unregister("chunk")
+
+    _quarantine_repeated_seq(con)
+    altered = _check_overlap(con)
+    if altered:
+        return FileResult(path, "refused_altered", sha, size, lines, message=altered)
+
+    counts = one(
+        con,
+        "SELECT count(*) FILTER (reason IS NULL AND NOT dup), count(*) FILTER (reason IS NOT NULL),"
+        " count(*) FILTER (dup), min(ts) FILTER (reason IS NULL), max(ts) FILTER (reason IS NULL)"
+        " FROM stage",
+    )
+    events, quarantined, duplicates, first_ts, last_ts = counts
+    con.execute(
+        "INSERT INTO sources (id, path, sha256, size, lines, events, quarantined, duplicates, "
+        "first_ts, last_ts, ingested_at, run_id, status, note) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, 'ingested', '')",
+        [
+            source_id,
+            resolved,
+            sha,
+            size,
+            lines,
+            events,
+            quarantined,
+            duplicates,
+            first_ts,
+            last_ts,
+            run_id,
+        ],
+    )
+    cols = ", ".join(EVENT_COLUMNS)
+    con.execute(
+        f"INSERT INTO events ({cols}) SELECT {cols} FROM stage "
+        "WHERE reason IS NULL AND NOT dup ORDER BY line_no"
+    )
+    con.execute(
+        "INSERT INTO quarantine SELECT source_id, line_no, reason, raw FROM stage "
+        "WHERE reason IS NOT NULL ORDER BY line_no"
+    )
+    _record_malformed(con, run_id, resolved, sha)
+    record_seq_gaps(con, run_id, "SELECT DISTINCT stream FROM stage WHERE reason IS NULL")
+    per_stream = dict(
+        con.execute(
+            "SELECT stream, count(*) FROM stage WHERE reason IS NULL AND NOT dup "
+            "GROUP BY stream ORDER BY stream"
+        ).fetchall()
+    )
+    problems = [
+        f"{path}:{line_no}: {reason}"
+        for line_no, reason in con.execute(
+            "SELECT line_no, reason FROM stage WHERE reason IS NOT NULL ORDER BY line_no"
+        ).fetchall()
+    ]
+    note = f", {duplicates} already ingested from another file" if duplicates else ""
+    return FileResult(
+        path,
+        "ingested",
+        sha,
+        size,
+        lines,
+        events,
+        quarantined,
+        duplicates,
+        message=f"{path}: {events} events, {quarantined} quarantined{note}",
+        per_stream=per_stream,
+        problems=problems,
+    )
+
+
+def _quarantine_repeated_seq(con: duckdb.DuckDBPyConnection) -> None:
+    """A seq used twice in one stream of one file: the first line stands, the rest wait."""
+    con.execute(
+        """
+        UPDATE stage SET reason = 'seq ' || stage.seq || ' repeats in ' ||
+                                  replace(stage.stream, ':', ' ') ||
+                                  ' (first at line ' || d.first_line || ')'
+        FROM (SELECT stream, seq, min(line_no) AS first_line FROM stage
+              WHERE reason IS NULL GROUP BY ALL HAVING count(*) > 1) d
+        WHERE stage.reason IS NULL AND stage.stream = d.stream AND stage.seq = d.seq
+          AND stage.line_no <> d.first_line
+        """
+    )
+
+
+def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
+    """Events of this file already in the database: identical ones are skipped as
+    duplicates; a different one means a log was altered, and the message says where."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE overlap AS
+        SELECT s.line_no, s.stream, s.seq, e.source_id AS other_source, e.line_no AS other_line,
+               (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
+        FROM stage s JOIN events e ON e.stream = s.stream AND e.seq = s.seq
+        WHERE s.reason IS NULL
+          AND e.stream IN (SELECT DISTINCT stream FROM stage WHERE reason IS NULL)
+        """
+    )
+    differ = one(
+        con,
+        "SELECT o.stream, o.seq, o.line_no, src.path, o.other_line, "
+        "count(*) OVER () FROM overlap o JOIN sources src ON src.id = o.other_source "
+        "WHERE NOT coalesce(o.same, false) ORDER BY o.line_no LIMIT 1",
+    )
+    if differ:
+        stream, seq, line_no, other, other_line, n = differ
+        return (
+            f"line {line_no} ({stream.replace(':', ' ')} seq {seq}) differs from the event "
+            f"already ingested from {other}:{other_line} ({n} events differ)"
+        )
+    con.execute(
+        "UPDATE stage SET dup = true FROM overlap o WHERE stage.line_no = o.line_no AND o.same"
+    )
+    return ""
+
+
+def _refuse_altered(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    resolved: str,
+    sha: str,
+    size: int,
+    run_id: int,
+    reason: str,
+) -> FileResult:
+    """Keep a record of the refused offer and raise `log.altered`; load nothing from it."""
+    message = f"{path}: refused: {reason}"
+    con.execute("BEGIN TRANSACTION")
+    source_id = one(
+        con,
+        "INSERT INTO sources (path, sha256, size, lines, events, quarantined, duplicates, "
+        "ingested_at, run_id, status, note) "
+        "VALUES (?, ?, ?, 0, 0, 0, 0, now(), ?, 'refused_altered', ?) RETURNING id",
+        [resolved, sha, size, run_id, reason],
+    )[0]
+    findings.record(
+        con,
+        run_id,
+        f"""
+        SELECT 'log.altered|' || path || '|' || sha256 AS fingerprint, 'log.altered' AS code,
+               NULL AS table_id, NULL AS pit, NULL AS shoe, NULL::BIGINT AS round,
+               NULL::BIGINT AS seq, ingested_at AS ts,
+               path || ' was offered again with different content and was refused: ' || note
+                 AS message,
+               to_json({{'content': 'identical to the file already ingested'}}) AS expected,
+               to_json({{'sha256': sha256, 'reason': note}}) AS observed,
+               path AS source, to_json({{'source_id': id}}) AS evidence
+        FROM sources WHERE id = {int(source_id)}
+        """,
+    )
+    con.execute("COMMIT")
+    return FileResult(path, "refused_altered", sha, size, message=message)
+
+
+def _record_malformed(con: duckdb.DuckDBPyConnection, run_id: int, path: str, sha: str) -> None:
+    """One `log.malformed` per quarantined line, timed by the line or the good line before it."""
+    findings.record(
+        con,
+        run_id,
+        f"""
+        SELECT 'log.malformed|{sha}|' || q.line_no AS fingerprint, 'log.malformed' AS code,
+               try(json_extract_string(q.raw, '$.table')) AS table_id,
+               try(json_extract_string(q.raw, '$.pit')) AS pit,
+               try(json_extract_string(q.raw, '$.shoe')) AS shoe,
+               try(CAST(json_extract(q.raw, '$.round') AS BIGINT)) AS round,
+               try(CAST(json_extract(q.raw, '$.seq') AS BIGINT)) AS seq,
+               coalesce(q.ts, g.ts, now()) AS ts,
+               'Line ' || q.line_no || ' of ' || {_sql_str(Path(path).name)} ||
+                 ' could not be read: ' ||
+                 q.reason || '; it is kept in quarantine' AS message,
+               to_json('a line of event log v1') AS expected,
+               to_json({{'reason': q.reason, 'line': left(q.raw, 500)}}) AS observed,
+               {_sql_str(path)} || ':' || q.line_no AS source,
+               to_json({{'line_no': q.line_no}}) AS evidence
+        FROM (SELECT * FROM stage WHERE reason IS NOT NULL) q
+        ASOF LEFT JOIN (SELECT line_no, ts FROM stage WHERE reason IS NULL) g
+          ON q.line_no >= g.line_no
+        """,
+    )
+
+
+def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: str) -> None:
+    """Recompute `log.seq_gap` over the whole of each stream named by `streams_sql`.
+
+    A stream may span files; a gap one file leaves may be filled by the next, so standing gap
+    findings that no longer hold are withdrawn.
+    """
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE gaps AS
+        SELECT * FROM (
+          SELECT stream, seq, ts, source_id, line_no,
+                 lag(seq) OVER w AS prev_seq, lag(source_id) OVER w AS prev_source,
+                 lag(line_no) OVER w AS prev_line
+          FROM events WHERE stream IN ({streams_sql})
+          WINDOW w AS (PARTITION BY stream ORDER BY seq)
+        ) WHERE seq > prev_seq + 1
+        """
+    )
+    findings.record(
+        con,
+        run_id,
+        """
+        SELECT 'log.seq_gap|' || g.stream || '|' || g.prev_seq || '|' || g.seq AS fingerprint,
+               'log.seq_gap' AS code,
+               CASE WHEN starts_with(g.stream, 'table:') THEN substr(g.stream, 7) END
+                 AS table_id,
+               CASE WHEN starts_with(g.stream, 'pit:') THEN substr(g.stream, 5) END AS pit,
+               NULL AS shoe, NULL::BIGINT AS round, g.seq, g.ts,
+               upper(left(g.stream, 1)) || replace(substr(g.stream, 2), ':', ' ') ||
+                 ': seq ' || g.prev_seq || ' is followed by seq ' || g.seq || '; ' ||
+                 (g.seq - g.prev_seq - 1) || ' events are missing' AS message,
+               to_json({'seq': g.prev_seq + 1}) AS expected,
+               to_json({'seq': g.seq, 'previous_seq': g.prev_seq,
+                        'missing': g.seq - g.prev_seq - 1}) AS observed,
+               s.path || ':' || g.line_no AS source,
+               to_json({'previous': p.path || ':' || g.prev_line}) AS evidence
+        FROM gaps g JOIN sources s ON s.id = g.source_id
+        JOIN sources p ON p.id = g.prev_source
+        """,
+    )
+    findings.withdraw(
+        con,
+        run_id,
+        f"""code = 'log.seq_gap'
+            AND ((table_id IS NOT NULL AND 'table:' || table_id IN ({streams_sql}))
+              OR (pit IS NOT NULL AND 'pit:' || pit IN ({streams_sql})))
+            AND fingerprint NOT IN (
+              SELECT 'log.seq_gap|' || stream || '|' || prev_seq || '|' || seq FROM gaps)""",
+    )
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

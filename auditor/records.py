@@ -1,0 +1,69 @@
+"""The small relational records of the audit database (runs, ingested sources), as sqlmodel classes.
+
+Bulk data (events, quarantine, findings) is plain DuckDB DDL in `auditor.db`; these are the
+rows a person reads one at a time, so an ORM is worth its convenience here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import BigInteger, Column, DateTime, Sequence, Text
+from sqlmodel import Field, SQLModel
+
+run_id_seq = Sequence("run_id_seq")
+source_id_seq = Sequence("source_id_seq")
+
+
+def _tz_column(nullable: bool = False) -> Column:
+    return Column(DateTime(timezone=True), nullable=nullable)
+
+
+class Run(SQLModel, table=True):
+    """One invocation of a writing command; every row written carries its run id."""
+
+    __tablename__ = "runs"
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger, run_id_seq, server_default=run_id_seq.next_value(), primary_key=True
+        ),
+    )
+    command: str
+    args: str = Field(default="", sa_column=Column(Text))
+    tool_version: str
+    started_at: dt.datetime = Field(sa_column=_tz_column())
+    finished_at: dt.datetime | None = Field(default=None, sa_column=_tz_column(nullable=True))
+    # 'running' until the command ends; a crash leaves it so, which `runs` shows.
+    status: str = "running"
+    exit_code: int | None = None
+    summary: str = Field(default="", sa_column=Column(Text))
+
+
+class Source(SQLModel, table=True):
+    """One offer of a log file to ingest: the manifest that ties every event to its file's hash.
+
+    Append-only: a refused file is a row too (status `refused_altered`), so the evidence of the
+    attempt stays.
+    """
+
+    __tablename__ = "sources"
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger, source_id_seq, server_default=source_id_seq.next_value(), primary_key=True
+        ),
+    )
+    path: str
+    sha256: str
+    size: int
+    lines: int
+    events: int
+    quarantined: int
+    duplicates: int
+    first_ts: dt.datetime | None = Field(default=None, sa_column=_tz_column(nullable=True))
+    last_ts: dt.datetime | None = Field(default=None, sa_column=_tz_column(nullable=True))
+    ingested_at: dt.datetime = Field(sa_column=_tz_column())
+    run_id: int
+    status: str  # 'ingested' | 'refused_altered'
+    note: str = Field(default="", sa_column=Column(Text))

@@ -1,0 +1,931 @@
+"""Generate event log v1 files for a night at a property: real shuffled shoes, wagers,
+settlements by the rule pack, dealer rotations and procedure notices, with chosen deviations.
+
+The sample night in `sample_logs/` is written by `write_sample_night`; every deviation it
+plants is listed, with the finding code the audit must raise, in `sample_logs/README.md`.
+The generator settles rounds with its own straightforward code (not the replay engine's),
+so the two are independent witnesses of the rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import random
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+from pathlib import Path
+
+from auditor.cards import RANKS, SUITS, rank_value
+from auditor.replay.draw import banker_draws, is_natural, player_draws
+from auditor.rulepack import RulePack, load_pack
+
+CENT = Decimal("0.01")
+STAKES = (25, 25, 50, 50, 100, 100, 100, 200, 250, 500, 1000)
+
+
+@dataclass
+class TableSpec:
+    table: str
+    pit: str
+    game: str  # mini_baccarat, punto_banco, chemin_de_fer
+    jurisdiction: str
+    variant: str
+    seats: int
+    procedure: int | None
+    side_bets: tuple[str, ...] = ()
+    decks: int = 8
+    shuffle: str = "manual"
+    batches: tuple[str, ...] = ("red",)
+    opens: str = "22:00"  # local time
+    closes: str = "06:00"
+    seconds_per_round: tuple[int, int] = (40, 75)
+    gzip: bool = False
+
+
+@dataclass
+class Deviation:
+    """A deviation to plant at the first qualifying round at or after `after` (local)."""
+
+    table: str
+    kind: str
+    after: str
+    code: str  # the finding code the audit must raise
+    note: str
+    planted: str = ""  # filled in: where it went
+
+
+@dataclass
+class NoticeChange:
+    """A procedure change in a pit, with its written notices `lead_minutes` before."""
+
+    pit: str
+    tables: tuple[str, ...]
+    procedure: int
+    effective: str  # local time
+    lead_minutes: int
+    recipients: tuple[str, ...] = ("division", "surveillance")
+
+
+@dataclass
+class Night:
+    date: dt.date  # the local date on which the night starts
+    utc_offset: dt.timedelta
+    tables: list[TableSpec]
+    deviations: list[Deviation] = field(default_factory=list)
+    changes: list[NoticeChange] = field(default_factory=list)
+    truncated_line: str | None = None  # table whose log holds a half-written line
+    seq_jump: tuple[str, int] | None = None  # (table, how many seq numbers are skipped)
+
+
+def _shoe(rng: random.Random, decks: int) -> list[str]:
+    cards = [r + s for r in RANKS for s in SUITS] * decks
+    rng.shuffle(cards)
+    return cards
+
+
+def _value(card: str) -> int:
+    return rank_value(card[0])
+
+
+def _money(x: Decimal | Fraction | int) -> Decimal:
+    if isinstance(x, Fraction):
+        x = Decimal(x.numerator) / Decimal(x.denominator)
+    return Decimal(x).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def _times(stake: Decimal, odds: Fraction) -> Decimal:
+    return _money(Fraction(stake) * odds)
+
+
+def _amount(x: Decimal) -> int | str:
+    """Whole amounts as JSON numbers, cents as strings (both are valid v1)."""
+    return int(x) if x == x.to_integral_value() else str(x)
+
+
+class Stream:
+    """One table's (or pit's) events in seq order, with their times."""
+
+    def __init__(self, key: dict, offset: dt.timedelta, first_seq: int = 1) -> None:
+        self.key = key
+        self.tz = dt.timezone(offset)
+        self.seq = first_seq - 1
+        self.lines: list[str] = []
+
+    def emit(self, when: dt.datetime, event_type: str, **fields: object) -> dict:
+        self.seq += 1
+        ts = when.astimezone(self.tz).isoformat(timespec="milliseconds")
+        event = {"v": 1, "ts": ts, "type": event_type, **self.key, "seq": self.seq}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        self.lines.append(json.dumps(event, separators=(",", ":")))
+        return event
+
+
+@dataclass
+class Outcome:
+    player: list[str]
+    banker: list[str]
+    order: list[str]  # hand of each card in shoe order
+    player_count: int
+    banker_count: int
+    winner: str
+    options: list[tuple[str, str]] = field(default_factory=list)  # chemin de fer decisions
+
+    @property
+    def cards(self) -> int:
+        return len(self.player) + len(self.banker)
+
+
+def _count(cards: list[str]) -> int:
+    return sum(_value(c) for c in cards) % 10
+
+
+def deal(pack: RulePack, shoe: list[str], pos: int, deviation: str = "") -> Outcome | None:
+    """The round the next cards make under the pack's tables, with an optional draw error."""
+    if pos + 6 > len(shoe):
+        return None
+    p, b = [shoe[pos], shoe[pos + 2]], [shoe[pos + 1], shoe[pos + 3]]
+    order = ["player", "banker", "player", "banker"]
+    nxt = pos + 4
+    pc, bc = _count(p), _count(b)
+    if not (is_natural(pack, pc) or is_natural(pack, bc)):
+        third: int | None = None
+        p_draws = player_draws(pack, pc)
+        if deviation == "player_extra":
+            p_draws = not p_draws
+        if p_draws:
+            p.append(shoe[nxt])
+            order.append("player")
+            third = _value(shoe[nxt])
+            nxt += 1
+        b_draws = banker_draws(pack, bc, third)
+        if deviation == "banker_missed":
+            b_draws = not b_draws
+        if b_draws:
+            b.append(shoe[nxt])
+            order.append("banker")
+    pc, bc = _count(p), _count(b)
+    winner = "player" if pc > bc else "banker" if bc > pc else "tie"
+    return Outcome(p, b, order, pc, bc, winner)
+
+
+def _qualifies(pack: RulePack, kind: str, o: Outcome, spec: TableSpec) -> bool:
+    """Whether a round's cards let the deviation show cleanly (and nothing else with it)."""
+    pc2 = _count(o.player[:2])
+    bc2 = _count(o.banker[:2])
+    natural = is_natural(pack, pc2) or is_natural(pack, bc2)
+    if kind == "banker_missed":
+        return not natural and len(o.banker) == 3 and not player_draws(pack, pc2)
+    if kind == "player_extra":
+        return not natural and len(o.player) == 2 and bc2 == 7
+    if kind in ("tie_missing", "push_collected"):
+        return o.winner == "tie"
+    if kind == "dragon_missing":
+        return o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
+    if kind in ("vig_short", "vig_not_allowed", "wrong_winner", "procedure_order"):
+        return o.winner == "banker" and not (len(o.banker) == 3 and o.banker_count == 7)
+    if kind in ("pay_short", "collect_after_pay", "total_cards_missing"):
+        return o.winner == "player"
+    return True
+
+
+class TableNight:
+    """Plays one table through the night."""
+
+    def __init__(self, night: Night, spec: TableSpec, rng: random.Random) -> None:
+        self.night, self.spec, self.rng = night, spec, rng
+        self.pack = load_pack(
+            spec.jurisdiction, spec.game if spec.game != "chemin_de_fer" else "punto_banco"
+        )
+        self.variant = self.pack.variant(spec.variant)
+        self.out = Stream({"table": spec.table}, night.utc_offset)
+        self.procedure = spec.procedure
+        self.pending = [d for d in night.deviations if d.table == spec.table]
+        self.dealers = [f"D{rng.randint(1000, 9999)}" for _ in range(4)]
+        self.batch_index = 0
+        self.bank_seat = 1
+        self.bank = Decimal(1000)
+        self.suivi_seat: int | None = None
+
+    def local(self, hhmm: str, next_day: bool = False) -> dt.datetime:
+        h, m = map(int, hhmm.split(":"))
+        day = self.night.date + dt.timedelta(days=1 if next_day else 0)
+        return dt.datetime(
+            day.year, day.month, day.day, h, m, tzinfo=dt.timezone(self.night.utc_offset)
+        )
+
+    def at(self, hhmm: str) -> dt.datetime:
+        """Local hh:mm within the night (times before noon are the next morning)."""
+        return self.local(hhmm, next_day=int(hhmm.split(":")[0]) < 12)
+
+    def dealer(self, when: dt.datetime) -> str:
+        return self.dealers[int((when - self.at(self.spec.opens)).total_seconds() // 3600) % 4]
+
+    def run(self) -> list[str]:
+        s = self.spec
+        t = self.at(s.opens)
+        end = self.at(s.closes)
+        changes = [c for c in self.night.changes if s.table in c.tables]
+        self.out.emit(
+            t,
+            "table_open",
+            pit=s.pit,
+            game=s.game,
+            jurisdiction=s.jurisdiction,
+            variant=s.variant,
+            procedure=s.procedure,
+            seats=s.seats,
+            side_bets=list(s.side_bets),
+            dealer=self.dealer(t),
+            origin="tms",
+        )
+        shoe_no = 0
+        while t < end:
+            shoe_no += 1
+            t = self.play_shoe(f"{s.table}-{self.night.date:%m%d}-{shoe_no:02d}", t, end, changes)
+        self.out.emit(t, "table_close", dealer=self.dealer(t), origin="tms")
+        return self.out.lines
+
+    def play_shoe(
+        self, shoe_id: str, t: dt.datetime, end: dt.datetime, changes: list[NoticeChange]
+    ) -> dt.datetime:
+        s, rng = self.spec, self.rng
+        batch = s.batches[self.batch_index % len(s.batches)]
+        self.batch_index += 1
+        cards = _shoe(rng, s.decks)
+        self.out.emit(
+            t,
+            "shoe_start",
+            shoe=shoe_id,
+            decks=s.decks,
+            shuffle=s.shuffle,
+            batch=batch,
+            dealer=self.dealer(t),
+            origin="shoe",
+        )
+        t += dt.timedelta(seconds=rng.randint(20, 40))
+        exposed = _value(cards[0])
+        burn_n = 1 + (exposed if exposed else 10)
+        self.out.emit(
+            t, "burn", shoe=shoe_id, cards=cards[:burn_n], dealer=self.dealer(t), origin="shoe"
+        )
+        pos = burn_n
+        cut_at = len(cards) - rng.randint(14, 16)
+        cut_seen = False
+        rnd = 0
+        last_after_cut = False
+        while t < end:
+            for c in changes:
+                eff = self.at(c.effective)
+                if t >= eff and self.procedure != c.procedure:
+                    self.procedure = c.procedure
+                    self.out.emit(
+                        eff,
+                        "procedure_change",
+                        procedure=c.procedure,
+                        dealer=self.dealer(eff),
+                        origin="pit",
+                    )
+            t += dt.timedelta(seconds=rng.randint(*s.seconds_per_round))
+            rnd += 1
+            used = self.play_round(shoe_id, rnd, cards, pos, t)
+            if used is None:
+                break
+            pos += used
+            if not cut_seen and pos >= cut_at:
+                cut_seen = True
+                self.out.emit(t, "cut_card", shoe=shoe_id, round=rnd, origin="shoe")
+            elif cut_seen:
+                last_after_cut = True
+            if cut_seen and last_after_cut:
+                break
+        t += dt.timedelta(seconds=30)
+        self.out.emit(t, "shoe_end", shoe=shoe_id, remaining=len(cards) - pos, origin="shoe")
+        return t + dt.timedelta(seconds=rng.randint(120, 300))
+
+    def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
+        for d in self.pending:
+            if t >= self.at(d.after) and _qualifies(self.pack, d.kind, o, self.spec):
+                self.pending.remove(d)
+                return d
+        return None
+
+    def play_round(
+        self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
+    ) -> int | None:
+        o = deal(self.pack, cards, pos)
+        if o is None:
+            return None
+        dev = self.take_deviation(o, t)
+        kind = dev.kind if dev else ""
+        if kind in ("banker_missed", "player_extra"):
+            o = deal(self.pack, cards, pos, kind)
+            assert o is not None
+        if dev:
+            dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
+        if self.spec.game == "chemin_de_fer":
+            self.chemin_round(shoe_id, rnd, o, t)
+        else:
+            self.banking_round(shoe_id, rnd, o, t, kind)
+        return o.cards
+
+    # --- punto banco / mini-baccarat ---------------------------------------------------------
+
+    def wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
+        rng, s = self.rng, self.spec
+        n = rng.randint(1, min(5, s.seats))
+        seats = sorted(rng.sample(range(1, s.seats + 1), n))
+        out = []
+        for seat in seats:
+            bet = rng.choices(("banker", "player", "tie"), (50, 42, 8))[0]
+            out.append((seat, bet, Decimal(rng.choice(STAKES))))
+            for side in s.side_bets:
+                if side != "tie" and rng.random() < 0.12:
+                    out.append((seat, side, Decimal(rng.choice((5, 10, 25)))))
+        if kind in ("pay_short", "collect_after_pay"):
+            # Two Player winners and a loser make the order observable.
+            out = [
+                (7 if s.seats >= 7 else s.seats, "player", Decimal(100)),
+                (4, "player", Decimal(50)),
+                (2, "banker", Decimal(100)),
+            ]
+        if kind in ("vig_short", "vig_not_allowed"):
+            out = [(5, "banker", Decimal(100)), (3, "player", Decimal(50))]
+        if kind == "procedure_order":  # two Banker winners: pay and vigorish orders differ
+            out = [
+                (7, "banker", Decimal(100)),
+                (4, "banker", Decimal(50)),
+                (2, "player", Decimal(100)),
+            ]
+        if kind == "push_collected":
+            out = [(6, "banker", Decimal(200)), (1, "tie", Decimal(25))]
+        if kind == "total_cards_missing":
+            out.append((1, "total_cards_5", Decimal(10)))
+        return out
+
+    def settle(self, bet: str, stake: Decimal, o: Outcome) -> tuple[str, Decimal]:
+        """('pay'|'collect'|'push', amount) for one wager, by the variant and paytables."""
+        v = self.variant
+        if bet in ("player", "banker"):
+            if o.winner == "tie":
+                return "push", stake
+            if o.winner != bet:
+                return "collect", stake
+            if bet == "banker":
+                for ex in v.banker_exceptions:
+                    if ex.applies(o.banker_count, len(o.banker)):
+                        return (
+                            ("push", stake) if ex.pays is None else ("pay", _times(stake, ex.pays))
+                        )
+            return "pay", _times(stake, v.pays(bet))
+        if bet == "tie":
+            return (
+                ("pay", _times(stake, v.pays("tie"))) if o.winner == "tie" else ("collect", stake)
+            )
+        pays = self.pack.side_bets[bet].pays.value
+        won = {
+            "dragon7": o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7,
+            "panda8": o.winner == "player" and len(o.player) == 3 and o.player_count == 8,
+        }.get(bet, bet.startswith("total_cards_") and int(bet[-1]) == o.cards)
+        return ("pay", _times(stake, pays)) if won else ("collect", stake)
+
+    def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
+        rng, s = self.rng, self.spec
+        d = self.dealer(t)
+
+        def emit(dt_s: float, event_type: str, **f: object) -> None:
+            nonlocal t
+            t += dt.timedelta(seconds=dt_s)
+            origin = "shoe" if event_type == "card" else "tms"
+            self.out.emit(t, event_type, shoe=shoe_id, round=rnd, dealer=d, origin=origin, **f)
+
+        emit(0, "round_start")
+        wagers = self.wagers(kind)
+        for seat, bet, amt in wagers:
+            emit(rng.uniform(0.5, 3), "wager", seat=seat, bet=bet, amount=_amount(amt))
+        emit(2, "no_more_bets")
+        pi = bi = 0
+        for hand in o.order:
+            card = o.player[pi] if hand == "player" else o.banker[bi]
+            pi, bi = (pi + 1, bi) if hand == "player" else (pi, bi + 1)
+            emit(1.2, "card", to=hand, card=card)
+        winner = o.winner
+        if kind == "wrong_winner":
+            winner = "player"
+        emit(
+            2,
+            "announce",
+            kind="result",
+            player=o.player_count,
+            banker=o.banker_count,
+            winner=winner,
+        )
+        if o.winner == "tie" and kind != "tie_missing":
+            emit(0.5, "announce", kind="tie_hand")
+        dragon = o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
+        if dragon and s.variant == "no_vig_dragon7" and kind != "dragon_missing":
+            emit(0.5, "announce", kind="dragon_7")
+        if any(b.startswith("total_cards") for b in s.side_bets) and kind != "total_cards_missing":
+            emit(0.5, "announce", kind="total_cards", count=o.cards)
+        # Settle: losers first, then winners by the procedure, pushes last.
+        results = [(seat, bet, amt, *self.settle(bet, amt, o)) for seat, bet, amt in wagers]
+        losers = [(seat, bet, amt) for seat, bet, _, how, amt in results if how == "collect"]
+        pushes = [(seat, bet, amt) for seat, bet, _, how, amt in results if how == "push"]
+        pays: dict[int, list[tuple[str, Decimal]]] = {}
+        vigs: dict[int, Decimal] = {}
+        short = kind == "pay_short"
+        for seat, bet, stake, how, amt in results:
+            if how != "pay":
+                continue
+            if short:  # the first payment is 10 short
+                amt -= Decimal(10)
+                short = False
+            pays.setdefault(seat, []).append((bet, amt))
+            if bet == "banker" and self.variant.vigorish_rate:
+                rate = self.variant.vigorish_rate
+                vigs[seat] = vigs.get(seat, Decimal(0)) + _times(stake, rate)
+        if kind == "vig_short":
+            seat = max(vigs)
+            vigs[seat] -= Decimal(1)
+        if kind == "vig_not_allowed":
+            for seat, bet, stake, how, _ in results:
+                if bet == "banker" and how == "pay":
+                    vigs[seat] = _money(stake * Decimal("0.05"))
+        if kind == "push_collected":  # the returned Banker wager is taken instead
+            losers += [p for p in pushes if p[1] == "banker"]
+            pushes = [p for p in pushes if p[1] != "banker"]
+        if kind != "collect_after_pay":
+            for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
+                emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
+        procedure = self.procedure or 3
+        if kind == "procedure_order":
+            procedure = {1: 3, 2: 4, 3: 1, 4: 2}[procedure]
+        seats = sorted(set(pays) | set(vigs), reverse=True)
+
+        def pay(seat: int) -> None:
+            for bet, amt in pays.get(seat, []):
+                emit(2, "pay", seat=seat, bet=bet, amount=_amount(amt))
+
+        def vig(seat: int) -> None:
+            if seat in vigs:
+                emit(
+                    1.5,
+                    "vig",
+                    seat=seat,
+                    amount=_amount(vigs[seat]),
+                    mode=rng.choice(("collect", "collect", "mark")),
+                )
+
+        if procedure == 1:
+            for seat in seats:
+                pay(seat)
+            for seat in seats:
+                vig(seat)
+        elif procedure == 2:
+            for seat in seats:
+                vig(seat)
+            for seat in seats:
+                pay(seat)
+        else:
+            for seat in seats:
+                (pay, vig)[procedure == 4](seat)
+                (vig, pay)[procedure == 4](seat)
+        if kind == "collect_after_pay":
+            for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
+                emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
+        for seat, bet, amt in sorted(pushes, key=lambda x: -x[0]):
+            emit(1, "push", seat=seat, bet=bet, amount=_amount(amt))
+        emit(3, "round_end")
+
+    # --- chemin de fer -----------------------------------------------------------------------
+
+    def chemin_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime) -> None:
+        """A chemin de fer round with the bank, wagers against it in priority order, and the
+        options the traditional tableau allows where the mandatory table leaves them open."""
+        rng, s = self.rng, self.spec
+        d = self.dealer(t)
+
+        def emit(dt_s: float, event_type: str, **f: object) -> None:
+            nonlocal t
+            t += dt.timedelta(seconds=dt_s)
+            self.out.emit(t, event_type, shoe=shoe_id, round=rnd, dealer=d, origin="tms", **f)
+
+        emit(0, "round_start")
+        emit(2, "bank", seat=self.bank_seat, amount=_amount(self.bank))
+        against: list[tuple[int, str, Decimal]] = []
+        others = [(self.bank_seat + k - 1) % s.seats + 1 for k in range(1, s.seats)]
+        if self.suivi_seat and rng.random() < 0.5:
+            against.append((self.suivi_seat, "suivi", self.bank))
+        elif rng.random() < 0.2:
+            against.append((others[rng.randrange(len(others))], "seul", self.bank))
+        else:
+            left = self.bank
+            for seat in others:
+                if left <= 0 or rng.random() < 0.4:
+                    continue
+                amt = min(left, Decimal(rng.choice((50, 100, 200, 300))))
+                against.append((seat, "partial", amt))
+                left -= amt
+            if not against:
+                against.append((others[0], "partial", min(self.bank, Decimal(100))))
+        for seat, how, amt in against:
+            emit(2, "banco", seat=seat, kind=how, amount=_amount(amt))
+        emit(2, "no_more_bets")
+        pi = bi = 0
+        p2 = _count(o.player[:2])
+        for i, hand in enumerate(o.order):
+            if i == 4 and hand == "player" and p2 == 5:
+                emit(1, "option", hand="player", choice="card")
+            if hand == "player":
+                emit(1.5, "card", to=hand, card=o.player[pi])
+                pi += 1
+            else:
+                emit(1.5, "card", to=hand, card=o.banker[bi])
+                bi += 1
+        emit(
+            2,
+            "announce",
+            kind="result",
+            player=o.player_count,
+            banker=o.banker_count,
+            winner=o.winner,
+        )
+        if o.winner == "tie":
+            emit(0.5, "announce", kind="tie_hand")
+        won = Decimal(0)
+        for seat, _, amt in against:
+            if o.winner == "player":
+                emit(1.5, "pay", seat=seat, bet="player", amount=_amount(amt))
+            elif o.winner == "banker":
+                emit(1.5, "collect", seat=seat, bet="player", amount=_amount(amt))
+                won += amt
+            else:
+                emit(1, "push", seat=seat, bet="player", amount=_amount(amt))
+        if won:
+            emit(
+                1.5,
+                "commission",
+                seat=self.bank_seat,
+                amount=_amount(_money(won * Decimal("0.05"))),
+            )
+        emit(2, "round_end")
+        self.suivi_seat = None
+        if o.winner == "player":
+            nxt = self.bank_seat % s.seats + 1
+            self.out.emit(
+                t + dt.timedelta(seconds=2),
+                "bank_pass",
+                shoe=shoe_id,
+                round=rnd,
+                from_seat=self.bank_seat,
+                to_seat=nxt,
+                origin="tms",
+            )
+            self.bank_seat, self.bank = nxt, Decimal(1000)
+        elif o.winner == "banker":
+            full = [seat for seat, how, amt in against if amt == self.bank]
+            self.suivi_seat = full[0] if full else None
+            self.bank += won - _money(won * Decimal("0.05"))
+
+
+def notices(night: Night) -> list[str]:
+    """Pit streams: the written notices of each planned procedure change."""
+    streams: dict[str, Stream] = {}
+    for c in night.changes:
+        st = streams.setdefault(c.pit, Stream({"pit": c.pit}, night.utc_offset))
+        tz = dt.timezone(night.utc_offset)
+        h, m = map(int, c.effective.split(":"))
+        day = night.date + dt.timedelta(days=1 if h < 12 else 0)
+        eff = dt.datetime(day.year, day.month, day.day, h, m, tzinfo=tz)
+        given = eff - dt.timedelta(minutes=c.lead_minutes)
+        for who in c.recipients:
+            st.emit(
+                given,
+                "procedure_notice",
+                pit=c.pit,
+                procedure=c.procedure,
+                effective=eff.isoformat(),
+                recipient=who,
+                written=True,
+                tables=list(c.tables),
+                origin="pit",
+            )
+    return [line for st in streams.values() for line in st.lines]
+
+
+def write_night(night: Night, out_dir: Path, seed: int) -> tuple[dict[str, Path], list[str]]:
+    """Write one file per table and one for the pits' notices.
+
+    Returns table -> path, and a sentence per log-level deviation planted (file and line).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    notes: list[str] = []
+    for i, spec in enumerate(night.tables):
+        rng = random.Random(f"{seed}:{i}:{spec.table}")
+        lines = TableNight(night, spec, rng).run()
+        name = f"{night.date:%Y-%m-%d}_{spec.table}.jsonl" + (".gz" if spec.gzip else "")
+        if night.seq_jump and night.seq_jump[0] == spec.table:
+            k = len(lines) // 2
+            lines, before = _jump_seq(lines, night.seq_jump[1])
+            notes.append(
+                f"`{name}` line {k + 1}: seq jumps from {before} to "
+                f"{before + 1 + night.seq_jump[1]} ({night.seq_jump[1]} events missing) → "
+                "`log.seq_gap`"
+            )
+        if night.truncated_line == spec.table:
+            k = len(lines) // 3
+            lines.insert(k, lines[k][: len(lines[k]) // 2])
+            notes.append(
+                f"`{name}` line {k + 1}: a half-written line (the writer restarted and wrote "
+                "the whole event again on the next line) → `log.malformed`, kept in quarantine"
+            )
+        path = out_dir / name
+        data = ("\n".join(lines) + "\n").encode()
+        if spec.gzip:
+            # mtime=0 keeps the bytes (and the hash) the same run after run.
+            with (
+                path.open("wb") as fh,
+                gzip.GzipFile(filename="", fileobj=fh, mode="wb", mtime=0) as gz,
+            ):
+                gz.write(data)
+        else:
+            path.write_bytes(data)
+        written[spec.table] = path
+    pit_lines = notices(night)
+    if pit_lines:
+        path = out_dir / f"{night.date:%Y-%m-%d}_pit-notices.jsonl"
+        path.write_text("\n".join(pit_lines) + "\n")
+        written["pits"] = path
+    return written, notes
+
+
+def _jump_seq(lines: list[str], skip: int) -> tuple[list[str], int]:
+    """From the middle of the file on, seq numbers jump by `skip`; returns the lines and the
+    last seq before the jump."""
+    k = len(lines) // 2
+    out = lines[:k]
+    for line in lines[k:]:
+        e = json.loads(line)
+        e["seq"] += skip
+        out.append(json.dumps(e, separators=(",", ":")))
+    return out, json.loads(lines[k - 1])["seq"]
+
+
+def sample_night() -> Night:
+    """The sample property's night of 28 November 2026 (US Eastern, UTC-05:00)."""
+    nj_mini = dict(game="mini_baccarat", jurisdiction="NJ", seats=7)
+    tables = [
+        TableSpec("MB-01", "P1", variant="standard", procedure=1, **nj_mini),
+        TableSpec(
+            "MB-02", "P1", variant="standard", procedure=1, side_bets=("tie",), gzip=True, **nj_mini
+        ),
+        TableSpec(
+            "PB-01",
+            "P1",
+            "punto_banco",
+            "NJ",
+            "standard",
+            12,
+            1,
+            ("tie",),
+            seconds_per_round=(55, 90),
+            gzip=True,
+        ),
+        TableSpec(
+            "MB-03",
+            "P2",
+            variant="no_vig_dragon7",
+            procedure=3,
+            side_bets=("tie", "dragon7", "panda8"),
+            gzip=True,
+            **nj_mini,
+        ),
+        TableSpec(
+            "MB-04",
+            "P2",
+            variant="standard",
+            procedure=3,
+            side_bets=("tie", "total_cards_4", "total_cards_5", "total_cards_6"),
+            opens="20:00",
+            closes="02:00",
+            gzip=True,
+            **nj_mini,
+        ),
+        TableSpec(
+            "MB-05",
+            "P2",
+            variant="standard",
+            procedure=3,
+            side_bets=("tie",),
+            decks=6,
+            shuffle="automated",
+            batches=("red", "blue"),
+            gzip=True,
+            **nj_mini,
+        ),
+        TableSpec(
+            "CF-01",
+            "P3",
+            "chemin_de_fer",
+            "NJ",
+            "standard",
+            9,
+            None,
+            (),
+            decks=6,
+            opens="23:00",
+            closes="04:00",
+            seconds_per_round=(70, 110),
+        ),
+        TableSpec(
+            "NZ-01",
+            "P3",
+            "mini_baccarat",
+            "NZ",
+            "standard",
+            7,
+            None,
+            ("tie",),
+            opens="22:30",
+            closes="05:30",
+            gzip=True,
+        ),
+    ]
+    deviations = [
+        Deviation(
+            "MB-01",
+            "banker_missed",
+            "23:10",
+            "draw.banker_missed",
+            "Banker should have drawn a third card and stood; the round was announced "
+            "and settled from the cards dealt.",
+        ),
+        Deviation(
+            "PB-01",
+            "player_extra",
+            "00:20",
+            "draw.player_extra",
+            "Player with 6 or 7 was given a third card (Banker had 7 and stood).",
+        ),
+        Deviation(
+            "MB-02",
+            "tie_missing",
+            "22:40",
+            "announce.tie_missing",
+            'Tie round with no "Tie Hand" announcement.',
+        ),
+        Deviation(
+            "MB-03",
+            "dragon_missing",
+            "22:00",
+            "announce.dragon7_missing",
+            'Dragon 7 at the no-vigorish table and no "dragon 7" announcement.',
+        ),
+        Deviation(
+            "MB-01",
+            "vig_short",
+            "01:30",
+            "vig.wrong_amount",
+            "Vigorish of 4.00 taken on a winning 100 Banker wager (5.00 due).",
+        ),
+        Deviation(
+            "MB-03",
+            "vig_not_allowed",
+            "03:10",
+            "vig.not_allowed",
+            "Vigorish of 5.00 taken on a Banker win at the no-vigorish table.",
+        ),
+        Deviation(
+            "PB-01",
+            "wrong_winner",
+            "02:40",
+            "result.misannounced",
+            "Banker won but the result was announced as a Player win "
+            "(wagers were settled correctly).",
+        ),
+        Deviation(
+            "MB-04",
+            "pay_short",
+            "21:15",
+            "settle.wrong_amount",
+            "A winning 100 Player wager was paid 90.",
+        ),
+        Deviation(
+            "MB-05",
+            "collect_after_pay",
+            "23:45",
+            "order.collect_after_pay",
+            "The losing Banker wager was collected after the winners were paid.",
+        ),
+        Deviation(
+            "MB-04",
+            "procedure_order",
+            "00:30",
+            "order.procedure_mismatch",
+            "Procedure 3 in force; the dealer paid both Banker winners, then took both "
+            "vigorish (procedure 1's order).",
+        ),
+        Deviation(
+            "MB-04",
+            "total_cards_missing",
+            "01:05",
+            "announce.total_cards_missing",
+            "Total card wagers offered and the number of cards not announced.",
+        ),
+        Deviation(
+            "NZ-01",
+            "push_collected",
+            "03:30",
+            "settle.wrong_outcome",
+            "On a tie the Banker wager was collected instead of returned.",
+        ),
+    ]
+    changes = [
+        NoticeChange("P1", ("MB-01", "MB-02", "PB-01"), 2, "02:00", 45),
+        NoticeChange("P2", ("MB-03", "MB-04", "MB-05"), 4, "03:00", 20),
+    ]
+    return Night(
+        dt.date(2026, 11, 28),
+        dt.timedelta(hours=-5),
+        tables,
+        deviations,
+        changes,
+        truncated_line="MB-02",
+        seq_jump=("NZ-01", 3),
+    )
+
+
+SAMPLE_SEED = 20261128
+
+
+def write_sample(out_dir: Path, seed: int = SAMPLE_SEED) -> list[Path]:
+    """Write the sample night and its README (the list of planted deviations)."""
+    night = sample_night()
+    written, notes = write_night(night, out_dir, seed)
+    missing = [d for d in night.deviations if not d.planted]
+    if missing:
+        raise RuntimeError(f"no qualifying round for {[(d.table, d.kind) for d in missing]}")
+    (out_dir / "README.md").write_text(_sample_readme(night, written, notes))
+    return sorted(written.values())
+
+
+def _offset(delta: dt.timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _sample_readme(night: Night, written: dict[str, Path], notes: list[str]) -> str:
+    rows = "\n".join(
+        f"| {s.table} | {s.pit} | {s.game} | {s.jurisdiction} | {s.variant} | "
+        f"{s.procedure or '-'} | {s.decks}{' x2 batches' if s.shuffle == 'automated' else ''} |"
+        f" {', '.join(s.side_bets) or '-'} | {s.opens}-{s.closes} | `{written[s.table].name}` |"
+        for s in night.tables
+    )
+    devs = "\n".join(f"| `{d.code}` | {d.planted} | {d.note} |" for d in night.deviations)
+    changes = "\n".join(
+        f"- Pit {c.pit} ({', '.join(c.tables)}): procedure {c.procedure} from {c.effective}, "
+        f"written notices to {' and '.join(c.recipients)} {c.lead_minutes} minutes before"
+        + (" → `procedure.notice_late`" if c.lead_minutes < 30 else " (on time: no finding)")
+        for c in night.changes
+    )
+    return f"""# Sample logs: the night of {night.date:%d %B %Y}
+
+Generated by `make sample` (`python -m auditor.simulate sample_logs`, seed {SAMPLE_SEED});
+do not edit by hand, regenerate. Times are local (UTC{_offset(night.utc_offset)}). Every shoe
+is really shuffled, every round is dealt by the rule pack's third-card tables and settled by
+its payouts, except the deviations planted below. An audit of these files must find
+exactly these deviations and nothing else.
+
+## Tables
+
+| table | pit | game | rules | variant | procedure | decks | side wagers | hours | file |
+|---|---|---|---|---|---|---|---|---|---|
+{rows}
+
+Pit notices (`procedure_notice`) are in `{written["pits"].name}`.
+
+## Planted deviations in rounds
+
+| code | where | what happened |
+|---|---|---|
+{devs}
+
+## Planted deviations in the logs
+
+{chr(10).join("- " + n for n in notes)}
+
+## Procedure changes
+
+{changes}
+"""
+
+
+if __name__ == "__main__":
+    import sys
+
+    for p in write_sample(Path(sys.argv[1] if len(sys.argv) > 1 else "sample_logs")):
+        print(p)

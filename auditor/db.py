@@ -32,17 +32,22 @@ def _field_columns() -> str:
     return ",\n  ".join(f"{f.column} {f.sql_type}" for f in FIELDS.values())
 
 
+# Ingest writes every line of a file here first and moves the rejected ones to quarantine
+# before the file's transaction commits, so `rejected` is NULL in every committed row and the
+# other columns that the format requires are never NULL there. Loading once, straight into
+# this table, is what keeps ingest near DuckDB's own load speed.
 EVENTS_DDL = f"""
 CREATE TABLE IF NOT EXISTS events (
   source_id BIGINT NOT NULL,
   line_no BIGINT NOT NULL,
-  stream VARCHAR NOT NULL,
-  seq BIGINT NOT NULL,
-  ts TIMESTAMPTZ NOT NULL,
-  ts_offset_min SMALLINT NOT NULL,
-  type VARCHAR NOT NULL,
+  stream VARCHAR,
+  seq BIGINT,
+  ts TIMESTAMPTZ,
+  ts_offset_min SMALLINT,
+  type VARCHAR,
   {_field_columns()},
-  raw VARCHAR NOT NULL
+  raw VARCHAR NOT NULL,
+  rejected VARCHAR
 )"""
 
 DDL = [
@@ -85,6 +90,19 @@ DDL = [
       FROM findings
     ) WHERE rn = 1 AND status = 'open'
     """,
+    # One row per round replayed: what the replay saw (events, last seq) and found. A round
+    # whose events changed since is replayed again.
+    """
+    CREATE TABLE IF NOT EXISTS round_audits (
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL,
+      round BIGINT NOT NULL,
+      events BIGINT NOT NULL,
+      last_seq BIGINT NOT NULL,
+      findings BIGINT NOT NULL,
+      run_id BIGINT NOT NULL,
+      audited_at TIMESTAMPTZ NOT NULL
+    )""",
     """
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
     """,
@@ -115,6 +133,9 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
     except duckdb.Error as e:
         raise UserError(f"{path}: not a readable audit database ({e})") from None
     con.execute("SET TimeZone = 'UTC'")
+    # Every query that needs an order says ORDER BY; without this promise DuckDB cannot
+    # insert in parallel, and ingest is about a quarter slower.
+    con.execute("SET preserve_insertion_order = false")
     if not read_only:
         ensure_schema(con)
     return con

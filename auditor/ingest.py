@@ -275,34 +275,37 @@ def _load(
     run_id: int,
     progress: Progress | None,
 ) -> FileResult:
-    source_id = one(con, "SELECT nextval('source_id_seq')")[0]
-    select = staging_select("chunk", str(int(source_id)))
-    con.register("chunk", lines_table(b"", 1))
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE stage AS SELECT *, false AS dup FROM ({select}) LIMIT 0"
-    )
+    """Load every line straight into `events` (the one full copy of the data), then move
+    the rejected lines to quarantine and drop duplicates, all inside the file's transaction.
+    """
+    source_id = int(one(con, "SELECT nextval('source_id_seq')")[0])
+    select = staging_select("chunk", str(source_id))
+    cols = ", ".join((*EVENT_COLUMNS, "rejected"))
     lines = 0
     for block, read in iter_blocks(path):
         chunk = lines_table(block, lines + 1)
         lines += chunk.num_rows
         con.register("chunk", chunk)
-        con.execute(f"INSERT INTO stage SELECT *, false FROM ({select})")
+        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+        con.unregister("chunk")
         if progress:
             progress(path, read)
-    con.unregister("chunk")
+    # From here on the file's rows are `this`; committed rows of other files never change.
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events WHERE source_id = {source_id}"
+    )
 
-    _quarantine_repeated_seq(con)
+    _reject_repeated_seq(con, source_id)
     altered = _check_overlap(con)
     if altered:
         return FileResult(path, "refused_altered", sha, size, lines, message=altered)
 
-    counts = one(
+    events, quarantined, duplicates, first_ts, last_ts = one(
         con,
-        "SELECT count(*) FILTER (reason IS NULL AND NOT dup), count(*) FILTER (reason IS NOT NULL),"
-        " count(*) FILTER (dup), min(ts) FILTER (reason IS NULL), max(ts) FILTER (reason IS NULL)"
-        " FROM stage",
+        "SELECT count(*) FILTER (rejected IS NULL) - (SELECT count(*) FROM dups), "
+        "count(*) FILTER (rejected IS NOT NULL), (SELECT count(*) FROM dups), "
+        "min(ts) FILTER (rejected IS NULL), max(ts) FILTER (rejected IS NULL) FROM this",
     )
-    events, quarantined, duplicates, first_ts, last_ts = counts
     con.execute(
         "INSERT INTO sources (id, path, sha256, size, lines, events, quarantined, duplicates, "
         "first_ts, last_ts, ingested_at, run_id, status, note) "
@@ -321,29 +324,25 @@ def _load(
             run_id,
         ],
     )
-    cols = ", ".join(EVENT_COLUMNS)
     con.execute(
-        f"INSERT INTO events ({cols}) SELECT {cols} FROM stage "
-        "WHERE reason IS NULL AND NOT dup ORDER BY line_no"
-    )
-    con.execute(
-        "INSERT INTO quarantine SELECT source_id, line_no, reason, raw FROM stage "
-        "WHERE reason IS NOT NULL ORDER BY line_no"
+        "INSERT INTO quarantine SELECT source_id, line_no, rejected, raw FROM this "
+        "WHERE rejected IS NOT NULL ORDER BY line_no"
     )
     _record_malformed(con, run_id, resolved, sha)
-    record_seq_gaps(con, run_id, "SELECT DISTINCT stream FROM stage WHERE reason IS NULL")
-    per_stream = dict(
-        con.execute(
-            "SELECT stream, count(*) FROM stage WHERE reason IS NULL AND NOT dup "
-            "GROUP BY stream ORDER BY stream"
-        ).fetchall()
-    )
     problems = [
         f"{path}:{line_no}: {reason}"
         for line_no, reason in con.execute(
-            "SELECT line_no, reason FROM stage WHERE reason IS NOT NULL ORDER BY line_no"
+            "SELECT line_no, rejected FROM this WHERE rejected IS NOT NULL ORDER BY line_no"
         ).fetchall()
     ]
+    con.execute(
+        f"DELETE FROM events WHERE source_id = {source_id} "
+        "AND (rejected IS NOT NULL OR line_no IN (SELECT line_no FROM dups))"
+    )
+    record_seq_gaps(con, run_id, "SELECT DISTINCT stream FROM this")
+    per_stream = dict(
+        con.execute("SELECT stream, count(*) FROM this GROUP BY stream ORDER BY stream").fetchall()
+    )
     note = f", {duplicates} already ingested from another file" if duplicates else ""
     return FileResult(
         path,
@@ -360,32 +359,34 @@ def _load(
     )
 
 
-def _quarantine_repeated_seq(con: duckdb.DuckDBPyConnection) -> None:
+def _reject_repeated_seq(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
     """A seq used twice in one stream of one file: the first line stands, the rest wait."""
     con.execute(
-        """
-        UPDATE stage SET reason = 'seq ' || stage.seq || ' repeats in ' ||
-                                  replace(stage.stream, ':', ' ') ||
-                                  ' (first at line ' || d.first_line || ')'
-        FROM (SELECT stream, seq, min(line_no) AS first_line FROM stage
-              WHERE reason IS NULL GROUP BY ALL HAVING count(*) > 1) d
-        WHERE stage.reason IS NULL AND stage.stream = d.stream AND stage.seq = d.seq
-          AND stage.line_no <> d.first_line
+        f"""
+        UPDATE events SET rejected = 'seq ' || events.seq || ' repeats in ' ||
+                                     replace(events.stream, ':', ' ') ||
+                                     ' (first at line ' || d.first_line || ')'
+        FROM (SELECT stream, seq, min(line_no) AS first_line FROM this
+              WHERE rejected IS NULL GROUP BY ALL HAVING count(*) > 1) d
+        WHERE events.source_id = {source_id} AND events.rejected IS NULL
+          AND events.stream = d.stream AND events.seq = d.seq AND events.line_no <> d.first_line
         """
     )
 
 
 def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
     """Events of this file already in the database: identical ones are skipped as
-    duplicates; a different one means a log was altered, and the message says where."""
+    duplicates (table `dups`); a different one means a log was altered, and the message says
+    where."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE overlap AS
         SELECT s.line_no, s.stream, s.seq, e.source_id AS other_source, e.line_no AS other_line,
                (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
-        FROM stage s JOIN events e ON e.stream = s.stream AND e.seq = s.seq
-        WHERE s.reason IS NULL
-          AND e.stream IN (SELECT DISTINCT stream FROM stage WHERE reason IS NULL)
+        FROM this s JOIN events e
+          ON e.stream = s.stream AND e.seq = s.seq AND e.source_id <> s.source_id
+        WHERE s.rejected IS NULL AND e.rejected IS NULL
+          AND e.stream IN (SELECT DISTINCT stream FROM this WHERE rejected IS NULL)
         """
     )
     differ = one(
@@ -400,9 +401,7 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
             f"line {line_no} ({stream.replace(':', ' ')} seq {seq}) differs from the event "
             f"already ingested from {other}:{other_line} ({n} events differ)"
         )
-    con.execute(
-        "UPDATE stage SET dup = true FROM overlap o WHERE stage.line_no = o.line_no AND o.same"
-    )
+    con.execute("CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap WHERE same")
     return ""
 
 
@@ -464,8 +463,8 @@ def _record_malformed(con: duckdb.DuckDBPyConnection, run_id: int, path: str, sh
                to_json({{'reason': q.reason, 'line': left(q.raw, 500)}}) AS observed,
                {_sql_str(path)} || ':' || q.line_no AS source,
                to_json({{'line_no': q.line_no}}) AS evidence
-        FROM (SELECT * FROM stage WHERE reason IS NOT NULL) q
-        ASOF LEFT JOIN (SELECT line_no, ts FROM stage WHERE reason IS NULL) g
+        FROM (SELECT *, rejected AS reason FROM this WHERE rejected IS NOT NULL) q
+        ASOF LEFT JOIN (SELECT line_no, ts FROM this WHERE rejected IS NULL) g
           ON q.line_no >= g.line_no
         """,
     )

@@ -12,6 +12,7 @@ from auditor.cards import CARD_PATTERN_SQL
 from auditor.events import (
     AMOUNT,
     ANNOUNCE_FIELDS,
+    ANY_EVENT,
     BOOL,
     CARD,
     CARDS,
@@ -28,6 +29,7 @@ from auditor.events import (
     STRS,
     TS,
     FieldSpec,
+    fields_of,
     types_with,
 )
 
@@ -47,7 +49,8 @@ def q(text: str) -> str:
 
 
 def raw(name: str) -> str:
-    """The field's raw JSON text, NULL when absent or JSON null."""
+    """The field's raw JSON text, NULL when absent or JSON null (json_transform maps both to
+    NULL)."""
     return f"r_{name}"
 
 
@@ -152,9 +155,9 @@ def field_value(f: FieldSpec) -> str:
     if f.kind == INT:
         return f"TRY_CAST({r} AS BIGINT)"
     if f.kind == STR:
-        return f"json_extract_string({r}, '$')"
+        return _json_string(r)
     if f.kind == LABEL:
-        return f"CASE WHEN left({r}, 1) = '\"' THEN json_extract_string({r}, '$') ELSE {r} END"
+        return f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} ELSE {r} END"
     if f.kind == ID:
         return _unquote(r)
     if f.kind == CARD:
@@ -171,6 +174,14 @@ def field_value(f: FieldSpec) -> str:
     if f.kind == BOOL:
         return f"({r} = 'true')"
     raise AssertionError(f"unknown field kind {f.kind}")
+
+
+def _json_string(r: str) -> str:
+    """A JSON string's text: strip the quotes, and parse only when it holds an escape."""
+    return (
+        f"CASE WHEN contains({r}, '\\') THEN json_extract_string({r}, '$') "
+        f"ELSE {_unquote(r)} END"
+    )
 
 
 def _ts_value(r: str) -> str:
@@ -206,28 +217,48 @@ def _reason_sql() -> str:
         f"WHEN r_type NOT IN ({_in_list(PIT_EVENTS)}) AND r_table IS NULL THEN "
         "type || ' event has no \"table\"'",
     ]
-    whens.append("WHEN missing IS NOT NULL THEN missing")
-    # Values of present fields.
-    for f in FIELDS.values():
-        cond, msg = field_check(f)
-        whens.append(f"WHEN {_has(f.name)} AND NOT ({cond}) THEN {msg}")
-        enum_types = {t for (t, n) in ENUMS if n == f.name}
-        for t in sorted(enum_types):
-            values = ENUMS[(t, f.name)]
-            scope = "" if t == "*" else f"type = {q(t)} AND "
-            excluded = "" if t != "*" else _enum_exclusions(f.name)
-            whens.append(
-                f"WHEN {scope}{excluded}{_has(f.name)} AND {raw(f.name)} NOT IN "
-                f"({_in_list(values)}) THEN {q(f.name + ' must be one of ' + ', '.join(values))}"
-                f" || ', not ' || {_shown(raw(f.name))}"
-            )
-    for kind, names in ANNOUNCE_FIELDS.items():
-        for name in names:
-            whens.append(
-                f"WHEN type = 'announce' AND r_kind = {q(chr(34) + kind + chr(34))} AND "
-                f"{raw(name)} IS NULL THEN {q(_no_field(kind + ' announcement', name))}"
-            )
+    for name in (*ANY_EVENT, "table"):
+        whens += _field_whens(None, FIELDS[name])
+    per_type = " ".join(f"WHEN {q(t)} THEN {_type_reason_sql(t)}" for t in EVENT_TYPES)
+    whens.append(f"ELSE (CASE type {per_type} END)")
     return "CASE " + "\n  ".join(whens) + " END"
+
+
+def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
+    """WHENs for one present field: its kind's check, then its enumeration if it has one.
+
+    `event_type` None: the field is checked on every type that defines it.
+    """
+    has = _has(f.name) if event_type is None else f"{raw(f.name)} IS NOT NULL"
+    cond, msg = field_check(f)
+    whens = [f"WHEN {has} AND NOT ({cond}) THEN {msg}"]
+    values = _enum_values(event_type or "*", f.name)
+    if values:
+        whens.append(
+            f"WHEN {has} AND {raw(f.name)} NOT IN ({_in_list(values)}) THEN "
+            f"{q(f.name + ' must be one of ' + ', '.join(values))} || ', not ' || "
+            f"{_shown(raw(f.name))}"
+        )
+    return whens
+
+
+def _type_reason_sql(event_type: str) -> str:
+    """The checks of one type's own fields: only rows of that type pay for them."""
+    whens = [
+        f"WHEN {raw(name)} IS NULL THEN {q(_no_field(event_type + ' event', name))}"
+        for name in REQUIRED[event_type]
+    ]
+    own = sorted(fields_of(event_type) - set(ANY_EVENT) - {"table"}, key=list(FIELDS).index)
+    for name in own:
+        whens += _field_whens(event_type, FIELDS[name])
+    if event_type == "announce":
+        for kind, names in ANNOUNCE_FIELDS.items():
+            for name in names:
+                whens.append(
+                    f"WHEN r_kind = {q(chr(34) + kind + chr(34))} AND {raw(name)} IS NULL "
+                    f"THEN {q(_no_field(kind + ' announcement', name))}"
+                )
+    return f"(CASE {' '.join(whens)} END)" if whens else "NULL"
 
 
 def _types_sql(name: str) -> str:
@@ -245,39 +276,19 @@ def _no_field(event_type: str, name: str) -> str:
     return f'{event_type} has no "{name}"'
 
 
-def _missing_sql() -> str:
-    """The first required field the line's type lacks, as a message; NULL when none."""
-    per_type: list[str] = []
-    for t in EVENT_TYPES:
-        if not REQUIRED[t]:
-            continue
-        inner = " ".join(
-            f"WHEN {raw(name)} IS NULL THEN {q(_no_field(t + ' event', name))}"
-            for name in REQUIRED[t]
-        )
-        per_type.append(f"WHEN {q(t)} THEN CASE {inner} END")
-    return "CASE type " + " ".join(per_type) + " END"
-
-
-def _enum_exclusions(name: str) -> str:
-    """Types that define their own values for a field override the '*' list."""
-    own = [t for (t, n) in ENUMS if n == name and t != "*"]
-    return f"type NOT IN ({_in_list(tuple(own), quoted=False)}) AND " if own else ""
-
-
 STRUCT_SPEC = "{" + ", ".join(f'"{n}": "JSON"' for n in ("v", "ts", "type", "seq", *FIELDS)) + "}"
 
 
 def staging_select(chunk: str, source_id_sql: str) -> str:
     """SELECT over a chunk(line_no, line, utf8_ok) giving the stage table's rows."""
     raws = ", ".join(
-        f"nullif(CAST(j.{n} AS VARCHAR), 'null') AS {raw(n)}"
+        f"CAST(j.{n} AS VARCHAR) AS {raw(n)}"
         for n in ("v", "ts", "type", "seq", *FIELDS)
     )
     values = ",\n  ".join(
         f"{field_value(f)} AS {f.column}"
         if len(types_with(f.name)) == len(EVENT_TYPES)
-        else f"CASE WHEN type IN ({_types_sql(f.name)}) THEN {field_value(f)} END AS {f.column}"
+        else f"CASE WHEN {_has(f.name)} THEN {field_value(f)} END AS {f.column}"
         for f in FIELDS.values()
     )
     pit_types = _in_list(PIT_EVENTS, quoted=False)
@@ -293,11 +304,9 @@ WITH parsed AS (
   SELECT *, CASE WHEN left(r_type, 1) = '"' THEN substr(r_type, 2, length(r_type) - 2) END
             AS type
   FROM fields
-), checked AS (
-  SELECT *, {_missing_sql()} AS missing FROM typed
 )
 SELECT {source_id_sql} AS source_id, line_no,
-  CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql()} END AS reason,
+  CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql()} END AS rejected,
   CASE WHEN type IN ({pit_types}) THEN 'pit:' || {field_value(FIELDS["pit"])}
        ELSE 'table:' || {field_value(FIELDS["table"])} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
@@ -309,5 +318,5 @@ SELECT {source_id_sql} AS source_id, line_no,
   type,
   {values},
   line AS raw
-FROM checked
+FROM typed
 """

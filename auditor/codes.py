@@ -116,6 +116,26 @@ _CODES = [
         'Five cards dealt; "five cards" announced.',
     ),
     Code(
+        "announce.total_cards_wrong",
+        "major",
+        f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
+        "The announced number of cards differs from the cards dealt",
+        "Total card wagers are settled on that number; a wrong announcement misleads patrons "
+        "and surveillance and leads to disputes over those wagers.",
+        'Five cards dealt; "four cards" announced.',
+        'Five cards dealt; "five cards" announced.',
+    ),
+    Code(
+        "announce.panda8_missing",
+        "minor",
+        "Announcements of the rule pack (announcements.panda_8); no NJ/NZ text requires it",
+        'A panda 8 hand with no "panda 8" announcement where the pack requires one',
+        "Where the house announces panda 8 hands, patrons with panda 8 wagers rely on it; "
+        "raised only for a pack that makes the announcement due.",
+        'Player wins with three cards totalling 8; no "panda 8" announced.',
+        'Player wins with three cards totalling 8; "panda 8" announced.',
+    ),
+    Code(
         "settle.wrong_amount",
         "critical",
         "Payout odds of the rule pack's variant",

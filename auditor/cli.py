@@ -179,6 +179,84 @@ def _print_ingest(result: IngestResult) -> None:
     )
 
 
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        envvar="BACC_AUDIT_CONFIG",
+        help="Property config (default: ./bacc-audit.toml if present, else built-in defaults).",
+        show_default=False,
+    ),
+]
+
+
+@app.command("audit")
+def audit_cmd(
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+    rerun: Annotated[
+        str | None,
+        typer.Option(
+            help="Also replay rounds already audited in these gaming days: DAY or FROM..TO."
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str, typer.Option(help="Exit 1 when a new finding is at least this severe.")
+    ] = "major",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Replay every ingested round not yet audited and record its deviations.
+
+    Each round is re-derived from its cards under the table's rule pack: the deal, the
+    third-card draws, the result and announcements, the settlement of every wager, the
+    vigorish, and the order of collections, payments and vigorish against the procedure in
+    force. Rerunning adds no duplicate findings.
+    """
+    from auditor import config as cfg
+    from auditor.audit import audit
+    from auditor.codes import SEVERITIES
+
+    if fail_on not in SEVERITIES:
+        raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path())
+    window = None
+    if rerun:
+        first, _, last = rerun.partition("..")
+        zone = conf.zone_for(con)
+        start = conf.gaming_day_window(cfg.parse_date(first), zone)[0]
+        end = conf.gaming_day_window(cfg.parse_date(last or first), zone)[1]
+        window = (start, end)
+    run_id = runs.start(con, "audit", {"rerun": rerun, "config": conf.source})
+    try:
+        result = audit(con, run_id, conf, window)
+    except BaseException:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+        raise
+    graver = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
+    n_fail = db.one(
+        con,
+        f"SELECT count(*) FROM findings WHERE run_id = ? AND status = 'open' "
+        f"AND severity IN ({', '.join('?' for _ in graver)})",
+        [run_id, *graver],
+    )[0]
+    code = EXIT_FINDINGS if n_fail else EXIT_OK
+    summary = result.summary() | {"exit_code": code}
+    runs.finish(con, run_id, "done", code, summary)
+    if as_json:
+        out.print_json(json.dumps(summary))
+    else:
+        out.print(
+            f"{result.rounds:,} rounds audited: {result.findings_new} new findings, "
+            f"{result.findings_withdrawn} withdrawn"
+        )
+        for c, n in sorted(result.by_code.items()):
+            out.print(f"  {c:<32} {n:>6}")
+        for why, n in sorted(result.skipped.items()):
+            err.print(f"not audited: {n:,} rounds: {why}")
+    raise typer.Exit(code)
+
+
 class Format(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
@@ -198,15 +276,37 @@ def findings_cmd(
         str | None,
         typer.Option(help="Only this severity and graver: critical, major, minor, info."),
     ] = None,
+    date: Annotated[
+        str | None, typer.Option(help="Only this gaming day (local), e.g. 2026-11-28.")
+    ] = None,
+    shift: Annotated[
+        str | None,
+        typer.Option(help="Only this shift: GAMING-DAY/NAME, e.g. 2026-11-28/grave."),
+    ] = None,
+    config_path: ConfigOption = None,
 ) -> None:
-    """Write the standing findings (findings format v1) to standard output."""
+    """Write the standing findings (findings format v1) to standard output.
+
+    Times are shown in the property's time zone (config), else at the offset the logs carry.
+    """
+    from auditor import config as cfg
     from auditor import findings
     from auditor.codes import SEVERITIES
 
     if severity and severity not in SEVERITIES:
         raise UserError(f"--severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
+    conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
-    rows = findings.select(con, table=table, pit=pit, codes=code, min_severity=severity)
+    zone = conf.zone_for(con)
+    window = None
+    if shift:
+        day, name = cfg.parse_shift(shift)
+        window = conf.shift_window(day, name, zone)
+    elif date:
+        window = conf.gaming_day_window(cfg.parse_date(date), zone)
+    rows = findings.select(
+        con, table=table, pit=pit, codes=code, min_severity=severity, window=window, zone=zone
+    )
     if fmt is Format.jsonl:
         for r in rows:
             sys.stdout.write(json.dumps(r, separators=(",", ":")) + "\n")
@@ -219,7 +319,7 @@ def findings_cmd(
             )
     else:
         t = RichTable(show_lines=False)
-        for col in ("time (UTC)", "severity", "code", "table", "shoe/round", "message"):
+        for col in ("time", "severity", "code", "table", "shoe/round", "message"):
             t.add_column(col)
         for r in rows:
             where = f"{r['shoe']} r{r['round']}" if r["shoe"] else ""

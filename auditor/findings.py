@@ -7,6 +7,7 @@ row rather than deleted.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import duckdb
@@ -110,9 +111,14 @@ def select(
     pit: str | None = None,
     codes: list[str] | None = None,
     min_severity: str | None = None,
+    window: tuple[dt.datetime, dt.datetime] | None = None,
+    zone: dt.tzinfo = dt.UTC,
 ) -> list[dict]:
-    """Standing findings as findings-format v1 records, oldest first."""
+    """Standing findings as findings-format v1 records, oldest first, times shown in `zone`."""
     where, params = ["true"], []
+    if window:
+        where.append("ts >= ? AND ts < ?")
+        params += list(window)
     if table:
         where.append("table_id = ?")
         params.append(table)
@@ -130,8 +136,7 @@ def select(
         params += list(allowed)
     rows = con.execute(
         f"""
-        SELECT code, severity, table_id, pit, shoe, round, seq,
-               strftime(ts AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ'), rule, message,
+        SELECT code, severity, table_id, pit, shoe, round, seq, ts, rule, message,
                CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint
         FROM current_findings WHERE {" AND ".join(where)}
         ORDER BY ts, table_id NULLS FIRST, seq NULLS FIRST, code, fingerprint
@@ -141,6 +146,7 @@ def select(
     out = []
     for r in rows:
         rec = dict(zip(EXPORT_FIELDS, r, strict=True))
+        rec["ts"] = rec["ts"].astimezone(zone).isoformat(timespec="milliseconds")
         for k in ("expected", "observed"):
             rec[k] = json.loads(rec[k]) if rec[k] is not None else None
         out.append(rec)

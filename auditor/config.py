@@ -1,0 +1,173 @@
+"""The property's configuration: time zone, gaming day, shifts, approved procedures, house
+options. Every command works without one; a config only changes the defaults.
+
+Looked up as `--config PATH`, else `BACC_AUDIT_CONFIG`, else `./bacc-audit.toml` when it
+exists. The documented example is `docs/property.example.toml`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from auditor.errors import UserError
+
+CONFIG_ENV = "BACC_AUDIT_CONFIG"
+DEFAULT_NAME = "bacc-audit.toml"
+
+
+@dataclass(frozen=True)
+class Shift:
+    name: str
+    start: dt.time  # local
+    end: dt.time  # local; an end at or before the start runs past midnight
+
+
+DEFAULT_SHIFTS = (
+    Shift("day", dt.time(6), dt.time(14)),
+    Shift("swing", dt.time(14), dt.time(22)),
+    Shift("grave", dt.time(22), dt.time(6)),
+)
+
+
+@dataclass(frozen=True)
+class PropertyConfig:
+    name: str = "Property"
+    # None: take the offset the logs carry (see `zone`).
+    time_zone: str | None = None
+    gaming_day_start: dt.time = dt.time(6)
+    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
+    # Approved procedure per pit (the baseline the audit checks tables against).
+    pit_procedures: dict[str, int] = field(default_factory=dict)
+    # Rule-pack house options chosen by the property: "pack-id:dotted.key" -> value.
+    house_options: dict[str, Any] = field(default_factory=dict)
+    source: str = "defaults (no config file)"
+
+    def zone_for(self, con: Any) -> dt.tzinfo:
+        """The zone to show times in: configured, else the offset most of the logs carry."""
+        if self.time_zone:
+            return ZoneInfo(self.time_zone)
+        rows = con.execute(
+            "SELECT ts_offset_min FROM events GROUP BY ALL ORDER BY count(*) DESC LIMIT 1"
+        ).fetchall()
+        return self.zone(rows[0][0] if rows else 0)
+
+    def zone(self, log_offset_minutes: int | None = None) -> dt.tzinfo:
+        """The property's zone; without one configured, the fixed offset the logs use."""
+        if self.time_zone:
+            return ZoneInfo(self.time_zone)
+        return dt.timezone(dt.timedelta(minutes=log_offset_minutes or 0))
+
+    def shift(self, name: str) -> Shift:
+        for s in self.shifts:
+            if s.name == name:
+                return s
+        names = ", ".join(s.name for s in self.shifts)
+        raise UserError(f"no shift named {name!r} (this property's shifts: {names})")
+
+    def gaming_day_window(self, day: dt.date, zone: dt.tzinfo) -> tuple[dt.datetime, dt.datetime]:
+        """[start, end) in UTC of the gaming day that starts on `day` (local)."""
+        start = dt.datetime.combine(day, self.gaming_day_start, zone)
+        end = dt.datetime.combine(day + dt.timedelta(days=1), self.gaming_day_start, zone)
+        return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
+
+    def shift_window(
+        self, day: dt.date, name: str, zone: dt.tzinfo
+    ) -> tuple[dt.datetime, dt.datetime]:
+        """[start, end) in UTC of a shift of the gaming day `day`.
+
+        A shift that starts before the gaming day's start time (grave from 22:00 belongs to
+        the day that started at 06:00; a 02:00-10:00 shift to the next calendar date) is
+        placed inside the gaming day.
+        """
+        s = self.shift(name)
+        start_date = day if s.start >= self.gaming_day_start else day + dt.timedelta(days=1)
+        start = dt.datetime.combine(start_date, s.start, zone)
+        end_date = start_date if s.end > s.start else start_date + dt.timedelta(days=1)
+        end = dt.datetime.combine(end_date, s.end, zone)
+        return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
+
+
+def _time(value: Any, where: str, path: Path) -> dt.time:
+    try:
+        return dt.time.fromisoformat(str(value))
+    except ValueError:
+        raise UserError(
+            f"{path}: {where} must be a local time like \"06:00\", not {value!r}"
+        ) from None
+
+
+def load(path: Path | str | None = None) -> PropertyConfig:
+    """Load and check the property config; no file at all means the defaults."""
+    if path is None:
+        env = os.environ.get(CONFIG_ENV)
+        path = Path(env) if env else Path(DEFAULT_NAME)
+        if not env and not path.exists():
+            return PropertyConfig()
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML ({e})") from None
+    prop = data.get("property", {})
+    tz = prop.get("time_zone")
+    if tz is not None:
+        try:
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UserError(
+                f"{path}: property.time_zone {tz!r} is not a time zone name "
+                "(use one like \"America/New_York\")"
+            ) from None
+    shifts = DEFAULT_SHIFTS
+    if "shifts" in data:
+        shifts = tuple(
+            Shift(
+                str(s.get("name") or f"shift{i + 1}"),
+                _time(s.get("start"), f"shifts[{i}].start", path),
+                _time(s.get("end"), f"shifts[{i}].end", path),
+            )
+            for i, s in enumerate(data["shifts"])
+        )
+        if not shifts:
+            raise UserError(f"{path}: [[shifts]] lists no shift")
+    pits = {}
+    for pit, proc in data.get("procedures", {}).items():
+        if proc not in (1, 2, 3, 4):
+            raise UserError(f"{path}: procedures.{pit} must be 1, 2, 3 or 4, not {proc!r}")
+        pits[str(pit)] = int(proc)
+    return PropertyConfig(
+        name=str(prop.get("name", "Property")),
+        time_zone=tz,
+        gaming_day_start=_time(prop.get("gaming_day_start", "06:00"), "gaming_day_start", path),
+        shifts=shifts,
+        pit_procedures=pits,
+        house_options=dict(data.get("house_options", {})),
+        source=str(path),
+    )
+
+
+def parse_shift(text: str) -> tuple[dt.date, str]:
+    """`2026-11-28/grave` -> (date, name)."""
+    day, sep, name = text.partition("/")
+    try:
+        d = dt.date.fromisoformat(day)
+    except ValueError:
+        d = None
+    if not sep or not name or d is None:
+        raise UserError(f"--shift takes GAMING-DAY/NAME, like 2026-11-28/grave, not {text!r}")
+    return d, name
+
+
+def parse_date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"a date must look like 2026-11-28, not {text!r}") from None

@@ -339,10 +339,16 @@ def findings_cmd(
 @app.command("codes")
 def codes_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the registry as JSON.")] = False,
+    as_markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print docs/codes.md (generated from the registry).")
+    ] = False,
 ) -> None:
     """List every finding code with its severity, provision and explanation."""
-    from auditor.codes import REGISTRY
+    from auditor.codes import REGISTRY, markdown
 
+    if as_markdown:
+        sys.stdout.write(markdown())
+        return
     if as_json:
         out.print_json(json.dumps([vars(c) for c in REGISTRY.values()]))
         return
@@ -350,6 +356,47 @@ def codes_cmd(
         out.print(f"[bold]{c.code}[/bold]  ({c.severity})  {c.title}")
         out.print(f"    rule: {c.rule}")
         out.print(f"    why:  {c.why}")
+
+
+@app.command("odds")
+def odds_cmd(
+    decks: Annotated[int, typer.Option(min=1, max=16, help="Decks in the shoe.")] = 8,
+    variant: Annotated[
+        str | None, typer.Option(help="Only this variant's house edges (default: all).")
+    ] = None,
+    jurisdiction: Annotated[str, typer.Option(help="Rule pack jurisdiction.")] = "NJ",
+    game: Annotated[str, typer.Option(help="Rule pack game.")] = "mini_baccarat",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Exact probabilities and house edges by complete enumeration of a finite shoe.
+
+    Every ordered deal of the shoe is counted with the rule pack's own draw tables, so the
+    figures are the pack's rules, not a textbook's.
+    """
+    from auditor.odds import odds_report
+    from auditor.rulepack import RulePackError, load_pack
+
+    try:
+        pack = load_pack(jurisdiction, game)
+    except (RulePackError, FileNotFoundError) as e:
+        raise UserError(str(e)) from None
+    report = odds_report(pack, decks)
+    if variant:
+        if variant not in report["house_edge"]:
+            known = ", ".join(report["house_edge"])
+            raise UserError(f"{pack.id} has no variant {variant!r} (it has: {known})")
+        report["house_edge"] = {variant: report["house_edge"][variant]}
+    if as_json:
+        out.print_json(json.dumps(report, default=str))
+        return
+    out.print(f"{report['pack']}, {decks} decks, {report['sequences']:,} ordered deals")
+    out.print("probability")
+    for k, p in report["probability"].items():
+        out.print(f"  {k:<16} {p}")
+    for name, edges in report["house_edge"].items():
+        out.print(f"house edge, variant {name}")
+        for k, e in edges.items():
+            out.print(f"  {k:<16} {e * 100:.4f}%")
 
 
 def main() -> None:

@@ -363,3 +363,31 @@ REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}
 def get(code: str) -> Code:
     """The registry entry; a KeyError here is a bug (a finding with an unregistered code)."""
     return REGISTRY[code]
+
+
+def markdown() -> str:
+    """docs/codes.md, generated from the registry (a test keeps the file in step)."""
+    lines = [
+        "# Finding codes",
+        "",
+        "Generated from `auditor/codes.py` by `bacc-audit codes --markdown > docs/codes.md`;",
+        "do not edit by hand. A code, once published, keeps its meaning.",
+        "",
+        "| code | severity | title |",
+        "|---|---|---|",
+    ]
+    lines += [f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity} | {c.title} |"
+              for c in REGISTRY.values()]
+    for c in REGISTRY.values():
+        lines += [
+            "",
+            f"## {c.code}",
+            "",
+            f"**{c.title}.** Severity: {c.severity}. Provision: {c.rule}.",
+            "",
+            c.why,
+            "",
+            f"- Faulty: {c.faulty}",
+            f"- Correct: {c.correct}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,134 @@
+"""The database-backed audit over the sample night: exactly the planted deviations."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from auditor import config, db, runs
+from auditor.audit import audit
+from auditor.ingest import ingest
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def planted_rounds() -> set[tuple[str, str, str, int]]:
+    """(code, table, shoe, round) from sample_logs/README.md's table of round deviations."""
+    text = (SAMPLE / "README.md").read_text()
+    section = text.split("## Planted deviations in rounds")[1].split("##")[0]
+    found = set()
+    for code, table, shoe, rnd in re.findall(
+        r"\| `([\w.]+)` \| (\S+) shoe (\S+) round (\d+) \|", section
+    ):
+        found.add((code, table, shoe, int(rnd)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    path = tmp_path_factory.mktemp("audit") / "audit.duckdb"
+    con = db.connect(path)
+    ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
+    result = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    yield con, result
+    con.close()
+
+
+def test_sample_night_gives_exactly_the_planted_round_deviations(audited):
+    con, result = audited
+    rows = con.execute(
+        "SELECT code, table_id, shoe, round FROM current_findings WHERE code NOT LIKE 'log.%' "
+        "AND code NOT LIKE 'procedure.%' AND code NOT LIKE 'shoe.%'"
+    ).fetchall()
+    expected = planted_rounds()
+    assert len(expected) == 12
+    assert set(rows) == expected
+    assert len(rows) == len(expected)
+
+
+def test_sample_night_log_level_findings(audited):
+    con, _ = audited
+    rows = con.execute(
+        "SELECT code, table_id, seq, source FROM current_findings WHERE code LIKE 'log.%' "
+        "ORDER BY code"
+    ).fetchall()
+    assert [(c, t) for c, t, _, _ in rows] == [("log.malformed", None), ("log.seq_gap", "NZ-01")]
+    assert rows[0][3].endswith("2026-11-28_MB-02.jsonl.gz:2480")
+    assert rows[1][2] == 3224
+
+
+def test_every_banking_round_is_audited_and_chemin_de_fer_is_reported_as_not(audited):
+    con, result = audited
+    n_rounds = con.execute(
+        "SELECT count(DISTINCT (table_id, shoe, round)) FROM events "
+        "WHERE type = 'round_start' AND table_id <> 'CF-01'"
+    ).fetchall()[0][0]
+    assert result.rounds == n_rounds
+    assert list(result.skipped) == ["chemin de fer (no chemin de fer replay yet)"]
+
+
+def test_rerun_adds_nothing(audited):
+    con, _ = audited
+    before = con.execute("SELECT count(*) FROM findings").fetchall()[0][0]
+    again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    assert again.rounds == 0
+    assert again.findings_new == 0
+    assert con.execute("SELECT count(*) FROM findings").fetchall()[0][0] == before
+
+
+def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp_path):
+    """A later file with more events of a round makes the round replay; a finding that the
+    fuller round no longer shows is withdrawn by a new row, not deleted."""
+    night = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    cut = next(i for i, line in enumerate(night) if '"round":2,' in line and "round_end" in line)
+    con = db.connect(tmp_path / "a.duckdb")
+    # The first file holds rounds 1-2 without round 2's payments: they look unsettled.
+    lines = night[: cut + 1]
+    round2 = [i for i, line in enumerate(lines) if '"round":2,' in line]
+    pays = [i for i in round2 if '"type":"pay"' in lines[i]]
+    assert pays, "round 2 of MB-01 has a payment to leave out"
+    first = tmp_path / "first.jsonl"
+    first.write_text("\n".join(line for i, line in enumerate(lines) if i not in pays) + "\n")
+    ingest(con, [first], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    standing = con.execute(
+        "SELECT code FROM current_findings WHERE round = 2 AND code LIKE 'settle.%'"
+    ).fetchall()
+    assert ("settle.unsettled",) in standing
+    second = tmp_path / "second.jsonl"
+    second.write_text("\n".join(lines[i] for i in pays) + "\n")
+    ingest(con, [second], runs.start(con, "ingest", {}))
+    again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    assert again.rounds >= 1
+    assert again.findings_withdrawn >= 1
+    assert con.execute(
+        "SELECT count(*) FROM current_findings WHERE round = 2 AND code LIKE 'settle.%'"
+    ).fetchall()[0][0] == 0
+    assert con.execute(
+        "SELECT count(*) FROM findings WHERE round = 2 AND status = 'withdrawn'"
+    ).fetchall()[0][0] >= 1
+
+
+def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):
+    from auditor import cli
+
+    dbfile = tmp_path / "c.duckdb"
+    shutil.copy(SAMPLE / "2026-11-28_MB-01.jsonl", tmp_path / "mb01.jsonl")
+    con = db.connect(dbfile)
+    ingest(con, [tmp_path / "mb01.jsonl"], runs.start(con, "ingest", {}))
+    con.close()
+
+    def run(*args: str) -> int:
+        monkeypatch.setattr("sys.argv", ["bacc-audit", *args])
+        with pytest.raises(SystemExit) as e:
+            cli.main()
+        return e.value.code
+
+    # MB-01 holds a missed Banker draw (critical) and a short vigorish (major).
+    assert run("audit", "--db", str(dbfile), "--fail-on", "critical") == 1
+    # Rerun: no new findings, so nothing at or above the threshold in this run.
+    assert run("audit", "--db", str(dbfile)) == 0
+    assert run("audit", "--db", str(dbfile), "--fail-on", "bogus") == 2

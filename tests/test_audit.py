@@ -38,7 +38,7 @@ def audited(tmp_path_factory):
 
 
 def test_sample_night_gives_exactly_the_planted_round_deviations(audited):
-    con, result = audited
+    con, _ = audited
     rows = con.execute(
         "SELECT code, table_id, shoe, round FROM current_findings WHERE code NOT LIKE 'log.%' "
         "AND code NOT LIKE 'procedure.%' AND code NOT LIKE 'shoe.%'"
@@ -104,12 +104,18 @@ def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp
     again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     assert again.rounds >= 1
     assert again.findings_withdrawn >= 1
-    assert con.execute(
-        "SELECT count(*) FROM current_findings WHERE round = 2 AND code LIKE 'settle.%'"
-    ).fetchall()[0][0] == 0
-    assert con.execute(
-        "SELECT count(*) FROM findings WHERE round = 2 AND status = 'withdrawn'"
-    ).fetchall()[0][0] >= 1
+    assert (
+        con.execute(
+            "SELECT count(*) FROM current_findings WHERE round = 2 AND code LIKE 'settle.%'"
+        ).fetchall()[0][0]
+        == 0
+    )
+    assert (
+        con.execute(
+            "SELECT count(*) FROM findings WHERE round = 2 AND status = 'withdrawn'"
+        ).fetchall()[0][0]
+        >= 1
+    )
 
 
 def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):

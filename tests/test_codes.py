@@ -5,7 +5,41 @@ from pathlib import Path
 from auditor.codes import REGISTRY, SEVERITIES, markdown
 
 # Every code the findings contract (findings format v1) says every version must keep.
-CONTRACT_CODES = ["draw.player_missed", "draw.player_extra", "draw.banker_missed", "draw.banker_extra", "deal.order", "result.misannounced", "announce.tie_missing", "announce.dragon7_missing", "announce.total_cards_missing", "settle.wrong_amount", "settle.wrong_outcome", "settle.unsettled", "vig.wrong_amount", "vig.missing", "vig.not_allowed", "order.collect_after_pay", "order.procedure_mismatch", "procedure.notice_missing", "procedure.notice_late", "procedure.pit_inconsistent", "procedure.undeclared_change", "shoe.too_few_decks", "shoe.composition", "shoe.batch_not_alternated", "shoe.burn", "log.seq_gap", "log.malformed", "log.altered", "chemin.priority", "chemin.over_bank", "chemin.late_wager", "chemin.option", "chemin.commission"]
+CONTRACT_CODES = [
+    "draw.player_missed",
+    "draw.player_extra",
+    "draw.banker_missed",
+    "draw.banker_extra",
+    "deal.order",
+    "result.misannounced",
+    "announce.tie_missing",
+    "announce.dragon7_missing",
+    "announce.total_cards_missing",
+    "settle.wrong_amount",
+    "settle.wrong_outcome",
+    "settle.unsettled",
+    "vig.wrong_amount",
+    "vig.missing",
+    "vig.not_allowed",
+    "order.collect_after_pay",
+    "order.procedure_mismatch",
+    "procedure.notice_missing",
+    "procedure.notice_late",
+    "procedure.pit_inconsistent",
+    "procedure.undeclared_change",
+    "shoe.too_few_decks",
+    "shoe.composition",
+    "shoe.batch_not_alternated",
+    "shoe.burn",
+    "log.seq_gap",
+    "log.malformed",
+    "log.altered",
+    "chemin.priority",
+    "chemin.over_bank",
+    "chemin.late_wager",
+    "chemin.option",
+    "chemin.commission",
+]
 
 
 def test_every_contract_code_is_registered():

@@ -3,6 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
+DEMO_CONFIG ?= sample_logs/property.toml
 
 .PHONY: demo test lint bench sample clean
 
@@ -12,17 +13,20 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# Ingest the sample night into a fresh database, then list what was found.
-# `ingest` exits 1 because the sample holds a planted malformed line; that is expected.
+# The main job on the sample night, into a fresh database: ingest, audit, list the findings,
+# render the grave shift's PDF. `ingest` and `audit` exit 1 because the sample holds planted
+# deviations; that is expected here.
 demo: $(BIN)/.installed
 	mkdir -p out && rm -f $(DEMO_DB)
 	$(BIN)/bacc-audit ingest sample_logs/ --db $(DEMO_DB) || [ $$? -eq 1 ]
-	$(BIN)/bacc-audit ingest sample_logs/ --db $(DEMO_DB) || [ $$? -eq 1 ]
-	$(BIN)/bacc-audit findings --db $(DEMO_DB) --format table
+	$(BIN)/bacc-audit audit --db $(DEMO_DB) --config $(DEMO_CONFIG) || [ $$? -eq 1 ]
+	$(BIN)/bacc-audit findings --db $(DEMO_DB) --config $(DEMO_CONFIG) --format table
+	$(BIN)/bacc-audit report --db $(DEMO_DB) --config $(DEMO_CONFIG) \
+	  --shift 2026-11-28/grave --out out/2026-11-28_grave.pdf
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py

@@ -358,6 +358,60 @@ def codes_cmd(
         out.print(f"    why:  {c.why}")
 
 
+class ReportFormat(StrEnum):
+    pdf = "pdf"
+    html = "html"
+
+
+@app.command("report")
+def report_cmd(
+    shift: Annotated[
+        str | None, typer.Option(help="The shift: GAMING-DAY/NAME, e.g. 2026-11-28/grave.")
+    ] = None,
+    date: Annotated[str | None, typer.Option(help="A whole gaming day instead.")] = None,
+    pit: Annotated[str | None, typer.Option(help="Only this pit.")] = None,
+    table: Annotated[str | None, typer.Option(help="Only this table.")] = None,
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Output file (default: reports/out/DAY_SHIFT[_PIT][_TABLE].pdf)."
+        ),
+    ] = None,
+    fmt: Annotated[ReportFormat, typer.Option("--format", help="pdf or html.")] = ReportFormat.pdf,
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Render the audit report of a shift (or gaming day) as PDF or HTML.
+
+    The PDF carries a cover with the rule packs and tool version, a summary of findings,
+    hold against theoretical hold per table, the procedures in force with their notices,
+    every finding with its citation, cards and source line, a sign-off block, and the
+    findings attached as JSONL and CSV. The same database and arguments give the same bytes.
+    """
+    from auditor import config as cfg
+    from auditor import report
+
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path(), read_only=True)
+    scope = report.scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
+    path = report.write_report(con, conf, scope, out_path, fmt.value)
+    out.print(str(path))
+
+
+@app.command("doctor")
+def doctor_cmd(db_path: DbOption = None) -> None:
+    """Check what bacc-audit needs: PDF libraries, fonts, rule packs and the database."""
+    from auditor.doctor import checks
+
+    failed = 0
+    for ok, what, advice in checks(db_path or db.default_db_path()):
+        out.print(f"{'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            failed += 1
+            out.print(f"     {advice}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
 @app.command("odds")
 def odds_cmd(
     decks: Annotated[int, typer.Option(min=1, max=16, help="Decks in the shoe.")] = 8,

@@ -1,0 +1,163 @@
+"""Charts for the report as inline SVG strings: no images to fetch, same bytes every render."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+WIDTH = 640
+BAR = "#3b5b92"
+ALT = "#c8a04a"
+GRID = "#d9d9d9"
+TEXT = "#333333"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def bar_chart(
+    labels: Sequence[str],
+    values: Sequence[float],
+    title: str,
+    height: int = 180,
+    value_format: str = "{:g}",
+) -> str:
+    """Vertical bars, one per label; an empty series says so instead of drawing nothing."""
+    if not values or max(values) <= 0:
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40" role="img">'
+            f'<text x="0" y="25" font-size="11" fill="{TEXT}">{escape(title)}: none</text></svg>'
+        )
+    top, bottom, left = 22, 34, 34
+    plot_h = height - top - bottom
+    plot_w = WIDTH - left - 8
+    step = plot_w / len(values)
+    peak = max(values)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
+        f"{escape(title)}</text>",
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{WIDTH - 8}" y2="{top + plot_h}" '
+        f'stroke="{GRID}"/>',
+        f'<text x="{left - 4}" y="{top + 8}" font-size="9" text-anchor="end" fill="{TEXT}">'
+        f"{escape(value_format.format(peak))}</text>",
+    ]
+    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
+        h = plot_h * v / peak
+        x = left + i * step + step * 0.15
+        w = step * 0.7
+        parts.append(
+            f'<rect x="{_fmt(x)}" y="{_fmt(top + plot_h - h)}" width="{_fmt(w)}" '
+            f'height="{_fmt(h)}" fill="{BAR}"/>'
+        )
+        if v:
+            parts.append(
+                f'<text x="{_fmt(x + w / 2)}" y="{_fmt(top + plot_h - h - 2)}" font-size="8" '
+                f'text-anchor="middle" fill="{TEXT}">{escape(value_format.format(v))}</text>'
+            )
+        parts.append(
+            f'<text x="{_fmt(x + w / 2)}" y="{top + plot_h + 12}" font-size="8" '
+            f'text-anchor="middle" fill="{TEXT}">{escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def paired_bars(
+    labels: Sequence[str],
+    observed: Sequence[float],
+    expected: Sequence[float],
+    title: str,
+    legend: tuple[str, str] = ("observed", "exact"),
+    height: int = 190,
+) -> str:
+    """Observed against expected shares (0-1), side by side per label."""
+    top, bottom, left = 34, 30, 34
+    plot_h = height - top - bottom
+    plot_w = WIDTH - left - 8
+    step = plot_w / max(len(labels), 1)
+    peak = max([*observed, *expected, 0.01])
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
+        f"{escape(title)}</text>",
+        f'<rect x="{left}" y="19" width="9" height="9" fill="{BAR}"/>'
+        f'<text x="{left + 13}" y="27" font-size="9" fill="{TEXT}">{escape(legend[0])}</text>',
+        f'<rect x="{left + 90}" y="19" width="9" height="9" fill="{ALT}"/>'
+        f'<text x="{left + 103}" y="27" font-size="9" fill="{TEXT}">{escape(legend[1])}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{WIDTH - 8}" y2="{top + plot_h}" '
+        f'stroke="{GRID}"/>',
+    ]
+    for i, label in enumerate(labels):
+        for j, (v, colour) in enumerate(((observed[i], BAR), (expected[i], ALT))):
+            h = plot_h * v / peak
+            w = step * 0.3
+            x = left + i * step + step * 0.18 + j * w
+            parts.append(
+                f'<rect x="{_fmt(x)}" y="{_fmt(top + plot_h - h)}" width="{_fmt(w)}" '
+                f'height="{_fmt(h)}" fill="{colour}"/>'
+                f'<text x="{_fmt(x + w / 2)}" y="{_fmt(top + plot_h - h - 2)}" font-size="8" '
+                f'text-anchor="middle" fill="{TEXT}">{v * 100:.1f}%</text>'
+            )
+        parts.append(
+            f'<text x="{_fmt(left + i * step + step / 2)}" y="{top + plot_h + 13}" '
+            f'font-size="9" text-anchor="middle" fill="{TEXT}">{escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def timeline(
+    rows: Sequence[tuple[str, Sequence[tuple[float, float, str]], Sequence[tuple[float, str]]]],
+    ticks: Sequence[tuple[float, str]],
+    title: str,
+) -> str:
+    """One lane per table: spans (start, end as 0-1 of the shift, label) and marks
+    (position, label), with hour ticks under the lanes."""
+    lane, left, top = 20, 70, 22
+    height = top + lane * len(rows) + 28
+    plot_w = WIDTH - left - 8
+    palette = {"1": "#3b5b92", "2": "#6a9f58", "3": "#c8a04a", "4": "#a35d8e"}
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
+        f"{escape(title)}</text>",
+    ]
+    for r, (name, spans, marks) in enumerate(rows):
+        y = top + r * lane
+        parts.append(
+            f'<text x="{left - 4}" y="{y + 13}" font-size="9" text-anchor="end" '
+            f'fill="{TEXT}">{escape(name)}</text>'
+        )
+        for start, end, label in spans:
+            x = left + plot_w * start
+            w = max(plot_w * (end - start), 0.5)
+            parts.append(
+                f'<rect x="{_fmt(x)}" y="{y + 3}" width="{_fmt(w)}" height="{lane - 6}" '
+                f'fill="{palette.get(label, "#999999")}"/>'
+            )
+            if w > 24:
+                parts.append(
+                    f'<text x="{_fmt(x + 3)}" y="{y + 13}" font-size="8" fill="#ffffff">'
+                    f"procedure {escape(label)}</text>"
+                )
+        for pos, label in marks:
+            x = left + plot_w * pos
+            parts.append(
+                f'<path d="M{_fmt(x)} {y + 1} l4 -5 h-8 z" fill="#b22222">'
+                f"<title>{escape(label)}</title></path>"
+            )
+    base = top + lane * len(rows) + 4
+    for pos, label in ticks:
+        x = left + plot_w * pos
+        parts.append(
+            f'<line x1="{_fmt(x)}" y1="{top}" x2="{_fmt(x)}" y2="{base}" stroke="{GRID}"/>'
+            f'<text x="{_fmt(x)}" y="{base + 11}" font-size="8" text-anchor="middle" '
+            f'fill="{TEXT}">{escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,637 @@
+"""The shift audit report: what a compliance officer reads, signs and files.
+
+`gather` reads everything the report shows from the database (DuckDB does the sums);
+`render_html` fills the jinja2 templates in reports/templates; `render_pdf` turns that into
+a PDF with weasyprint, the findings attached as JSONL and CSV. The same database and
+arguments give the same bytes: nothing in the report depends on the clock of the machine
+that renders it, and nothing is fetched from anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from auditor import __version__, charts, findings
+from auditor.cards import RANKS, rank_value
+from auditor.codes import REGISTRY, SEVERITIES
+from auditor.config import PropertyConfig, parse_date, parse_shift
+from auditor.errors import UserError
+from auditor.rulepack import RulePack, RulePackError, load_pack
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
+DEFAULT_OUT = Path("reports") / "out"
+DETAIL_LIMIT = 200  # findings shown in full in the body; all are in the appendix
+SUITS = {"s": ("♠", "black"), "c": ("♣", "black"), "h": ("♥", "red"), "d": ("♦", "red")}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a report covers: a UTC window, optionally one pit or table."""
+
+    title: str
+    slug: str
+    start: dt.datetime
+    end: dt.datetime
+    zone: dt.tzinfo
+    pit: str | None = None
+    table: str | None = None
+
+
+def scope_for(
+    conf: PropertyConfig,
+    con: duckdb.DuckDBPyConnection,
+    shift: str | None = None,
+    date: str | None = None,
+    pit: str | None = None,
+    table: str | None = None,
+) -> Scope:
+    zone = conf.zone_for(con)
+    if shift:
+        day, name = parse_shift(shift)
+        start, end = conf.shift_window(day, name, zone)
+        title, slug = f"{name} shift of gaming day {day:%Y-%m-%d}", f"{day:%Y-%m-%d}_{name}"
+    elif date:
+        day = parse_date(date)
+        start, end = conf.gaming_day_window(day, zone)
+        title, slug = f"gaming day {day:%Y-%m-%d}", f"{day:%Y-%m-%d}"
+    else:
+        raise UserError("name the period: --shift GAMING-DAY/NAME or --date GAMING-DAY")
+    if pit:
+        title, slug = f"{title}, pit {pit}", f"{slug}_{pit}"
+    if table:
+        title, slug = f"{title}, table {table}", f"{slug}_{table}"
+    return Scope(title, slug, start, end, zone, pit, table)
+
+
+# --- gathering ---------------------------------------------------------------------------
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _tables_in_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict]:
+    """Tables with a round in the window, with what their latest table_open declared."""
+    return _rows(
+        con,
+        """
+        WITH active AS (
+          SELECT table_id, count(DISTINCT (shoe, round)) AS rounds FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ? GROUP BY table_id
+        ), opened AS (
+          SELECT DISTINCT ON (table_id) table_id, pit, game, jurisdiction, variant, seats,
+                 side_bets, procedure
+          FROM events WHERE type = 'table_open' AND ts < ? ORDER BY table_id, seq DESC
+        )
+        SELECT a.table_id, a.rounds, o.pit, o.game, o.jurisdiction, o.variant, o.seats,
+               o.side_bets, o.procedure
+        FROM active a LEFT JOIN opened o USING (table_id)
+        WHERE (? IS NULL OR o.pit = ?) AND (? IS NULL OR a.table_id = ?)
+        ORDER BY o.pit, a.table_id
+        """,
+        [scope.start, scope.end, scope.end, scope.pit, scope.pit, scope.table, scope.table],
+    )
+
+
+def _load_packs(tables: list[dict]) -> dict[tuple[str, str], RulePack | None]:
+    packs: dict[tuple[str, str], RulePack | None] = {}
+    for t in tables:
+        key = (t["jurisdiction"], t["game"])
+        if key not in packs:
+            try:
+                packs[key] = load_pack(*key)
+            except (RulePackError, FileNotFoundError, KeyError, TypeError):
+                packs[key] = None
+    return packs
+
+
+def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
+    rows = _rows(
+        con,
+        """
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        )
+        SELECT e.table_id,
+               coalesce(sum(amount) FILTER (type IN ('wager', 'banco')), 0) AS handle,
+               coalesce(sum(amount) FILTER (type = 'collect'), 0) AS collected,
+               coalesce(sum(amount) FILTER (type = 'pay'), 0) AS paid,
+               coalesce(sum(amount) FILTER (type = 'vig'), 0) AS vig,
+               coalesce(sum(amount) FILTER (type = 'commission'), 0) AS commission
+        FROM events e JOIN r USING (table_id, shoe, round)
+        WHERE e.type IN ('wager', 'banco', 'collect', 'pay', 'vig', 'commission')
+        GROUP BY e.table_id
+        """,
+        [scope.start, scope.end],
+    )
+    return {r["table_id"]: r for r in rows}
+
+
+def _handle_by_bet(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict[str, Decimal]]:
+    out: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    for t, bet, amount in con.execute(
+        """
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        )
+        SELECT e.table_id, e.bet, sum(e.amount) FROM events e JOIN r USING (table_id, shoe, round)
+        WHERE e.type = 'wager' GROUP BY ALL
+        """,
+        [scope.start, scope.end],
+    ).fetchall():
+        out[t][bet] = amount
+    return out
+
+
+def _decks_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, int]:
+    return dict(
+        con.execute(
+            "SELECT table_id, mode(decks) FROM events WHERE type = 'shoe_start' AND ts < ? "
+            "GROUP BY table_id",
+            [scope.end],
+        ).fetchall()
+    )
+
+
+def _outcomes(
+    con: duckdb.DuckDBPyConnection, scope: Scope, values: dict[str, int]
+) -> dict[str, Counter[str]]:
+    """Winner of every round in the window, from the cards dealt (not the announcements)."""
+    case = " ".join(f"WHEN '{rank}' THEN {v}" for rank, v in values.items())
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for t, winner, n in con.execute(
+        f"""
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        ), hands AS (
+          SELECT e.table_id, e.shoe, e.round,
+                 sum(CASE left(e.card, 1) {case} END) FILTER (e.to_hand = 'player') % 10 AS p,
+                 sum(CASE left(e.card, 1) {case} END) FILTER (e.to_hand = 'banker') % 10 AS b,
+                 count(*) AS n
+          FROM events e JOIN r USING (table_id, shoe, round)
+          WHERE e.type = 'card' GROUP BY ALL
+        )
+        SELECT table_id, CASE WHEN p > b THEN 'player' WHEN b > p THEN 'banker' ELSE 'tie' END,
+               count(*)
+        FROM hands WHERE n >= 4 GROUP BY ALL
+        """,
+        [scope.start, scope.end],
+    ).fetchall():
+        out[t][winner] += n
+    return out
+
+
+def _scope_findings(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
+    rows = findings.select(con, window=(scope.start, scope.end), zone=scope.zone)
+    pits = {scope.pit} if scope.pit else None
+    kept = []
+    for f in rows:
+        if f["table"] is not None:
+            if f["table"] in tables:
+                kept.append(f)
+        elif scope.table is None and (pits is None or f["pit"] in pits):
+            kept.append(f)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    kept.sort(key=lambda f: (order[f["severity"]], f["ts"], f["table"] or "", f["seq"] or 0))
+    return kept
+
+
+def _round_cards(
+    con: duckdb.DuckDBPyConnection, keys: set[tuple[str, str, int]]
+) -> dict[tuple[str, str, int], list[tuple[int, str, str]]]:
+    out: dict[tuple[str, str, int], list[tuple[int, str, str]]] = defaultdict(list)
+    if not keys:
+        return out
+    con.execute("CREATE OR REPLACE TEMP TABLE report_rounds (t VARCHAR, s VARCHAR, r BIGINT)")
+    con.executemany("INSERT INTO report_rounds VALUES (?, ?, ?)", [list(k) for k in keys])
+    for t, s, r, seq, hand, card in con.execute(
+        "SELECT table_id, shoe, round, seq, to_hand, card FROM events e "
+        "JOIN report_rounds k ON e.table_id = k.t AND e.shoe = k.s AND e.round = k.r "
+        "WHERE e.type = 'card' ORDER BY table_id, shoe, round, seq"
+    ).fetchall():
+        out[(t, s, r)].append((seq, hand, card))
+    return out
+
+
+def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
+    rows = _rows(
+        con,
+        """
+        SELECT DISTINCT s.id, s.path, s.sha256, s.lines, s.events, s.quarantined
+        FROM sources s JOIN events e ON e.source_id = s.id
+        WHERE s.status = 'ingested' AND e.ts >= ? AND e.ts < ?
+        ORDER BY s.path
+        """,
+        [scope.start, scope.end],
+    )
+    if scope.pit or scope.table:
+        used = {
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT source_id FROM events WHERE ts >= ? AND ts < ? AND table_id "
+                "IN (SELECT unnest(?::VARCHAR[]))",
+                [scope.start, scope.end, sorted(tables)],
+            ).fetchall()
+        }
+        rows = [r for r in rows if r["id"] in used]
+    return rows
+
+
+def _procedures(
+    con: duckdb.DuckDBPyConnection, scope: Scope, tables: list[dict], found: list[dict]
+) -> dict[str, Any]:
+    """Procedure in force per table over the window, its changes and the notices given."""
+    names = [t["table_id"] for t in tables]
+    changes = _rows(
+        con,
+        """
+        SELECT table_id, ts, seq, type, procedure FROM events
+        WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
+          AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY table_id, seq
+        """,
+        [scope.end, names],
+    )
+    pits = sorted({t["pit"] for t in tables if t["pit"]})
+    notices = _rows(
+        con,
+        """
+        SELECT pit, ts, procedure, effective, recipient, written, tables FROM events
+        WHERE type = 'procedure_notice' AND pit IN (SELECT unnest(?::VARCHAR[]))
+          AND effective >= ? - INTERVAL 1 DAY AND effective < ?
+        ORDER BY pit, effective, ts, recipient
+        """,
+        [pits, scope.start, scope.end],
+    )
+    span = (scope.end - scope.start).total_seconds()
+
+    def pos(t: dt.datetime) -> float:
+        return min(max((t - scope.start).total_seconds() / span, 0.0), 1.0)
+
+    lanes, rows = [], []
+    pit_of = {t["table_id"]: t["pit"] for t in tables}
+    flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
+    for name in names:
+        mine = [c for c in changes if c["table_id"] == name]
+        before = [c for c in mine if c["ts"] < scope.start]
+        during = [c for c in mine if c["ts"] >= scope.start]
+        current = (
+            before[-1]["procedure"] if before else (during[0]["procedure"] if during else None)
+        )
+        spans, start = [], 0.0
+        for c in during:
+            if c["procedure"] != current and current is not None:
+                spans.append((start, pos(c["ts"]), str(current)))
+                start = pos(c["ts"])
+            current = c["procedure"]
+            if c["type"] == "procedure_change":
+                given = [
+                    n
+                    for n in notices
+                    if n["pit"] == pit_of[name]
+                    and n["procedure"] == c["procedure"]
+                    and (not n["tables"] or name in n["tables"])
+                ]
+                rows.append(
+                    {
+                        "table": name,
+                        "pit": pit_of[name],
+                        "procedure": c["procedure"],
+                        "at": c["ts"].astimezone(scope.zone),
+                        "seq": c["seq"],
+                        "notices": [
+                            {
+                                **n,
+                                "given": n["ts"].astimezone(scope.zone),
+                                "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
+                            }
+                            for n in given
+                        ],
+                        "flagged": sorted(code for t, code in flagged if t == name),
+                    }
+                )
+        if current is not None:
+            spans.append((start, 1.0, str(current)))
+        marks = [
+            (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
+            for n in notices
+            if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
+        ]
+        lanes.append((name, spans, marks))
+    hours = _hour_ticks(scope)
+    svg = charts.timeline(
+        lanes,
+        [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in hours],
+        "Procedure in force per table (▼ written notice given)",
+    )
+    return {"changes": rows, "timeline_svg": svg, "notices": notices}
+
+
+def _hour_ticks(scope: Scope) -> list[dt.datetime]:
+    first = scope.start.replace(minute=0, second=0, microsecond=0)
+    if first < scope.start:
+        first += dt.timedelta(hours=1)
+    ticks, t = [], first
+    step = dt.timedelta(hours=1 if (scope.end - scope.start) <= dt.timedelta(hours=12) else 3)
+    while t <= scope.end:
+        ticks.append(t)
+        t += step
+    return ticks
+
+
+def _generated_at(con: duckdb.DuckDBPyConnection) -> dt.datetime:
+    """SOURCE_DATE_EPOCH when set; else when the database last changed (its latest run), so
+    the same database renders the same report."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        return dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+    row = con.execute("SELECT max(coalesce(finished_at, started_at)) FROM runs").fetchall()
+    return row[0][0] or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
+    """Everything the report shows, as plain values."""
+    from auditor.odds import house_edges, probabilities
+
+    tables = _tables_in_scope(con, scope)
+    if not tables:
+        raise UserError(
+            f"no rounds in the {scope.title} ({scope.start.astimezone(scope.zone):%Y-%m-%d %H:%M}"
+            f" to {scope.end.astimezone(scope.zone):%Y-%m-%d %H:%M}): nothing to report; "
+            "check the date, shift and that its logs were ingested"
+        )
+    names = {t["table_id"] for t in tables}
+    packs = _load_packs(tables)
+    money = _money_by_table(con, scope)
+    by_bet = _handle_by_bet(con, scope)
+    decks = _decks_by_table(con, scope)
+    any_pack = next((p for p in packs.values() if p), None)
+    values = (
+        any_pack.value("cards.values") if any_pack else {r: rank_value(r) for r in RANKS}
+    )
+    outcomes = _outcomes(con, scope, values)
+    found = _scope_findings(con, scope, names)
+
+    per_table_findings = Counter(f["table"] for f in found if f["table"])
+    totals: Counter[str] = Counter()
+    exact_weighted: Counter[str] = Counter()
+    rows = []
+    for t in tables:
+        name = t["table_id"]
+        m = money.get(name, {})
+        handle = m.get("handle", Decimal(0))
+        win = (
+            m.get("collected", Decimal(0))
+            + m.get("vig", Decimal(0))
+            + m.get("commission", Decimal(0))
+            - m.get("paid", Decimal(0))
+        )
+        pack = packs.get((t["jurisdiction"], t["game"]))
+        theo = None
+        if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
+            n_decks = decks.get(name) or 8
+            edges = house_edges(pack, n_decks, t["variant"])
+            bets = by_bet.get(name, {})
+            covered = sum((a for b, a in bets.items() if b in edges), Decimal(0))
+            if covered:
+                theo = sum(float(a) * float(edges[b]) for b, a in bets.items() if b in edges)
+                theo = theo / float(covered)
+            probs = probabilities(pack, n_decks)
+            for k in ("banker", "player", "tie"):
+                exact_weighted[k] += float(probs[k]) * t["rounds"]
+        if t["game"] == "chemin_de_fer":
+            win = m.get("commission", Decimal(0))
+        o = outcomes.get(name, Counter())
+        totals.update(o)
+        rows.append(
+            {
+                **t,
+                "handle": handle,
+                "win": win,
+                "hold": (float(win) / float(handle)) if handle else None,
+                "theo_hold": theo,
+                "findings": per_table_findings.get(name, 0),
+                "pack": pack.label if pack else "no rule pack",
+                "outcomes": dict(o),
+                "decks": decks.get(name),
+            }
+        )
+    rounds = sum(t["rounds"] for t in tables)
+    by_sev = Counter(f["severity"] for f in found)
+    by_code = Counter(f["code"] for f in found)
+    rounds_with = len({(f["table"], f["shoe"], f["round"]) for f in found if f["round"]})
+    keys = {(f["table"], f["shoe"], f["round"]) for f in found if f["round"] is not None}
+    cards = _round_cards(con, keys)
+    retention = 7
+    if any_pack:
+        retention = int(any_pack.value("surveillance.video_retention_days", 7))
+    details = []
+    for f in found[:DETAIL_LIMIT]:
+        c = REGISTRY[f["code"]]
+        ts = dt.datetime.fromisoformat(f["ts"])
+        round_cards = cards.get((f["table"], f["shoe"], f["round"]), [])
+        details.append(
+            {
+                **f,
+                "title": c.title,
+                "why": c.why,
+                "local": ts.astimezone(scope.zone),
+                "video_by": (ts + dt.timedelta(days=retention)).astimezone(scope.zone),
+                "cards": [_card_face(card, hand, seq) for seq, hand, card in round_cards],
+                "counts": _counts(round_cards, values),
+                "expected_json": _json_lines(f["expected"]),
+                "observed_json": _json_lines(f["observed"]),
+            }
+        )
+    total_outcomes = sum(totals.values())
+    exact = {k: exact_weighted[k] / rounds for k in ("banker", "player", "tie")} if rounds else {}
+    hours = _hour_ticks(scope)[:-1] or [scope.start]
+    per_hour = Counter(
+        dt.datetime.fromisoformat(f["ts"]).astimezone(scope.zone).strftime("%H") for f in found
+    )
+    sources = _sources(con, scope, names)
+    digest = hashlib.sha256("".join(sorted(s["sha256"] for s in sources)).encode()).hexdigest()
+    generated = _generated_at(con)
+    return {
+        "property": conf.name,
+        "config_source": conf.source,
+        "scope": scope,
+        "local_start": scope.start.astimezone(scope.zone),
+        "local_end": scope.end.astimezone(scope.zone),
+        "zone_name": str(scope.zone),
+        "generated_at": generated.astimezone(scope.zone),
+        "tool_version": __version__,
+        "packs": sorted({p.label for p in packs.values() if p}),
+        "tables": rows,
+        "rounds": rounds,
+        "findings": found,
+        "details": details,
+        "detail_limit": DETAIL_LIMIT,
+        "by_severity": [(s, by_sev.get(s, 0)) for s in SEVERITIES],
+        "by_code": sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])),
+        "rounds_with_findings": rounds_with,
+        "per_thousand": (1000 * rounds_with / rounds) if rounds else 0.0,
+        "procedures": _procedures(con, scope, tables, found),
+        "sources": sources,
+        "sources_digest": digest,
+        "retention_days": retention,
+        "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
+        "chart_hours": charts.bar_chart(
+            [f"{h.astimezone(scope.zone):%H}" for h in hours],
+            [per_hour.get(f"{h.astimezone(scope.zone):%H}", 0) for h in hours],
+            "Findings by hour (local)",
+        ),
+        "chart_tables": charts.bar_chart(
+            [t["table_id"] for t in rows], [t["findings"] for t in rows], "Findings by table"
+        ),
+        "chart_outcomes": charts.paired_bars(
+            ["Banker", "Player", "Tie"],
+            [
+                totals.get(k, 0) / total_outcomes if total_outcomes else 0
+                for k in ("banker", "player", "tie")
+            ],
+            [exact.get(k, 0) for k in ("banker", "player", "tie")],
+            f"Round outcomes: observed ({total_outcomes:,} rounds) against exact probability",
+            ("observed", "exact (rule pack)"),
+        ),
+    }
+
+
+def _json_lines(value: Any) -> str:
+    """One `key: value` line per top-level key, values as compact JSON."""
+    if isinstance(value, dict):
+        return "\n".join(
+            f"{k}: {json.dumps(v, separators=(', ', ': '))}" for k, v in sorted(value.items())
+        )
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def _card_face(card: str, hand: str, seq: int) -> dict[str, str]:
+    rank = "10" if card[0] == "T" else card[0]
+    symbol, colour = SUITS[card[1]]
+    return {"rank": rank, "suit": symbol, "colour": colour, "hand": hand, "seq": str(seq)}
+
+
+def _counts(cards: list[tuple[int, str, str]], values: dict[str, int]) -> str:
+    if not cards or not values:
+        return ""
+    p = sum(values[c[0]] for _, h, c in cards if h == "player") % 10
+    b = sum(values[c[0]] for _, h, c in cards if h == "banker") % 10
+    return f"Player {p}, Banker {b}"
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["money"] = lambda x: "" if x is None else f"{Decimal(x):,.2f}"
+    env.filters["pct"] = lambda x, n=2: "n/a" if x is None else f"{x * 100:.{n}f}%"
+    env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
+    env.globals["registry_title"] = lambda code: REGISTRY[code].title
+    return env
+
+
+def render_html(context: dict[str, Any]) -> str:
+    return _env().get_template("report.html.j2").render(**context)
+
+
+def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The complete findings of the report as JSONL and CSV (findings format v1)."""
+    jsonl = "".join(
+        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in context["findings"]
+    ).encode()
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for f in context["findings"]:
+        w.writerow({k: json.dumps(v) if k in ("expected", "observed") else v for k, v in f.items()})
+    return jsonl, buf.getvalue().encode()
+
+
+def render_pdf(context: dict[str, Any], html: str) -> bytes:
+    import weasyprint
+    from weasyprint.urls import FatalURLFetchingError, URLFetcher
+
+    class NoNetwork(URLFetcher):
+        """Reports are self-contained: a template that asks for any URL is a bug."""
+
+        def fetch(self, url: str, headers: Any = None) -> Any:
+            raise FatalURLFetchingError(
+                f"the report template asked for {url}; reports fetch nothing"
+            )
+
+    jsonl, csv_bytes = attachments_data(context)
+    when = context["generated_at"]
+    attachments = [
+        weasyprint.Attachment(
+            string=jsonl,
+            name="findings.jsonl",
+            created=when,
+            modified=when,
+            description="All findings of this report, findings format v1",
+        ),
+        weasyprint.Attachment(
+            string=csv_bytes,
+            name="findings.csv",
+            created=when,
+            modified=when,
+            description="All findings of this report, CSV",
+        ),
+    ]
+    doc = weasyprint.HTML(string=html, base_url=str(TEMPLATES), url_fetcher=NoNetwork())
+    identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
+    # fontTools stamps embedded font subsets with "now" unless SOURCE_DATE_EPOCH says when.
+    before = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = str(int(when.timestamp()))
+    try:
+        return doc.write_pdf(attachments=attachments, pdf_identifier=identifier)
+    finally:
+        if before is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = before
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    conf: PropertyConfig,
+    scope: Scope,
+    out: Path | None = None,
+    fmt: str = "pdf",
+) -> Path:
+    """Render and write the report; the file appears under its name only when complete."""
+    context = gather(con, conf, scope)
+    html = render_html(context)
+    data = html.encode() if fmt == "html" else render_pdf(context, html)
+    path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path

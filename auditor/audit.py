@@ -1,4 +1,5 @@
-"""Replay the ingested rounds against their rule packs and record the deviations.
+"""Replay the ingested rounds against their rule packs and record the deviations; then the
+checks across rounds, tables and pits (auditor.tablecheck).
 
 DuckDB finds the rounds not yet audited (or audited before more of their events arrived),
 the table each was played at and the procedure in force; the pure per-round replay
@@ -36,6 +37,7 @@ class AuditResult:
     findings_withdrawn: int = 0
     by_code: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> rounds not audited
+    tables: dict[str, Any] = field(default_factory=dict)  # the table/pit/shoe pass summary
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class AuditResult:
             "findings_withdrawn": self.findings_withdrawn,
             "findings_by_code": dict(sorted(self.by_code.items())),
             "rounds_not_audited": dict(sorted(self.skipped.items())),
+            "tables": self.tables,
         }
 
 
@@ -53,9 +56,13 @@ def audit(
     run_id: int,
     config: PropertyConfig,
     rerun: tuple[dt.datetime, dt.datetime] | None = None,
+    tables: bool = True,
 ) -> AuditResult:
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
-    started in it. One transaction: a crash leaves no partial audit behind."""
+    started in it. One transaction: a crash leaves no partial audit behind. Then, unless
+    `tables` is false, the table, pit and shoe pass."""
+    from auditor.tablecheck import supersede_round_mismatches, table_findings
+
     result = AuditResult(run_id)
     con.execute("BEGIN TRANSACTION")
     try:
@@ -65,6 +72,12 @@ def audit(
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if not tables:
+        return result
+    # Across rounds, tables and pits: recomputed over the whole database every time (each
+    # in its own transaction), so a crash between the passes is mended by the next run.
+    result.tables = table_findings(con, run_id, config)
+    result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     return result
 
 

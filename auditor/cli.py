@@ -51,6 +51,12 @@ DbOption = Annotated[
 ]
 
 
+def _register_subcommands() -> None:
+    from auditor.cli_notice import notice_app
+
+    app.add_typer(notice_app, name="notice")
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"bacc-audit {__version__}")
@@ -251,6 +257,13 @@ def audit_cmd(
             f"{result.findings_withdrawn} withdrawn"
         )
         for c, n in sorted(result.by_code.items()):
+            out.print(f"  {c:<32} {n:>6}")
+        t = result.tables
+        out.print(
+            f"tables, pits and shoes: {t.get('findings_new', 0)} new findings, "
+            f"{t.get('findings_withdrawn', 0)} withdrawn"
+        )
+        for c, n in sorted(t.get("findings_by_code", {}).items()):
             out.print(f"  {c:<32} {n:>6}")
         for why, n in sorted(result.skipped.items()):
             err.print(f"not audited: {n:,} rounds: {why}")
@@ -468,6 +481,8 @@ def main() -> None:
         err.print(f"internal error: {e}; please report it with the command you ran")
         sys.exit(EXIT_INTERNAL)
 
+
+_register_subcommands()
 
 if __name__ == "__main__":
     main()

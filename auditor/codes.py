@@ -284,6 +284,49 @@ _CODES = [
         "First burn card a 7; 7 more cards burned.",
     ),
     Code(
+        "shoe.cut_card",
+        "minor",
+        "Cutting card position of the rule pack (house option shoe.cut_card_from_end)",
+        "The cutting card came out elsewhere than the house places it",
+        "The cutting card decides how many cards are never dealt; a card placed deep or "
+        "shallow changes what a counting player can learn and may hide a stacked shoe.",
+        "8-deck shoe, house places the cutting card 14-16 cards from the end; it came out "
+        "with 60 cards left.",
+        "It came out in the round that left 15 cards behind it.",
+    ),
+    Code(
+        "shoe.end_of_shoe",
+        "minor",
+        "End of shoe of the rule pack (house option shoe.end_of_shoe)",
+        "Rounds dealt after the cutting card other than the house option allows",
+        "Dealing on past the cutting card reaches the cards the house meant to leave unplayed; "
+        "stopping short breaks the table's declared procedure.",
+        "Cutting card out in round 78 (finish the round, then one more); rounds 79 and 80 "
+        "dealt.",
+        "Cutting card out in round 78; round 79 dealt, then the shoe ends.",
+    ),
+    Code(
+        "shoe.void_required",
+        "major",
+        "N.J.A.C. 13:69F-4.12(j),(k)",
+        "A round the rules make void was played as valid",
+        "Wagers were settled on a round the regulation voids: a last hand with a card found "
+        "face up in the shoe, or a hand the shoe had too few cards to complete.",
+        "A card found face up during the last round of the shoe; the round settled.",
+        "The round declared void and every wager returned.",
+    ),
+    Code(
+        "irregularity.disposition",
+        "major",
+        "Irregularity dispositions of the rule pack (NZ rule 12.2)",
+        "An irregularity resolved other than the rules allow",
+        "How a card dealt in error is used decides the round; a disposition the rules do not "
+        "allow for the situation can turn the result for or against the wagers on it.",
+        "A third card dealt to the Player in error while the Banker with 6 must stand; it is "
+        "made the Banker's third card.",
+        "The card is kept as the first card of the next round.",
+    ),
+    Code(
         "log.seq_gap",
         "major",
         "Event log v1: seq increases by 1 per event in a stream",

@@ -1,0 +1,183 @@
+"""`bacc-audit notice`: enter and list procedure notices given outside the logs (a letter to the
+Division, an e-mail to surveillance), so the notice checks count them at the next audit.
+
+Registered in auditor.cli with `app.add_typer(notice_app, name="notice")`; a thin skin over
+auditor.notices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from auditor import db, notices, runs
+from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+
+notice_app = typer.Typer(
+    help="Procedure notices entered by hand (written notices the logs do not carry).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=True)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", envvar="BACC_AUDIT_DB",
+                 help="Audit database file (default: ./bacc-audit.duckdb).", show_default=False),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", envvar="BACC_AUDIT_CONFIG",
+                 help="Property config (its time zone reads times given without an offset).",
+                 show_default=False),
+]
+
+
+class Recipient(StrEnum):
+    division = "division"
+    surveillance = "surveillance"
+
+
+def parse_time(text: str, zone: dt.tzinfo, what: str) -> dt.datetime:
+    """RFC 3339 with an offset (`2026-11-29T02:40:00-05:00`, `...Z`), or a local date and time
+    (`2026-11-29 02:40`) read in the property's zone."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserError(
+            f"{what} {text!r} is not a time: give RFC 3339 like 2026-11-29T02:40:00-05:00, "
+            "or a local date and time like \"2026-11-29 02:40\""
+        ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone)
+    return value
+
+
+@notice_app.command("add")
+def add_cmd(
+    pit: Annotated[str, typer.Option(help="The pit the notice is for.")],
+    procedure: Annotated[int, typer.Option(min=1, max=4, help="The procedure (1-4) noticed.")],
+    effective: Annotated[str, typer.Option(help="When the procedure takes effect.")],
+    recipient: Annotated[
+        list[Recipient],
+        typer.Option(help="division or surveillance (repeat for both: one notice each)."),
+    ],
+    given_at: Annotated[str, typer.Option("--given-at", help="When the notice was given.")],
+    by: Annotated[str, typer.Option("--by", help="Who enters it (name or employee id).")],
+    tables: Annotated[
+        str | None, typer.Option(help="Only these tables, comma separated (default: the pit).")
+    ] = None,
+    not_written: Annotated[
+        bool, typer.Option("--not-written", help="The notice was not in writing.")
+    ] = False,
+    note: Annotated[str, typer.Option(help="Where the notice is kept, why entered.")] = "",
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stored notices.")] = False,
+) -> None:
+    """Record a notice given outside the logs; the next audit counts it (and withdraws the
+    notice findings it answers).
+
+    Times: RFC 3339 with an offset, or a local date and time read in the property's time
+    zone (config), else at the offset the logs carry.
+    """
+    from auditor import config as cfg
+
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path())
+    try:
+        _add(con, conf.zone_for(con), pit, procedure, effective, recipient, given_at, by,
+             tables, not_written, note, as_json)
+    finally:
+        con.close()
+
+
+def _add(
+    con: duckdb.DuckDBPyConnection,
+    zone: dt.tzinfo,
+    pit: str,
+    procedure: int,
+    effective: str,
+    recipient: list[Recipient],
+    given_at: str,
+    by: str,
+    tables: str | None,
+    not_written: bool,
+    note: str,
+    as_json: bool,
+) -> None:
+    when = parse_time(effective, zone, "--effective")
+    given = parse_time(given_at, zone, "--given-at")
+    run_id = runs.start(con, "notice add", {"pit": pit, "procedure": procedure,
+                                             "recipients": [str(r) for r in recipient]})
+    try:
+        stored = [
+            notices.add_notice(
+                con, pit=pit, procedure=procedure, effective=when, recipient=str(r),
+                given_at=given, entered_by=by, tables=tables, written=not not_written,
+                note=note,
+            )
+            for r in dict.fromkeys(recipient)
+        ]
+    except UserError:
+        runs.finish(con, run_id, "failed", UserError.exit_code, {})
+        raise
+    except BaseException:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+        raise
+    rows = [notices.as_dict(n) for n in stored]
+    runs.finish(con, run_id, "done", EXIT_OK, {"notices": [r["id"] for r in rows]})
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    for n in stored:
+        scope = f"tables {n.tables}" if n.tables else "the whole pit"
+        out.print(
+            f"notice {n.id}: pit {n.pit} ({scope}), procedure {n.procedure} from "
+            f"{n.effective.astimezone(zone):%Y-%m-%d %H:%M:%S}, "
+            f"{'written' if n.written else 'NOT written'} notice to {n.recipient} given "
+            f"{n.given_at.astimezone(zone):%Y-%m-%d %H:%M:%S}; entered by {n.entered_by}"
+        )
+
+
+@notice_app.command("list")
+def list_cmd(
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the notices entered by hand, oldest entry first."""
+    from auditor import config as cfg
+
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path(), read_only=True)
+    try:
+        rows = notices.list_notices(con)
+        zone = conf.zone_for(con)
+    finally:
+        con.close()
+    if as_json:
+        out.print_json(json.dumps([notices.as_dict(n) for n in rows]))
+        return
+    t = RichTable(show_lines=False)
+    for col in ("id", "pit", "tables", "procedure", "effective", "recipient", "written",
+                "given at", "entered by", "note"):
+        t.add_column(col)
+    for n in rows:
+        t.add_row(
+            str(n.id), n.pit, n.tables or "(pit)", str(n.procedure),
+            f"{n.effective.astimezone(zone):%Y-%m-%d %H:%M}", n.recipient,
+            "yes" if n.written else "NO", f"{n.given_at.astimezone(zone):%Y-%m-%d %H:%M}",
+            n.entered_by, n.note,
+        )
+    Console(highlight=False, width=max(out.width, 140)).print(t)
+    out.print(f"{len(rows)} notices entered by hand")

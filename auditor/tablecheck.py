@@ -1,0 +1,315 @@
+"""The table, pit and shoe pass of an audit: procedures and their notices, one procedure per
+pit, undeclared changes, the shoe checks and the irregularities' dispositions, over the whole
+database.
+
+`table_findings` reads what it needs (events, notices entered by hand, rule packs), lets the
+pure checks of `auditor.replay.tables` and `auditor.replay.shoes` decide, then records the
+findings and withdraws the standing ones of its own codes that no longer hold (a notice entered
+by hand later, a file that fills a gap) in one transaction. Rerunning adds nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from auditor import findings
+from auditor import notices as hand_notices
+from auditor.config import PropertyConfig
+from auditor.replay import shoes as shoe_checks
+from auditor.replay import tables as table_checks
+from auditor.replay.irregular import irregularity_findings, load_irregularities
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules, TableFinding
+from auditor.rulepack import RulePack, RulePackError, load_pack
+
+# The codes this pass raises: the only ones it ever withdraws.
+OWNED_CODES = (
+    "procedure.notice_missing",
+    "procedure.notice_late",
+    "procedure.pit_inconsistent",
+    "procedure.undeclared_change",
+    "shoe.too_few_decks",
+    "shoe.composition",
+    "shoe.batch_not_alternated",
+    "shoe.burn",
+    "shoe.cut_card",
+    "shoe.end_of_shoe",
+    "shoe.void_required",
+    "irregularity.disposition",
+)
+MISMATCH = "order.procedure_mismatch"
+UNDECLARED = "procedure.undeclared_change"
+
+
+class _Packs:
+    """Rule packs by (jurisdiction, game), loaded once; None where there is none usable."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[tuple[str, str], RulePack | None] = {}
+        self.missing: Counter[str] = Counter()
+
+    def get(self, jurisdiction: str | None, game: str | None) -> RulePack | None:
+        if jurisdiction is None or game is None:
+            return None
+        key = (jurisdiction, game)
+        if key not in self.loaded:
+            try:
+                self.loaded[key] = load_pack(jurisdiction, game)
+            except (RulePackError, FileNotFoundError, KeyError):
+                self.loaded[key] = None
+                self.missing[f"{jurisdiction} {game}"] += 1
+        return self.loaded[key]
+
+
+def _table_packs(
+    con: duckdb.DuckDBPyConnection, packs: _Packs
+) -> tuple[dict[str, RulePack | None], dict[str, bool | None]]:
+    """Per table (its last table_open): the rule pack, and whether its variant charges
+    vigorish (None: no pack or an unknown variant)."""
+    pack_of: dict[str, RulePack | None] = {}
+    charged: dict[str, bool | None] = {}
+    for table, jurisdiction, game, variant in con.execute(
+        """
+        SELECT table_id, arg_max(jurisdiction, seq), arg_max(game, seq), arg_max(variant, seq)
+        FROM events WHERE type = 'table_open' GROUP BY ALL
+        """
+    ).fetchall():
+        pack = pack_of[table] = packs.get(jurisdiction, game)
+        if pack is None or variant not in pack.variants:
+            charged[table] = None
+        else:
+            charged[table] = bool(pack.variant(variant).vig_charged.value)
+    return pack_of, charged
+
+
+def compute(
+    con: duckdb.DuckDBPyConnection,
+    config: PropertyConfig,
+    *,
+    min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
+    changeover_grace: dt.timedelta | None = None,
+) -> tuple[list[TableFinding], dict[str, Any]]:
+    """Every table-, pit- and shoe-level finding the database supports now, and counts of
+    what was examined. Reads only (the notices table is created if missing)."""
+    hand_notices.ensure_table(con)
+    zone = config.zone_for(con)
+    packs = _Packs()
+
+    def procedure_rules(jurisdiction: str | None, game: str | None) -> ProcedureRules | None:
+        pack = packs.get(jurisdiction, game)
+        return None if pack is None else ProcedureRules.of(pack)
+
+    def shoe_rules(jurisdiction: str | None, game: str | None) -> shoe_checks.ShoeRules | None:
+        pack = packs.get(jurisdiction, game)
+        return None if pack is None else shoe_checks.ShoeRules.of(pack, config.house_options)
+
+    timeline = table_checks.table_timeline(
+        table_checks.load_table_events(con),
+        config.pit_procedures,
+        procedure_rules,
+        table_checks.load_last_ts(con),
+    )
+    notices = table_checks.load_notices(con)
+    verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
+    found = table_checks.notice_findings(verdicts, zone)
+    pack_of, charged = _table_packs(con, packs)
+    if changeover_grace is None:  # the packs' house option (the longest, if they differ)
+        changeover_grace = dt.timedelta(minutes=max(
+            (int(p.value("procedures.changeover_minutes", 0)) for p in pack_of.values() if p),
+            default=0,
+        ))
+    episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
+    found += table_checks.pit_findings(episodes, zone)
+    rounds = table_checks.load_round_orders(con, timeline, lambda t: charged.get(t))
+    runs = table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+    found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
+    shoes = shoe_checks.load_shoes(con, shoe_rules)
+    excess, used = shoe_checks.load_composition(con)
+    last_cards = shoe_checks.load_last_round_cards(con, shoes)
+    found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+    irregular, unjudged = irregularity_findings(load_irregularities(con), pack_of)
+    found += irregular
+    stats = {
+        "tables_with_procedures": len(timeline.rules),
+        "procedure_changes": len(timeline.changes),
+        "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
+        "notices": len(notices),
+        "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
+        "rounds_with_payout_order": len(rounds),
+        "undeclared_runs": len(runs),
+        "shoes": len(shoes),
+        "shoes_without_rule_pack": sum(1 for s in shoes if s.rules is None),
+        "shoes_with_seq_gap": sum(1 for s in shoes if s.gap),
+        "irregularities_not_judged": unjudged,
+        "rule_packs_missing": sorted(packs.missing),
+    }
+    return found, stats
+
+
+def table_findings(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    config: PropertyConfig,
+    *,
+    min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
+    changeover_grace: dt.timedelta | None = None,
+) -> dict[str, Any]:
+    """Compute the table, pit and shoe findings over the whole database and record them.
+
+    New findings are appended; standing findings of OWNED_CODES that the data no longer
+    supports are withdrawn. Fingerprints are deterministic, so a rerun on the same data adds
+    and withdraws nothing. Runs its own transaction (call it outside any other). Returns a
+    JSON-ready summary.
+    """
+    found, stats = compute(
+        con, config, min_undeclared_rounds=min_undeclared_rounds,
+        changeover_grace=changeover_grace,
+    )
+    con.execute("BEGIN TRANSACTION")
+    try:
+        new, withdrawn = _store(con, run_id, found)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return {
+        "run_id": run_id,
+        "findings": len(found),
+        "findings_new": new,
+        "findings_withdrawn": withdrawn,
+        "findings_by_code": dict(sorted(Counter(f.code for f in found).items())),
+        **stats,
+    }
+
+
+_SCHEMA = pa.schema([
+    ("fingerprint", pa.string()), ("code", pa.string()), ("table_id", pa.string()),
+    ("pit", pa.string()), ("shoe", pa.string()), ("round", pa.int64()), ("seq", pa.int64()),
+    ("ts", pa.timestamp("us", tz="UTC")), ("message", pa.string()), ("expected", pa.string()),
+    ("observed", pa.string()), ("source", pa.string()), ("evidence", pa.string()),
+])
+
+
+def _arrow(found: Sequence[TableFinding]) -> pa.Table:
+    def js(v: Any) -> str:
+        return json.dumps(v, default=str, sort_keys=True)
+
+    cols: dict[str, list[Any]] = {name: [] for name in _SCHEMA.names}
+    for f in found:
+        cols["fingerprint"].append(f.fingerprint)
+        cols["code"].append(f.code)
+        cols["table_id"].append(f.table)
+        cols["pit"].append(f.pit)
+        cols["shoe"].append(f.shoe)
+        cols["round"].append(f.round)
+        cols["seq"].append(f.seq)
+        cols["ts"].append(f.ts.astimezone(dt.UTC))
+        cols["message"].append(f.message)
+        cols["expected"].append(js(f.expected))
+        cols["observed"].append(js(f.observed))
+        cols["source"].append(f.source)
+        cols["evidence"].append(js(f.evidence))
+    return pa.table(cols, schema=_SCHEMA)
+
+
+def _store(
+    con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[TableFinding]
+) -> tuple[int, int]:
+    dupes = [fp for fp, n in Counter(f.fingerprint for f in found).items() if n > 1]
+    if dupes:
+        raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
+    con.register("table_pass_findings", _arrow(found))
+    try:
+        new = findings.record(
+            con, run_id,
+            "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
+            "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
+            "CAST(evidence AS JSON) AS evidence FROM table_pass_findings",
+        )
+        owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
+        withdrawn = findings.withdraw(
+            con, run_id,
+            f"code IN ({owned}) AND fingerprint NOT IN "
+            "(SELECT fingerprint FROM table_pass_findings)",
+        )
+    finally:
+        con.unregister("table_pass_findings")
+    return new, withdrawn
+
+
+# --- order.procedure_mismatch and undeclared changes ---------------------------------------
+
+
+def covered_rounds(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, int], str]:
+    """(table, shoe, round) -> fingerprint of the standing procedure.undeclared_change whose
+    run covers the round. Those rounds' order.procedure_mismatch findings are that one
+    deviation seen round by round: the contract reports it once for the run instead."""
+    out: dict[tuple[str, str, int], str] = {}
+    for table, fingerprint, evidence in con.execute(
+        "SELECT table_id, fingerprint, CAST(evidence AS VARCHAR) FROM current_findings "
+        "WHERE code = ? ORDER BY id",
+        [UNDECLARED],
+    ).fetchall():
+        for shoe, rnd in json.loads(evidence or "{}").get("covered_rounds", []):
+            out[(table, shoe, int(rnd))] = fingerprint
+    return out
+
+
+_FINDING_COLS = (
+    "fingerprint, run_id, recorded_at, status, severity, rule, code, table_id, pit, shoe, "
+    "round, seq, ts, message, expected, observed, source, evidence"
+)
+
+
+def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, int]:
+    """Withdraw the standing order.procedure_mismatch findings of rounds covered by a standing
+    undeclared-change run (marking `evidence.superseded_by` with the run's fingerprint), and
+    reopen the ones this withdrew earlier whose run no longer stands. Call it after both the
+    round replay and table_findings, in every audit, so the two stay in step.
+    """
+    cover = covered_rounds(con)
+    con.register("covered_by_runs", pa.table({
+        "table_id": pa.array([k[0] for k in cover], pa.string()),
+        "shoe": pa.array([k[1] for k in cover], pa.string()),
+        "round": pa.array([k[2] for k in cover], pa.int64()),
+        "run_fp": pa.array(list(cover.values()), pa.string()),
+    }))
+    try:
+        withdrawn = con.execute(
+            f"""
+            INSERT INTO findings ({_FINDING_COLS})
+            SELECT f.fingerprint, {int(run_id)}, now(), 'withdrawn', f.severity, f.rule, f.code,
+                   f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
+                   f.observed, f.source,
+                   json_merge_patch(coalesce(f.evidence, '{{}}'::JSON),
+                                    json_object('superseded_by', c.run_fp))
+            FROM current_findings f JOIN covered_by_runs c USING (table_id, shoe, round)
+            WHERE f.code = '{MISMATCH}'
+            """
+        ).fetchall()[0][0]
+        reopened = con.execute(
+            f"""
+            INSERT INTO findings ({_FINDING_COLS})
+            SELECT f.fingerprint, {int(run_id)}, now(), 'open', f.severity, f.rule, f.code,
+                   f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
+                   f.observed, f.source,
+                   json_merge_patch(f.evidence, '{{"superseded_by": null}}'::JSON)
+            FROM (
+              SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
+              FROM findings WHERE code = '{MISMATCH}'
+            ) f
+            WHERE f.rn = 1 AND f.status = 'withdrawn'
+              AND json_extract_string(f.evidence, '$.superseded_by') IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM covered_by_runs c WHERE c.table_id = f.table_id
+                              AND c.shoe = f.shoe AND c.round = f.round)
+            """
+        ).fetchall()[0][0]
+    finally:
+        con.unregister("covered_by_runs")
+    return {"mismatches_superseded": withdrawn, "mismatches_reopened": reopened}

@@ -1,0 +1,166 @@
+"""Procedure notices entered by hand (auditor.notices, `bacc-audit notice`): stored append-only
+with who entered them, read back, and counted by the notice checks of 13:69F-7.10(c)3."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from tablelog import Audit, Log, at
+from typer.testing import CliRunner
+
+from auditor import db, notices
+from auditor.cli_notice import notice_app, parse_time
+from auditor.errors import UserError
+
+EST = dt.timezone(dt.timedelta(hours=-5))
+runner = CliRunner()
+
+
+def add(con, **kw):
+    args = dict(pit="P1", procedure=2, effective=at("02:00"), recipient="division",
+                given_at=at("01:00"), entered_by="ann", entered_at=at("05:00"))
+    args.update(kw)
+    return notices.add_notice(con, **args)
+
+
+def test_notices_table_is_created_by_connect_once_the_module_is_imported(tmp_path):
+    con = db.connect(tmp_path / "a.duckdb")
+    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")
+             .fetchall()}
+    assert "notices" in names
+
+
+def test_a_notice_entered_by_hand_is_stored_with_who_and_when(tmp_path):
+    con = db.connect(tmp_path / "a.duckdb")
+    n = add(con, tables=" MB-01, MB-02,MB-01 ", note="letter in the binder")
+    assert n.id == 1 and n.tables == "MB-01,MB-02"
+    [back] = notices.list_notices(con)
+    d = notices.as_dict(back)
+    assert d["effective"] == "2026-11-29T07:00:00+00:00"
+    assert d["given_at"] == "2026-11-29T06:00:00+00:00"
+    assert d["entered_at"] == "2026-11-29T10:00:00+00:00"
+    assert (d["tables"], d["entered_by"], d["written"]) == (["MB-01", "MB-02"], "ann", True)
+    assert add(con, recipient="surveillance").id == 2
+
+
+def test_notices_survive_reopening_the_database(tmp_path):
+    path = tmp_path / "a.duckdb"
+    con = db.connect(path)
+    add(con)
+    con.close()
+    assert len(notices.list_notices(db.connect(path, read_only=True))) == 1
+
+
+def test_list_notices_of_a_database_without_the_table_is_empty(tmp_path):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "bare.duckdb"))
+    assert notices.list_notices(con) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"recipient": "pit boss"}, "recipient must be division or surveillance"),
+        ({"procedure": 5}, "procedure must be 1, 2, 3 or 4"),
+        ({"pit": "P 1"}, "pit id"),
+        ({"tables": "MB 01"}, "table id"),
+        ({"entered_by": " "}, "--by"),
+        ({"effective": dt.datetime(2026, 11, 29, 2)}, "must carry a time zone"),
+        ({"given_at": at("06:00")}, "after now"),
+    ],
+)
+def test_a_notice_that_cannot_be_right_is_refused_with_a_sentence(tmp_path, change, message):
+    con = db.connect(tmp_path / "a.duckdb")
+    with pytest.raises(UserError, match=message):
+        add(con, **change)
+    assert notices.list_notices(con) == []
+
+
+def test_times_on_the_command_line_with_an_offset_or_local_to_the_property():
+    assert parse_time("2026-11-29T02:40:00-05:00", dt.UTC, "x") == at("02:40")
+    assert parse_time("2026-11-29T07:40:00Z", EST, "x") == at("02:40")
+    assert parse_time("2026-11-29 02:40", EST, "x") == at("02:40")
+    with pytest.raises(UserError, match="is not a time"):
+        parse_time("02:40 tomorrow", EST, "--given-at")
+
+
+def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
+    path = tmp_path / "a.duckdb"
+    config = tmp_path / "property.toml"
+    config.write_text('[property]\ntime_zone = "America/New_York"\n')
+    result = runner.invoke(notice_app, [
+        "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
+        "--recipient", "division", "--recipient", "surveillance",
+        "--given-at", "2026-11-29 02:20", "--by", "J. Rivera", "--tables", "MB-03,MB-05",
+        "--db", str(path), "--config", str(config),
+    ])
+    assert result.exit_code == 0, result.output
+    assert "notice 1: pit P2 (tables MB-03,MB-05), procedure 4 from 2026-11-29 03:00:00" \
+        in result.output
+    listed = runner.invoke(notice_app, ["list", "--json", "--db", str(path)])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [(r["recipient"], r["effective"], r["given_at"]) for r in rows] == [
+        ("division", "2026-11-29T08:00:00+00:00", "2026-11-29T07:20:00+00:00"),
+        ("surveillance", "2026-11-29T08:00:00+00:00", "2026-11-29T07:20:00+00:00"),
+    ]
+    table = runner.invoke(notice_app, ["list", "--db", str(path)])
+    assert "2 notices entered by hand" in table.output
+    runs = db.connect(path, read_only=True).execute(
+        "SELECT command, status FROM runs ORDER BY id").fetchall()
+    assert runs == [("notice add", "done")]
+
+
+def test_cli_notice_add_not_written_is_stored_so(tmp_path):
+    path = tmp_path / "a.duckdb"
+    result = runner.invoke(notice_app, [
+        "add", "--pit", "P1", "--procedure", "2", "--effective", "2026-11-29T02:00:00-05:00",
+        "--recipient", "surveillance", "--given-at", "2026-11-29T01:00:00-05:00",
+        "--by", "ann", "--not-written", "--json", "--db", str(path),
+    ])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)[0]["written"] is False
+
+
+def test_cli_notice_add_with_a_bad_time_is_a_user_error(tmp_path):
+    result = runner.invoke(notice_app, [
+        "add", "--pit", "P1", "--procedure", "2", "--effective", "soon",
+        "--recipient", "division", "--given-at", "2026-11-29 01:00", "--by", "ann",
+        "--db", str(tmp_path / "a.duckdb"),
+    ])
+    assert isinstance(result.exception, UserError)
+    assert "--effective 'soon' is not a time" in str(result.exception)
+
+
+def test_notice_entered_by_hand_for_the_whole_pit_covers_every_table(tmp_path):
+    log = Log()
+    for t in ("MB-01", "MB-02"):
+        log.open(t, "P1", "22:00", procedure=1)
+        log.change(t, "02:00", 2)
+    a = Audit(tmp_path)
+    a.ingest(log)
+    a.run()
+    assert [c for c, _ in a.codes("procedure.notice")] == ["procedure.notice_missing"] * 2
+    for who in ("division", "surveillance"):
+        add(a.con, recipient=who, given_at=at("01:30"))
+    summary = a.run()
+    assert summary["findings_withdrawn"] == 2
+    assert a.findings("procedure.notice") == []
+
+
+def test_notice_entered_by_hand_not_written_does_not_count(tmp_path):
+    log = Log()
+    log.open("MB-01", "P1", "22:00", procedure=1)
+    log.change("MB-01", "02:00", 2)
+    a = Audit(tmp_path)
+    a.ingest(log)
+    add(a.con, recipient="division")
+    add(a.con, recipient="surveillance", written=False)
+    a.run()
+    [f] = a.findings("procedure.notice")
+    assert f["code"] == "procedure.notice_missing"
+    assert f["observed"]["missing_recipients"] == ["surveillance"]
+    assert "surveillance: not in writing" in f["message"]

@@ -37,8 +37,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+# markup=False: paths and reasons are printed as they are ("logs[old]/a.jsonl").
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 
 DbOption = Annotated[
     Path | None,
@@ -117,6 +118,7 @@ def ingest_cmd(
         raise
     code = _ingest_exit_code(result)
     runs.finish(con, run_id, "done", code, _ingest_summary(result))
+    con.close()
     if as_json:
         out.print_json(json.dumps(_ingest_summary(result)))
     else:
@@ -249,6 +251,7 @@ def audit_cmd(
     code = EXIT_FINDINGS if n_fail else EXIT_OK
     summary = result.summary() | {"exit_code": code}
     runs.finish(con, run_id, "done", code, summary)
+    con.close()
     if as_json:
         out.print_json(json.dumps(summary))
     else:
@@ -320,6 +323,7 @@ def findings_cmd(
     rows = findings.select(
         con, table=table, pit=pit, codes=code, min_severity=severity, window=window, zone=zone
     )
+    con.close()
     if fmt is Format.jsonl:
         for r in rows:
             sys.stdout.write(json.dumps(r, separators=(",", ":")) + "\n")
@@ -344,7 +348,7 @@ def findings_cmd(
                 where,
                 r["message"],
             )
-        wide = Console(highlight=False, width=max(out.width, 160))
+        wide = Console(highlight=False, markup=False, width=max(out.width, 160))
         wide.print(t)
         wide.print(f"{len(rows)} findings")
 
@@ -366,7 +370,7 @@ def codes_cmd(
         out.print_json(json.dumps([vars(c) for c in REGISTRY.values()]))
         return
     for c in REGISTRY.values():
-        out.print(f"[bold]{c.code}[/bold]  ({c.severity})  {c.title}")
+        out.print(f"{c.code}  ({c.severity})  {c.title}")
         out.print(f"    rule: {c.rule}")
         out.print(f"    why:  {c.why}")
 
@@ -408,6 +412,7 @@ def report_cmd(
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     scope = report.scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
     path = report.write_report(con, conf, scope, out_path, fmt.value)
+    con.close()
     out.print(str(path))
 
 

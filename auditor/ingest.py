@@ -119,8 +119,9 @@ def _is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[bytes, int]]:
+def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
     """Blocks of whole lines, with the count of file bytes read so far (for progress)."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     gz = _is_gzip(path)
     if path.name.endswith(".gz") and not gz:
         raise UserError(f"{path}: not a gzip file (it does not start with the gzip signature)")
@@ -133,9 +134,15 @@ def iter_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[by
                 data = fh.read(chunk_bytes)
             except (OSError, EOFError, zlib.error) as e:
                 raise UserError(f"{path}: corrupt gzip data ({e})") from None
-            if first and data.startswith(b"\xef\xbb\xbf"):
-                data = data[3:]  # a UTF-8 byte order mark is not part of the first line
-            first = False
+            if first:
+                # A UTF-8 byte order mark is not part of the first line (read enough to see).
+                while len(data) < 3 and (more := fh.read(chunk_bytes)):
+                    data += more
+                if data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                first = False
+                if not data:
+                    return
             if not data:
                 if rest:
                     yield rest, raw_fh.tell()
@@ -399,7 +406,8 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
         stream, seq, line_no, other, other_line, n = differ
         return (
             f"line {line_no} ({stream.replace(':', ' ')} seq {seq}) differs from the event "
-            f"already ingested from {other}:{other_line} ({n} events differ)"
+            f"already ingested from {other}:{other_line} "
+            f"({n} {'event differs' if n == 1 else 'events differ'})"
         )
     con.execute("CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap WHERE same")
     return ""
@@ -431,8 +439,7 @@ def _refuse_altered(
         SELECT 'log.altered|' || path || '|' || sha256 AS fingerprint, 'log.altered' AS code,
                NULL AS table_id, NULL AS pit, NULL AS shoe, NULL::BIGINT AS round,
                NULL::BIGINT AS seq, ingested_at AS ts,
-               path || ' was offered again with different content and was refused: ' || note
-                 AS message,
+               path || ' was refused as altered: ' || note AS message,
                to_json({{'content': 'identical to the file already ingested'}}) AS expected,
                to_json({{'sha256': sha256, 'reason': note}}) AS observed,
                path AS source, to_json({{'source_id': id}}) AS evidence
@@ -500,7 +507,9 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
                NULL AS shoe, NULL::BIGINT AS round, g.seq, g.ts,
                upper(left(g.stream, 1)) || replace(substr(g.stream, 2), ':', ' ') ||
                  ': seq ' || g.prev_seq || ' is followed by seq ' || g.seq || '; ' ||
-                 (g.seq - g.prev_seq - 1) || ' events are missing' AS message,
+                 (g.seq - g.prev_seq - 1) ||
+                 CASE WHEN g.seq - g.prev_seq = 2 THEN ' event is' ELSE ' events are' END ||
+                 ' missing' AS message,
                to_json({'seq': g.prev_seq + 1}) AS expected,
                to_json({'seq': g.seq, 'previous_seq': g.prev_seq,
                         'missing': g.seq - g.prev_seq - 1}) AS observed,

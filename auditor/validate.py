@@ -34,13 +34,19 @@ from auditor.events import (
 )
 
 ID_RE = r'"[A-Za-z0-9._-]{1,32}"'
-TS_RE = r'"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"'
+# RFC 3339 date-time with its ranges (second 60 is a leap second); the calendar (30 February)
+# is left to DuckDB's cast.
+_DATE = r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
+_TIME = r"([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
+TS_RE = f'"{_DATE}[Tt ]{_TIME}([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)"'
 TS_NAIVE_RE = r'"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?"'
+# The shape alone, ranges unchecked: for telling "month 13" from "not a time at all".
+TS_SHAPE_RE = r'"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"'
 CARD_RE = '"' + CARD_PATTERN_SQL.strip("^$") + '"'
-# A JSON number with cents past 10^13 loses them in the parser's double; whole numbers are
-# exact up to 16 digits (DECIMAL(18,2)). Larger amounts must come as strings.
-AMOUNT_NUM_RE = r"\d{1,16}|\d{1,13}\.\d{1,2}"
-AMOUNT_STR_RE = r'"\d{1,16}(\.\d{1,2})?"'
+# An amount as written: a JSON number's text is read from the line itself (the JSON parser
+# goes through a double, which would turn 1.0000000000000001 into 1.0), a string's from
+# inside its quotes. DECIMAL(18,2) holds 16 whole digits.
+AMOUNT_RE = r"\d{1,16}(\.\d{1,2})?"
 
 
 def q(text: str) -> str:
@@ -52,6 +58,20 @@ def raw(name: str) -> str:
     """The field's raw JSON text, NULL when absent or JSON null (json_transform maps both to
     NULL)."""
     return f"r_{name}"
+
+
+def written(name: str) -> str:
+    """An amount field's text as the line wrote it (see AMOUNT_RE)."""
+    return f"w_{name}"
+
+
+def _written_sql(name: str) -> str:
+    r = raw(name)
+    return (
+        f"CASE WHEN left({r}, 1) = '\"' THEN {_unquote(r)} "
+        f"WHEN {r} IS NOT NULL THEN regexp_extract(line, "
+        f"""'"{name}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1) END AS {written(name)}"""
+    )
 
 
 def _unquote(r: str) -> str:
@@ -80,7 +100,7 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         high = f.high if f.high is not None else 10**15
         cond = (
             rf"regexp_full_match({r}, '\d{{1,15}}') AND "
-            f"CAST({r} AS BIGINT) BETWEEN {f.low} AND {high}"
+            f"TRY_CAST({r} AS BIGINT) BETWEEN {f.low} AND {high}"
         )
         return cond, f"{name} || ' must be a whole number from {f.low} to {high}, not ' || {shown}"
     if f.kind == STR:
@@ -101,33 +121,33 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
     if f.kind == CARDS:
         cond = (
             f"left({r}, 1) = '[' AND coalesce(list_bool_and(list_transform("
-            f"try(json_transform({r}, '[\"JSON\"]')), lambda x: regexp_full_match(x, {q(CARD_RE)}))"
-            "), true)"
+            f"try(json_transform({r}, '[\"JSON\"]')), "
+            f"lambda x: coalesce(regexp_full_match(x, {q(CARD_RE)}), false))), true)"
         )
         return cond, f'{name} || \' must be a list of cards like ["3h","Kc"], not \' || {shown}'
     if f.kind in (STRS, IDS):
         elem = ID_RE if f.kind == IDS else r'"([^"\\]|\\.)+"'
         cond = (
             f"left({r}, 1) = '[' AND coalesce(list_bool_and(list_transform("
-            f"try(json_transform({r}, '[\"JSON\"]')), lambda x: regexp_full_match(x, {q(elem)}))"
-            "), true)"
+            f"try(json_transform({r}, '[\"JSON\"]')), "
+            f"lambda x: coalesce(regexp_full_match(x, {q(elem)}), false))), true)"
         )
         if f.kind == IDS:  # a list of tables must name at least one
             cond += f" AND {r} <> '[]'"
         return cond, f"{name} || ' must be a list of names, not ' || {shown}"
     if f.kind == AMOUNT:
-        cond = (
-            f"(regexp_full_match({r}, {q(AMOUNT_NUM_RE)}) OR "
-            f"regexp_full_match({r}, {q(AMOUNT_STR_RE)}))"
-        )
+        a = written(f.name)
+        # Shown as written: a string with its quotes, a number as its text in the line.
+        d = f"(CASE WHEN left({r}, 1) = '\"' THEN {r} ELSE {a} END)"
+        cond = f"regexp_full_match({a}, {q(AMOUNT_RE)})"
         msg = (
-            f"CASE WHEN regexp_matches({r}, '^\"?-') THEN {name} || ' ' || {shown} || "
-            "' is negative' "
-            rf"WHEN regexp_full_match({r}, '\"?\d+\.\d{{3,}}\"?') THEN {name} || ' ' || "
-            f"{shown} || ' has more than 2 decimal places' "
-            rf"WHEN regexp_full_match({r}, '\d{{14,}}\.\d+|\d{{17,}}') THEN {name} || ' ' || "
-            f"{shown} || ' is too large for a JSON number; write it as a string' "
-            f"ELSE {name} || ' ' || {shown} || ' is not a decimal amount' END"
+            f"CASE WHEN {a} IS NULL THEN {name} || ' ' || {shown} || ' is not a decimal amount' "
+            f"WHEN starts_with({a}, '-') THEN {name} || ' ' || {d} || ' is negative' "
+            rf"WHEN regexp_full_match({a}, '\d+\.\d{{3,}}') THEN {name} || ' ' || {d} || "
+            "' has more than 2 decimal places' "
+            rf"WHEN regexp_full_match({a}, '\d{{17,}}(\.\d+)?') THEN {name} || ' ' || {d} || "
+            "' is too large (at most 16 whole digits)' "
+            f"ELSE {name} || ' ' || {d} || ' is not a decimal amount' END"
         )
         return cond, msg
     if f.kind == TS:
@@ -143,7 +163,7 @@ def _ts_message(name: str, r: str) -> str:
     return (
         f"CASE WHEN regexp_full_match({r}, {q(TS_NAIVE_RE)}) THEN {name} || ' ' || {shown} || "
         "' has no UTC offset (write Z or +hh:mm)' "
-        f"WHEN regexp_full_match({r}, {q(TS_RE)}) THEN {name} || ' ' || {shown} || "
+        f"WHEN regexp_full_match({r}, {q(TS_SHAPE_RE)}) THEN {name} || ' ' || {shown} || "
         "' is not a real date and time' "
         f"ELSE {name} || ' ' || {shown} || ' is not an RFC 3339 time' END"
     )
@@ -168,7 +188,7 @@ def field_value(f: FieldSpec) -> str:
     if f.kind in (STRS, IDS):
         return f"try(json_transform({r}, '[\"VARCHAR\"]'))"
     if f.kind == AMOUNT:
-        return f"TRY_CAST(trim({r}, '\"') AS DECIMAL(18,2))"
+        return f"TRY_CAST({written(f.name)} AS DECIMAL(18,2))"
     if f.kind == TS:
         return _ts_value(r)
     if f.kind == BOOL:
@@ -185,8 +205,15 @@ def _json_string(r: str) -> str:
 
 
 def _ts_value(r: str) -> str:
-    """RFC 3339 allows t and z in lower case; DuckDB's cast wants them upper."""
-    return f"TRY_CAST(upper({_unquote(r)}) AS TIMESTAMPTZ)"
+    """RFC 3339 allows t and z in lower case; DuckDB's cast wants them upper, and knows no
+    leap second (23:59:60 is taken as the instant after 23:59:59)."""
+    s = f"upper({_unquote(r)})"
+    leap = f"substr({s}, 18, 2) = '60'"
+    fixed = f"CASE WHEN {leap} THEN left({s}, 17) || '59' || substr({s}, 20) ELSE {s} END"
+    return (
+        f"(TRY_CAST({fixed} AS TIMESTAMPTZ) + "
+        f"CASE WHEN {leap} THEN INTERVAL 1 SECOND ELSE INTERVAL 0 SECOND END)"
+    )
 
 
 def _card_norm(s: str) -> str:
@@ -292,6 +319,7 @@ def staging_select(chunk: str, source_id_sql: str) -> str:
         for f in FIELDS.values()
     )
     pit_types = _in_list(PIT_EVENTS, quoted=False)
+    amounts = ", ".join(_written_sql(f.name) for f in FIELDS.values() if f.kind == AMOUNT)
     return f"""
 WITH parsed AS (
   SELECT line_no, rtrim(line, chr(13) || chr(10)) AS line, utf8_ok,
@@ -302,7 +330,8 @@ WITH parsed AS (
   SELECT line_no, line, utf8_ok, j, {raws} FROM parsed
 ), typed AS (
   SELECT *, CASE WHEN left(r_type, 1) = '"' THEN substr(r_type, 2, length(r_type) - 2) END
-            AS type
+            AS type,
+         {amounts}
   FROM fields
 )
 SELECT {source_id_sql} AS source_id, line_no,
@@ -310,7 +339,7 @@ SELECT {source_id_sql} AS source_id, line_no,
   CASE WHEN type IN ({pit_types}) THEN 'pit:' || {field_value(FIELDS["pit"])}
        ELSE 'table:' || {field_value(FIELDS["table"])} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
-  {_ts_value("r_ts")} AS ts,
+  CASE WHEN regexp_full_match(r_ts, {q(TS_RE)}) THEN {_ts_value("r_ts")} END AS ts,
   CASE WHEN upper(substr(r_ts, -2, 1)) = 'Z' THEN 0
        ELSE (CASE WHEN substr(r_ts, -7, 1) = '-' THEN -1 ELSE 1 END)
             * (TRY_CAST(substr(r_ts, -6, 2) AS INTEGER) * 60

@@ -28,6 +28,7 @@ from auditor.cards import RANKS, rank_value
 from auditor.codes import REGISTRY, SEVERITIES
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
+from auditor.replay.tables import load_notices
 from auditor.rulepack import RulePack, RulePackError, load_pack
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
@@ -273,16 +274,14 @@ def _procedures(
         [scope.end, names],
     )
     pits = sorted({t["pit"] for t in tables if t["pit"]})
-    notices = _rows(
-        con,
-        """
-        SELECT pit, ts, procedure, effective, recipient, written, tables FROM events
-        WHERE type = 'procedure_notice' AND pit IN (SELECT unnest(?::VARCHAR[]))
-          AND effective >= ? - INTERVAL 1 DAY AND effective < ?
-        ORDER BY pit, effective, ts, recipient
-        """,
-        [pits, scope.start, scope.end],
-    )
+    # Logged notices and those entered by hand (bacc-audit notice add), as the audit sees them.
+    notices = [
+        {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
+         "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source}
+        for n in load_notices(con)
+        if n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
+    ]
+    notices.sort(key=lambda n: (n["pit"], n["effective"], n["ts"], n["recipient"]))
     span = (scope.end - scope.start).total_seconds()
 
     def pos(t: dt.datetime) -> float:

@@ -140,6 +140,9 @@ def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[by
                     data += more
                 if data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
+                    if not data:  # the mark was all of the first read; the lines follow
+                        first = False
+                        continue
                 first = False
                 if not data:
                     return

@@ -47,6 +47,7 @@ CARD_RE = '"' + CARD_PATTERN_SQL.strip("^$") + '"'
 # goes through a double, which would turn 1.0000000000000001 into 1.0), a string's from
 # inside its quotes. DECIMAL(18,2) holds 16 whole digits.
 AMOUNT_RE = r"\d{1,16}(\.\d{1,2})?"
+AMOUNT_EXP_RE = r"\d+(\.\d+)?[eE][+-]?\d{1,3}"
 
 
 def q(text: str) -> str:
@@ -66,11 +67,16 @@ def written(name: str) -> str:
 
 
 def _written_sql(name: str) -> str:
+    """A number's text is looked up in the line; the first `"amount": <number>` there is the
+    event's own only if it has the same value as the parsed field (a nested object or an
+    escaped key can hold the first match), else the parsed field's text stands."""
     r = raw(name)
+    found = f"""regexp_extract(line, '"{name}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1)"""
+    same = f"TRY_CAST({found} AS DOUBLE) = TRY_CAST({r} AS DOUBLE)"
     return (
         f"CASE WHEN left({r}, 1) = '\"' THEN {_unquote(r)} "
-        f"WHEN {r} IS NOT NULL THEN regexp_extract(line, "
-        f"""'"{name}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1) END AS {written(name)}"""
+        f"WHEN {r} IS NOT NULL THEN (CASE WHEN {same} THEN {found} ELSE {r} END) "
+        f"END AS {written(name)}"
     )
 
 
@@ -139,10 +145,19 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         a = written(f.name)
         # Shown as written: a string with its quotes, a number as its text in the line.
         d = f"(CASE WHEN left({r}, 1) = '\"' THEN {r} ELSE {a} END)"
-        cond = f"regexp_full_match({a}, {q(AMOUNT_RE)})"
+        # 1.0E7 (as Java writes ten million) is fine when it is exact to the cent.
+        exact = f"TRY_CAST({a} AS DECIMAL(38,20))"
+        cond = (
+            f"regexp_full_match({a}, {q(AMOUNT_RE)}) OR "
+            f"(left({r}, 1) <> '\"' AND regexp_full_match({a}, {q(AMOUNT_EXP_RE)}) "
+            f"AND {exact} < 1e16 "
+            f"AND {exact} = TRY_CAST({exact} AS DECIMAL(18,2)))"
+        )
         msg = (
             f"CASE WHEN {a} IS NULL THEN {name} || ' ' || {shown} || ' is not a decimal amount' "
             f"WHEN starts_with({a}, '-') THEN {name} || ' ' || {d} || ' is negative' "
+            f"WHEN left({r}, 1) <> '\"' AND regexp_full_match({a}, {q(AMOUNT_EXP_RE)}) THEN "
+            f"{name} || ' ' || {d} || ' is not a whole number of cents' "
             rf"WHEN regexp_full_match({a}, '\d+\.\d{{3,}}') THEN {name} || ' ' || {d} || "
             "' has more than 2 decimal places' "
             rf"WHEN regexp_full_match({a}, '\d{{17,}}(\.\d+)?') THEN {name} || ' ' || {d} || "

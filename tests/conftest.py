@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import gzip
-import inspect
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -175,26 +174,6 @@ def audit(tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> Audit:
 
 
 def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
-    """Make ingest read files in blocks of `n` bytes.
-
-    `CHUNK_BYTES` is the documented knob, but `iter_blocks` binds it as a default argument
-    when the module is imported, so setting the constant alone changes nothing (see the xfail
-    in test_ingest.py). The default is patched too, so the chunking tests test chunking.
-    """
+    """Make ingest read files in blocks of `n` bytes, through the documented knob
+    `auditor.ingest.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
     mp.setattr(ingest_mod, "CHUNK_BYTES", n)
-    fn = ingest_mod.iter_blocks
-    params = inspect.signature(fn).parameters
-    p = params.get("chunk_bytes")
-    if p is None or p.default is inspect.Parameter.empty:
-        return
-    if p.kind is inspect.Parameter.KEYWORD_ONLY:
-        mp.setattr(fn, "__kwdefaults__", {**(fn.__kwdefaults__ or {}), "chunk_bytes": n})
-        return
-    positional = [
-        q.name
-        for q in params.values()
-        if q.kind is not inspect.Parameter.KEYWORD_ONLY and q.default is not inspect.Parameter.empty
-    ]
-    defaults = list(fn.__defaults__ or ())
-    defaults[positional.index("chunk_bytes")] = n
-    mp.setattr(fn, "__defaults__", tuple(defaults))

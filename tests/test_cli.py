@@ -64,12 +64,19 @@ def bacc_audit(
     """Run `bacc-audit ARGS...` in-process; returns Run(exit code, stdout, stderr).
 
     The CLI's rich consoles decide on colour when the module is imported; plain ones (same
-    settings, no colour) keep the output parseable however pytest is run.
+    settings, no colour) keep the output parseable however pytest is run. Whether markup is
+    interpreted is taken from the CLI's own consoles, so the tests see what users see.
     """
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, color_system=None))
-    monkeypatch.setattr(
-        cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, color_system=None)
-    )
+    for name, stderr in (("out", False), ("err", True)):
+        real: Console = getattr(cli, name)
+        plain = Console(
+            stderr=stderr,
+            highlight=False,
+            soft_wrap=True,
+            color_system=None,
+            markup=real._markup,  # rich keeps it private; the CLI sets markup=False
+        )
+        monkeypatch.setattr(cli, name, plain)
     monkeypatch.delenv("BACC_AUDIT_DB", raising=False)
     monkeypatch.delenv("BACC_AUDIT_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./bacc-audit.toml or ./bacc-audit.duckdb of the checkout
@@ -247,20 +254,14 @@ def test_ingest_json_summary(bacc_audit: Any, tmp_path: Path) -> None:
     assert r.err == ""  # --json keeps stderr quiet; everything is in the summary
 
 
-BRACKETS_BUG = (
-    "BUG: the ingest report prints paths and reasons through rich markup unescaped, so a "
-    "file under 'logs[old]/' is reported as 'logs/a.jsonl' and a quarantine reason quoting "
-    "'[bold]' loses it (cli._print_ingest: err.print(f'quarantined: {line}') etc.; needs "
-    "rich.markup.escape or markup=False)"
-)
-
-
-@pytest.mark.xfail(reason=BRACKETS_BUG, strict=True)
 def test_ingest_prints_paths_with_brackets_verbatim(bacc_audit: Any, tmp_path: Path) -> None:
-    log = write(tmp_path / "logs[old]" / "a.jsonl", [L[0], "bad"])
+    log = write(tmp_path / "logs[old]" / "a.jsonl", [L[0], "bad", event("wager", pit="[bold]")])
     r = bacc_audit("ingest", log, "--db", tmp_path / "a.duckdb")
-    assert f"quarantined: {log}:2: not valid JSON" in r.err.splitlines()
-    assert f"{log}: 1 events, 1 quarantined" in r.out.splitlines()
+    assert r.err.splitlines() == [
+        f"quarantined: {log}:2: not valid JSON",
+        f'quarantined: {log}:3: pit must be 1-32 of A-Z a-z 0-9 . _ -, not "[bold]"',
+    ]
+    assert f"{log}: 1 events, 2 quarantined" in r.out.splitlines()
 
 
 # --------------------------------------------------------------------------------------------

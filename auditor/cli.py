@@ -1,7 +1,9 @@
-"""The `bacc-audit` command: a thin skin over the library (ingest, findings, codes).
+"""The `bacc-audit` command: a thin skin over the library (auditor.ingest, .audit, .report,
+.nightly, ...).
 
 Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above
---fail-on); 2 usage, input or configuration error; 3 internal failure; 4 database busy.
+--fail-on); 2 usage, input or configuration error; 3 internal failure; 4 database busy;
+5 another nightly run holds its lock.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from auditor.ingest import IngestResult, discover, ingest
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 clean; 1 findings (quarantined lines, refused files); "
-    "2 usage, input or configuration error; 3 internal failure; 4 database busy."
+    "2 usage, input or configuration error; 3 internal failure; 4 database busy; "
+    "5 another nightly run holds its lock."
 )
 
 app = typer.Typer(
@@ -469,6 +472,202 @@ def odds_cmd(
         out.print(f"house edge, variant {name}")
         for k, e in edges.items():
             out.print(f"  {k:<16} {e * 100:.4f}%")
+
+
+# --- nightly job, runs, acknowledgements (issue 6) ------------------------------------------
+
+
+@app.command("nightly")
+def nightly_cmd(
+    spool: Annotated[
+        Path,
+        typer.Option(
+            envvar="BACC_AUDIT_SPOOL",
+            help="The folder the table systems deliver logs to; new files are ingested, "
+            "files already ingested are skipped.",
+        ),
+    ],
+    date: Annotated[
+        str | None,
+        typer.Option(
+            help="The gaming day to report (default: the latest one that has ended, in the "
+            "property's time zone)."
+        ),
+    ] = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_ARCHIVE",
+            help="Where the PDFs are filed as DAY/DAY_SHIFT.pdf (default: [property] archive "
+            "in the config, else reports/archive).",
+            show_default=False,
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str, typer.Option(help="Exit 1 when a finding of the night is at least this severe.")
+    ] = "major",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """The unattended nightly job: ingest the spool, audit, file a PDF per shift.
+
+    Every shift of the gaming day with rounds gets its PDF under ARCHIVE/DAY/DAY_SHIFT.pdf;
+    shifts without rounds are skipped and said so. One run at a time (a lock file beside the
+    database, `DB.lock`); a run killed anywhere leaves a consistent database and the next run
+    completes its work.
+
+    Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
+    the gaming day, or new in this run); 2 input or configuration error (missing spool,
+    unreadable file, no rounds in the whole gaming day); 3 internal failure; 4 database busy
+    (a standalone command is writing); 5 another nightly run holds the lock.
+    """
+    from auditor import config as cfg
+    from auditor import nightly
+
+    try:
+        conf = cfg.load(config_path)
+        day = cfg.parse_date(date) if date else None
+        result = nightly.run_nightly(
+            db_path or db.default_db_path(),
+            spool,
+            conf,
+            day=day,
+            archive=archive,
+            fail_on=fail_on,
+            say=lambda line: err.print(f"nightly: {line}"),
+        )
+    except UserError as e:
+        if as_json:  # monitoring reads stdout: give it JSON even for a refusal
+            out.print_json(json.dumps({"error": str(e), "exit_code": e.exit_code}))
+        raise
+    if as_json:
+        out.print_json(json.dumps(result.summary()))
+    else:
+        for line in nightly.summary_lines(result):
+            out.print(line)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("runs")
+def runs_cmd(
+    db_path: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List every recorded run: command, times, status, exit code and its counts.
+
+    A run whose process died before it finished (killed, power loss) still reads 'running'
+    in its row; it is shown as 'interrupted' (the row itself is never edited).
+    """
+    from auditor import nightly
+    from auditor.errors import DatabaseBusy
+
+    path = db_path or db.default_db_path()
+    holder = nightly.lock_holder(path)
+    try:
+        con = db.connect(path, read_only=True)
+    except DatabaseBusy:
+        if holder is None:
+            raise
+        raise DatabaseBusy(
+            f"{path}: database busy: {holder.describe()} is writing to it; "
+            "try again when it has finished"
+        ) from None
+    try:
+        rows = runs.listing(con, live={holder.run_id} if holder and holder.run_id else set())
+    finally:
+        con.close()
+    if as_json:
+        out.print_json(json.dumps(rows, default=str))
+        return
+    t = RichTable(show_lines=False)
+    for col in ("id", "command", "started (UTC)", "finished (UTC)", "status", "exit", "counts"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            str(r["id"]),
+            r["command"],
+            r["started_at"][:19].replace("T", " "),
+            (r["finished_at"] or "")[:19].replace("T", " "),
+            r["status"],
+            "" if r["exit_code"] is None else str(r["exit_code"]),
+            ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in r["counts"].items()),
+        )
+    Console(highlight=False, markup=False, width=max(out.width, 140)).print(t)
+    out.print(f"{len(rows)} runs")
+
+
+@app.command("ack")
+def ack_cmd(
+    fingerprint: Annotated[
+        str | None,
+        typer.Argument(help="The finding's fingerprint (findings --format jsonl shows it)."),
+    ] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who reviewed the finding.")] = None,
+    disposition: Annotated[
+        str | None, typer.Option(help="What was decided, e.g. 'video reviewed, patron paid'.")
+    ] = None,
+    note: Annotated[str, typer.Option(help="Anything else the next reader needs.")] = "",
+    list_all: Annotated[
+        bool, typer.Option("--list", help="List every acknowledgement instead.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    db_path: DbOption = None,
+) -> None:
+    """Record who reviewed a finding and what was decided (append-only), or --list them.
+
+    A later acknowledgement of the same finding is a new row; the latest one stands and is
+    the one the shift report prints beside the finding.
+    """
+    from auditor import acks
+
+    path = db_path or db.default_db_path()
+    if list_all:
+        if fingerprint or by or disposition or note:
+            raise UserError("--list takes no fingerprint, --by, --disposition or --note")
+        con = db.connect(path, read_only=True)
+        try:
+            rows = [acks.as_dict(a) for a in acks.list_acks(con)]
+        finally:
+            con.close()
+        if as_json:
+            out.print_json(json.dumps(rows))
+            return
+        for a in rows:
+            note_text = f" ({a['note']})" if a["note"] else ""
+            out.print(
+                f"ack {a['id']} {a['recorded_at'][:19].replace('T', ' ')} UTC  "
+                f"{a['fingerprint']}\n    by {a['by']}: {a['disposition']}{note_text}"
+            )
+        out.print(f"{len(rows)} acknowledgements")
+        return
+    if not fingerprint or by is None or disposition is None:
+        raise UserError(
+            "give the finding and the review: bacc-audit ack FINGERPRINT --by NAME "
+            "--disposition TEXT [--note TEXT] (or bacc-audit ack --list)"
+        )
+    con = db.connect(path)
+    try:
+        status = acks.check_fingerprint(con, fingerprint)
+        run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by})
+        try:
+            a = acks.add_ack(
+                con, fingerprint, by=by, disposition=disposition, note=note, run_id=run_id
+            )
+        except UserError as e:
+            runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
+            raise
+        except BaseException:
+            runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+            raise
+        runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+    finally:
+        con.close()
+    if as_json:
+        out.print_json(json.dumps(acks.as_dict(a) | {"finding_status": status}))
+        return
+    later = " (the finding has since been withdrawn)" if status == "withdrawn" else ""
+    out.print(f"ack {a.id}: {fingerprint} by {a.reviewer}: {a.disposition}{later}")
 
 
 def main() -> None:

@@ -46,6 +46,8 @@ class PropertyConfig:
     pit_procedures: dict[str, int] = field(default_factory=dict)
     # Rule-pack house options chosen by the property: "pack-id:dotted.key" -> value.
     house_options: dict[str, Any] = field(default_factory=dict)
+    # Where `bacc-audit nightly` files the shift PDFs; None: its --archive or the default.
+    archive: Path | None = None
     source: str = "defaults (no config file)"
 
     def zone_for(self, con: Any) -> dt.tzinfo:
@@ -143,6 +145,9 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         if proc not in (1, 2, 3, 4):
             raise UserError(f"{path}: procedures.{pit} must be 1, 2, 3 or 4, not {proc!r}")
         pits[str(pit)] = int(proc)
+    archive = prop.get("archive")
+    if archive is not None and (not isinstance(archive, str) or not archive.strip()):
+        raise UserError(f"{path}: property.archive must be a folder path, not {archive!r}")
     return PropertyConfig(
         name=str(prop.get("name", "Property")),
         time_zone=tz,
@@ -150,6 +155,9 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         shifts=shifts,
         pit_procedures=pits,
         house_options=dict(data.get("house_options", {})),
+        # A relative archive is read from the config file's folder, as a person reading the
+        # file would expect, not from wherever the job happens to start.
+        archive=None if archive is None else path.parent / Path(archive).expanduser(),
         source=str(path),
     )
 

@@ -8,6 +8,7 @@ EXIT_FINDINGS = 1  # findings at or above the --fail-on threshold
 EXIT_INPUT = 2  # usage, input or configuration error
 EXIT_INTERNAL = 3  # a bug or an unexpected failure
 EXIT_BUSY = 4  # another process holds the database for writing
+EXIT_LOCKED = 5  # another nightly run holds its lock; nothing was done
 
 
 class UserError(Exception):

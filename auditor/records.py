@@ -1,4 +1,5 @@
-"""The small relational records of the audit database (runs, ingested sources), as sqlmodel classes.
+"""The small relational records of the audit database (runs, ingested sources, acknowledgements),
+as sqlmodel classes.
 
 Bulk data (events, quarantine, findings) is plain DuckDB DDL in `auditor.db`; these are the
 rows a person reads one at a time, so an ORM is worth its convenience here.
@@ -13,6 +14,7 @@ from sqlmodel import Field, SQLModel
 
 run_id_seq = Sequence("run_id_seq")
 source_id_seq = Sequence("source_id_seq")
+ack_id_seq = Sequence("ack_id_seq")
 
 
 def _tz_column(nullable: bool = False) -> Column:
@@ -67,3 +69,26 @@ class Source(SQLModel, table=True):
     run_id: int
     status: str  # 'ingested' | 'refused_altered'
     note: str = Field(default="", sa_column=Column(Text))
+
+
+class Acknowledgement(SQLModel, table=True):
+    """A person's review of one finding: who looked at it, what they decided, and when.
+
+    Append-only, like the findings it refers to: a changed decision is a new row, and the
+    latest row per fingerprint is the standing one (`auditor.acks.latest_acks`), so the
+    history of every review stays as evidence.
+    """
+
+    __tablename__ = "acknowledgements"
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger, ack_id_seq, server_default=ack_id_seq.next_value(), primary_key=True
+        ),
+    )
+    fingerprint: str = Field(sa_column=Column(Text, nullable=False))
+    reviewer: str
+    disposition: str = Field(sa_column=Column(Text, nullable=False))
+    note: str = Field(default="", sa_column=Column(Text))
+    recorded_at: dt.datetime = Field(sa_column=_tz_column())
+    run_id: int

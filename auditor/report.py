@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 
 from auditor import __version__, charts, findings
+from auditor.acks import latest_acks
 from auditor.cards import RANKS, rank_value
 from auditor.codes import REGISTRY, SEVERITIES
 from auditor.config import PropertyConfig, parse_date, parse_shift
@@ -390,6 +391,7 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
     )
     outcomes = _outcomes(con, scope, values)
     found = _scope_findings(con, scope, names)
+    _attach_acks(con, found, scope.zone)
 
     per_table_findings = Counter(f["table"] for f in found if f["table"])
     totals: Counter[str] = Counter()
@@ -517,12 +519,36 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
     }
 
 
+def _attach_acks(con: duckdb.DuckDBPyConnection, found: list[dict], zone: dt.tzinfo) -> None:
+    """Give each finding its standing acknowledgement (`ack`: who, what was decided, when,
+    or None), so the officer signing sees what has been dealt with. The time is the one
+    recorded in the database, never the clock of the render, so the report stays
+    deterministic."""
+    acks = latest_acks(con)
+    for f in found:
+        a = acks.get(f["fingerprint"])
+        f["ack"] = None if a is None else {
+            "id": a.id,
+            "by": a.reviewer,
+            "disposition": a.disposition,
+            "note": a.note,
+            "at": a.recorded_at.astimezone(zone),
+        }
+
+
+def _ack_text(ack: dict | None) -> str:
+    if ack is None:
+        return ""
+    note = f" ({ack['note']})" if ack["note"] else ""
+    return f"  [acknowledged {ack['at']:%Y-%m-%d %H:%M} by {ack['by']}: {ack['disposition']}{note}]"
+
+
 def _appendix_blocks(found: list[dict]) -> list[str]:
     """Every finding on one fixed-width line (wrapping only its message), in blocks."""
     lines = [
         f"{f['ts'][11:19]} {f['severity']:<8} {f['code']:<28} {f['table'] or f['pit'] or '':<8} "
         f"{(f['shoe'] + '/' + str(f['round'])) if f['shoe'] else '':<18} {f['seq'] or '':>7}  "
-        f"{f['message']}"
+        f"{f['message']}{_ack_text(f.get('ack'))}"
         for f in found
     ]
     return ["\n".join(lines[i : i + APPENDIX_BLOCK]) for i in range(0, len(lines), APPENDIX_BLOCK)]
@@ -576,14 +602,16 @@ def render_html(context: dict[str, Any]) -> str:
 
 
 def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
-    """The complete findings of the report as JSONL and CSV (findings format v1)."""
+    """The complete findings of the report as JSONL and CSV (findings format v1: the
+    acknowledgements the report shows are not part of the format, so they stay out)."""
+    records = [{k: v for k, v in f.items() if k != "ack"} for f in context["findings"]]
     jsonl = "".join(
-        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in context["findings"]
+        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in records
     ).encode()
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
     w.writeheader()
-    for f in context["findings"]:
+    for f in records:
         w.writerow({k: json.dumps(v) if k in ("expected", "observed") else v for k, v in f.items()})
     return jsonl, buf.getvalue().encode()
 
@@ -645,7 +673,22 @@ def write_report(
     data = html.encode() if fmt == "html" else render_pdf(context, html)
     path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    _write_whole(path, data)
     return path
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write to `.NAME.partial`, flush it to disk, then rename: a crash (or power loss) at any
+    point leaves either the old file or the new one under `path`, never half of one. The
+    fsyncs matter for power loss only; a killed process loses nothing the kernel has."""
+    tmp = path.with_name(f".{path.name}.partial")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

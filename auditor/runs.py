@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -39,3 +43,76 @@ def finish(
         run.summary = json.dumps(summary, sort_keys=True, default=str)
         s.add(run)
         s.commit()
+
+
+def rule_pack_hashes(rules_dir: Path | str | None = None) -> dict[str, str]:
+    """SHA-256 of every rule pack file present, by file name: a run's record then says exactly
+    which rules it applied, even after the packs are edited. Hashes the bytes without loading
+    them, so a broken pack is still named (the audit itself refuses it with a sentence)."""
+    from auditor.rulepack import list_packs
+
+    return {
+        ref.path.name: hashlib.sha256(ref.path.read_bytes()).hexdigest()
+        for ref in list_packs(rules_dir)
+    }
+
+
+# The counts a run's summary carries at its top level, in the order `bacc-audit runs` shows
+# them; a list counts its items (ingest's and nightly's `files`).
+COUNT_KEYS = (
+    "files",
+    "events",
+    "quarantined",
+    "rounds_audited",
+    "findings_new",
+    "findings_withdrawn",
+    "pdfs",
+)
+
+
+def counts(summary: dict[str, Any]) -> dict[str, int]:
+    """The headline numbers of a run summary (whatever command wrote it)."""
+    out: dict[str, int] = {}
+    for key in COUNT_KEYS:
+        value = summary.get(key)
+        if isinstance(value, list):
+            value = len(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = value
+    return out
+
+
+def listing(con: duckdb.DuckDBPyConnection, live: Collection[int] = ()) -> list[dict[str, Any]]:
+    """Every run, oldest first, with the status a reader should see.
+
+    A run whose row still says 'running' but is not in `live` is shown as 'interrupted': its
+    process died without finishing (SIGKILL, power loss), which a row cannot record about
+    itself. Nothing is written: the stored row keeps 'running' (`recorded_status`), so the
+    records stay append-only evidence. Callers pass as `live` the runs whose process is known
+    to be alive (the holder of the nightly lock); a reader that could open the database at
+    all knows no other writer is alive, since DuckDB admits no reader beside a writer.
+    """
+    rows = con.execute(
+        "SELECT id, command, args, tool_version, started_at, finished_at, status, exit_code, "
+        "summary FROM runs ORDER BY id"
+    ).fetchall()
+    out = []
+    for rid, command, args, version, started, finished, status, code, summary in rows:
+        parsed = json.loads(summary) if summary else {}
+        shown = "interrupted" if status == "running" and rid not in live else status
+        out.append(
+            {
+                "id": rid,
+                "command": command,
+                "started_at": started.astimezone(dt.UTC).isoformat(),
+                "finished_at": finished.astimezone(dt.UTC).isoformat() if finished else None,
+                "status": shown,
+                "recorded_status": status,
+                "exit_code": code,
+                "tool_version": version,
+                "counts": counts(parsed) if isinstance(parsed, dict) else {},
+                "args": json.loads(args) if args else {},
+                "summary": parsed,
+            }
+        )
+    return out

@@ -280,6 +280,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
         "round": pa.array([k[2] for k in cover], pa.int64()),
         "run_fp": pa.array(list(cover.values()), pa.string()),
     }))
+    con.execute("BEGIN TRANSACTION")
     try:
         withdrawn = con.execute(
             f"""
@@ -310,6 +311,10 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
                               AND c.shoe = f.shoe AND c.round = f.round)
             """
         ).fetchall()[0][0]
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     finally:
         con.unregister("covered_by_runs")
     return {"mismatches_superseded": withdrawn, "mismatches_reopened": reopened}

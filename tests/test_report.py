@@ -120,13 +120,19 @@ def test_a_shift_with_no_rounds_is_a_clear_error_not_an_empty_pdf(night):
     con.close()
 
 
-def test_a_table_without_findings_gives_a_clean_report(night, tmp_path):
-    con = db.connect(night, read_only=True)
+def test_a_shift_without_findings_gives_a_clean_report(tmp_path):
+    """The first 30 rounds of MB-01 are clean (its first deviation is in round 72)."""
+    lines = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    end = next(i for i, x in enumerate(lines) if '"round":31,' in x)
+    log = tmp_path / "mb01.jsonl"
+    log.write_text("\n".join(lines[:end]) + "\n")
+    con = db.connect(tmp_path / "clean.duckdb")
+    ingest(con, [log], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     conf = config.PropertyConfig()
-    # CF-01 has no findings in the sample night.
-    scope = report.scope_for(conf, con, shift=SHIFT, table="CF-01")
-    context = report.gather(con, conf, scope)
+    context = report.gather(con, conf, report.scope_for(conf, con, shift=SHIFT))
     assert context["findings"] == []
+    assert context["rounds"] == 30
     html = report.render_html(context)
     assert "No deviations found" in html
     con.close()

@@ -1,0 +1,119 @@
+"""Acknowledgements: who reviewed a finding and what was decided, kept beside the findings.
+
+A finding says what the logs show; an acknowledgement says what the property did about it
+(video pulled, patron paid, dealer retrained, no action). Append-only: a changed decision is a
+new acknowledgement, never an edit, and the latest one per fingerprint is the one that stands
+and that the shift report prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from typing import Any
+
+import duckdb
+from sqlmodel import select
+
+from auditor.db import one, session
+from auditor.errors import UserError
+from auditor.records import Acknowledgement
+
+
+def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
+    """A database written by an older bacc-audit has no acknowledgements table until its next
+    read-write open; readers treat that as "none yet" rather than failing."""
+    rows = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'acknowledgements'"
+    ).fetchall()
+    return bool(rows[0][0])
+
+
+def finding_status(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str | None:
+    """The latest status of the finding ('open' or 'withdrawn'), or None if no finding ever
+    had this fingerprint."""
+    row = one(
+        con,
+        "SELECT status FROM findings WHERE fingerprint = ? ORDER BY id DESC LIMIT 1",
+        [fingerprint],
+    )
+    return row[0] if row else None
+
+
+def check_fingerprint(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str:
+    """The finding's status; a fingerprint no finding ever had is a UserError naming the
+    closest ones, since a typo must not file a review against nothing."""
+    status = finding_status(con, fingerprint)
+    if status is not None:
+        return status
+    known = [r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM findings").fetchall()]
+    close = difflib.get_close_matches(fingerprint, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise UserError(
+        f"no finding has the fingerprint {fingerprint!r}{hint} "
+        "(`bacc-audit findings --format jsonl` shows each finding's fingerprint)"
+    )
+
+
+def add_ack(
+    con: duckdb.DuckDBPyConnection,
+    fingerprint: str,
+    *,
+    by: str,
+    disposition: str,
+    run_id: int,
+    note: str = "",
+    recorded_at: dt.datetime | None = None,
+) -> Acknowledgement:
+    """Record one acknowledgement of a known finding; every problem is a UserError sentence."""
+    if not by.strip():
+        raise UserError("say who reviewed the finding (--by NAME)")
+    if not disposition.strip():
+        raise UserError("say what was decided (--disposition TEXT)")
+    check_fingerprint(con, fingerprint)
+    when = recorded_at or dt.datetime.now(dt.UTC)
+    if when.tzinfo is None:
+        raise UserError(f"an acknowledgement time needs a time zone, not {when.isoformat()}")
+    row = Acknowledgement(
+        fingerprint=fingerprint,
+        reviewer=by.strip(),
+        disposition=disposition.strip(),
+        note=note.strip(),
+        recorded_at=when.astimezone(dt.UTC),
+        run_id=run_id,
+    )
+    with session(con) as s:
+        s.add(row)
+        s.commit()
+        s.refresh(row)
+        s.expunge(row)
+    return row
+
+
+def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:
+    """Every acknowledgement, oldest first ([] when none was ever recorded)."""
+    if not _has_table(con):
+        return []
+    with session(con) as s:
+        rows = list(s.exec(select(Acknowledgement).order_by(Acknowledgement.id)))  # type: ignore[arg-type]
+        for r in rows:
+            s.expunge(r)
+    return rows
+
+
+def latest_acks(con: duckdb.DuckDBPyConnection) -> dict[str, Acknowledgement]:
+    """The standing acknowledgement of each acknowledged finding: its latest row."""
+    return {a.fingerprint: a for a in list_acks(con)}
+
+
+def as_dict(a: Acknowledgement) -> dict[str, Any]:
+    """An acknowledgement as JSON-ready values (time in UTC, RFC 3339)."""
+    return {
+        "id": a.id,
+        "fingerprint": a.fingerprint,
+        "by": a.reviewer,
+        "disposition": a.disposition,
+        "note": a.note,
+        "recorded_at": a.recorded_at.astimezone(dt.UTC).isoformat(),
+        "run_id": a.run_id,
+    }

@@ -1,0 +1,576 @@
+"""The nightly compliance job: ingest the spool, audit, and file a PDF per shift of the gaming
+day, unattended, with one summary and one exit code for whoever watches it.
+
+It only strings together the steps the other commands use (`ingest`, `audit`, `report`), each
+of which is crash safe on its own: a file loads in one transaction, the round replay and the
+table pass in one each, a PDF appears under its name only when complete. So a run killed at
+any point leaves a consistent database, and the next run finishes the work without
+duplicating any of it. One run at a time: a lock file next to the database, held with
+flock(2), which the kernel releases when the process dies however it dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from auditor import __version__, db, report, runs
+from auditor.audit import AuditResult, audit
+from auditor.codes import SEVERITIES
+from auditor.config import PropertyConfig
+from auditor.errors import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_LOCKED,
+    EXIT_OK,
+    UserError,
+)
+from auditor.ingest import IngestResult, ingest
+
+DEFAULT_ARCHIVE = Path("reports") / "archive"
+# write_report's temporary name: `.NAME.pdf.partial` beside the final one.
+PARTIAL_GLOB = ".*.partial"
+
+Say = Callable[[str], None]  # a progress line for the journal (stderr)
+
+
+class NightlyLocked(UserError):
+    """Another nightly run holds the lock: not an error in the data, so its own exit code,
+    which a timer or cron wrapper can treat as "already running"."""
+
+    exit_code = EXIT_LOCKED
+
+
+# --- the lock ------------------------------------------------------------------------------
+
+
+def lock_path(db_path: Path) -> Path:
+    """`<db>.lock`, beside the database it guards."""
+    return db_path.with_name(db_path.name + ".lock")
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds the nightly lock, as it wrote into the lock file (for messages and `runs`)."""
+
+    pid: int | None
+    run_id: int | None
+    since: str | None
+
+    def describe(self) -> str:
+        who = f"process {self.pid}" if self.pid else "another process"
+        run = f"nightly run {self.run_id}" if self.run_id else "a nightly run"
+        when = f", since {self.since}" if self.since else ""
+        return f"{run} ({who}{when})"
+
+
+def _read_info(fd: int) -> LockInfo:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).split(b"\n")[0] or b"{}")
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return LockInfo(data.get("pid"), data.get("run_id"), data.get("since"))
+
+
+class NightlyLock:
+    """The held lock; `note_run` records the run id in the file, so `bacc-audit runs` can tell
+    the live run from ones killed earlier."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self._write(None)
+
+    def _write(self, run_id: int | None) -> None:
+        data = json.dumps({"pid": os.getpid(), "run_id": run_id, "since": self.since}).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data + b"\n", 0)
+
+    def note_run(self, run_id: int) -> None:
+        self._write(run_id)
+
+
+@contextlib.contextmanager
+def nightly_lock(db_path: Path) -> Iterator[NightlyLock]:
+    """Hold `<db>.lock` for the block, or raise NightlyLocked at once (never wait: a second
+    run started by a timer while the first is still going should step aside, not queue).
+
+    The file is never deleted: removing a flock'd file lets a third process lock a new file
+    of the same name while the second still holds the old one.
+    """
+    path = lock_path(db_path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise UserError(f"{path}: cannot create the nightly lock file ({e.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_info(fd)
+            raise NightlyLocked(
+                f"{db_path}: another nightly run holds the lock: {holder.describe()}; "
+                f"this run did nothing (lock file {path})"
+            ) from None
+        yield NightlyLock(path, fd)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def lock_holder(db_path: Path) -> LockInfo | None:
+    """Who holds the nightly lock of `db_path` now, or None when nobody does."""
+    path = lock_path(db_path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_info(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+# --- which day, which shifts ---------------------------------------------------------------
+
+
+def last_ended_gaming_day(
+    conf: PropertyConfig, zone: dt.tzinfo, now: dt.datetime | None = None
+) -> dt.date:
+    """The latest gaming day whose end is at or before `now`: the night just ended when the
+    job runs after the gaming day's start time (06:30 for a 06:00 day), the one before if it
+    runs earlier. Walks back day by day so a DST change cannot skip or repeat a day."""
+    now = now or dt.datetime.now(dt.UTC)
+    day = now.astimezone(zone).date()
+    while conf.gaming_day_window(day, zone)[1] > now:
+        day -= dt.timedelta(days=1)
+    return day
+
+
+def archive_dir(conf: PropertyConfig, archive: Path | None) -> Path:
+    """--archive (or BACC_AUDIT_ARCHIVE), else the config's `[property] archive`, else
+    reports/archive."""
+    return archive or conf.archive or DEFAULT_ARCHIVE
+
+
+def archive_path(archive: Path, day: dt.date, slug: str) -> Path:
+    """ARCHIVE/2026-11-28/2026-11-28_grave.pdf: one folder per gaming day, names that sort."""
+    return archive / f"{day:%Y-%m-%d}" / f"{slug}.pdf"
+
+
+def sweep_partials(archive: Path) -> list[Path]:
+    """Delete the temporary files of renders killed before their rename. Safe only under the
+    nightly lock: no other nightly is writing into the archive then."""
+    removed = []
+    if archive.is_dir():
+        for p in sorted(archive.rglob(PARTIAL_GLOB)):
+            if p.is_file():
+                p.unlink()
+                removed.append(p)
+    return removed
+
+
+def data_changed_at(con: duckdb.DuckDBPyConnection) -> dt.datetime:
+    """When the content the reports show last changed: the latest source, finding,
+    acknowledgement or notice recorded.
+
+    The report's "generated" time (and the PDF's dates) come from this, so rerunning the
+    job on an unchanged database writes byte-identical PDFs: the report's own fallback, the
+    latest run, moves with every run including this one.
+    """
+    tables = {
+        r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    }
+    parts = [
+        f"SELECT max({col}) AS t FROM {table}"
+        for table, col in (
+            ("sources", "ingested_at"),
+            ("findings", "recorded_at"),
+            ("acknowledgements", "recorded_at"),
+            ("notices", "entered_at"),
+        )
+        if table in tables
+    ]
+    row = db.one(con, f"SELECT max(t) FROM ({' UNION ALL '.join(parts)})")
+    return row[0] if row and row[0] else dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+@contextlib.contextmanager
+def _report_epoch(when: dt.datetime) -> Iterator[None]:
+    """SOURCE_DATE_EPOCH for the render, unless the operator set one."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        yield
+        return
+    os.environ["SOURCE_DATE_EPOCH"] = str(int(when.timestamp()))
+    try:
+        yield
+    finally:
+        os.environ.pop("SOURCE_DATE_EPOCH", None)
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class ShiftReport:
+    """One shift of the gaming day: its PDF written, updated, unchanged, or skipped (why)."""
+
+    shift: str
+    status: str  # written | updated | unchanged | skipped
+    rounds: int
+    path: Path | None = None
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "shift": self.shift,
+            "status": self.status,
+            "rounds": self.rounds,
+            "path": str(self.path) if self.path else None,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class NightlyResult:
+    """Everything the summary says; `summary()` is also what the run record keeps."""
+
+    run_id: int
+    day: dt.date
+    zone: str
+    window: tuple[dt.datetime, dt.datetime]
+    spool: Path
+    archive: Path
+    fail_on: str
+    ingested: IngestResult
+    audited: AuditResult
+    reports: list[ShiftReport]
+    by_severity: dict[str, int]  # standing findings in the gaming day
+    new_findings: int  # standing findings this run recorded (any day)
+    recorded: tuple[int, int]  # finding rows this run wrote: (opened, withdrawn), every step
+    failing: int  # of those two sets, at or above fail_on
+    rule_packs: dict[str, str]
+    problems: list[str] = field(default_factory=list)  # input problems: exit 2
+    partials_removed: list[Path] = field(default_factory=list)
+    interrupted_runs: list[int] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.problems:
+            return EXIT_INPUT
+        return EXIT_FINDINGS if self.failing else EXIT_OK
+
+    def summary(self) -> dict[str, Any]:
+        files = self.ingested.files
+        tables = self.audited.tables
+        return {
+            "run_id": self.run_id,
+            "gaming_day": f"{self.day:%Y-%m-%d}",
+            "time_zone": self.zone,
+            "window_utc": [t.isoformat() for t in self.window],
+            "spool": str(self.spool),
+            "archive": str(self.archive),
+            "files": [
+                {
+                    "path": str(f.path),
+                    "status": f.status,
+                    "sha256": f.sha256,
+                    "events": f.events,
+                    "quarantined": f.quarantined,
+                    "message": f.message,
+                }
+                for f in files
+            ],
+            "files_by_status": dict(sorted(Counter(f.status for f in files).items())),
+            "events": self.ingested.events,
+            "quarantined": self.ingested.quarantined,
+            "rounds_audited": self.audited.rounds,
+            "rounds_not_audited": dict(sorted(self.audited.skipped.items())),
+            "findings_new": self.recorded[0],
+            "findings_withdrawn": self.recorded[1],
+            "table_pass": {
+                k: tables.get(k, 0) for k in ("findings_new", "findings_withdrawn")
+            },
+            "rounds_in_gaming_day": sum(r.rounds for r in self.reports),
+            "pdfs": sum(1 for r in self.reports if r.path),
+            "reports": [r.as_dict() for r in self.reports],
+            "findings": {
+                "standing_in_gaming_day": sum(self.by_severity.values()),
+                "by_severity": self.by_severity,
+                "new_this_run": self.new_findings,
+                "fail_on": self.fail_on,
+                "at_or_above_fail_on": self.failing,
+            },
+            "problems": self.problems,
+            "partials_removed": [str(p) for p in self.partials_removed],
+            "interrupted_runs": self.interrupted_runs,
+            "rule_packs": self.rule_packs,
+            "tool_version": __version__,
+            "exit_code": self.exit_code,
+        }
+
+
+def run_nightly(
+    db_path: Path,
+    spool: Path,
+    conf: PropertyConfig,
+    *,
+    day: dt.date | None = None,
+    archive: Path | None = None,
+    fail_on: str = "major",
+    now: dt.datetime | None = None,
+    say: Say | None = None,
+) -> NightlyResult:
+    """The whole job under the nightly lock; the run is recorded whatever its outcome.
+
+    Raises NightlyLocked (exit 5) when another run holds the lock, DatabaseBusy (exit 4) when
+    a standalone command is writing to the database, UserError (exit 2) for a missing spool.
+    """
+    if fail_on not in SEVERITIES:
+        raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
+    say = say or (lambda _line: None)
+    with nightly_lock(db_path) as lock:
+        con = db.connect(db_path)
+        try:
+            return _run(con, lock, spool, conf, day, archive, fail_on, now, say)
+        finally:
+            con.close()
+
+
+def _run(
+    con: duckdb.DuckDBPyConnection,
+    lock: NightlyLock,
+    spool: Path,
+    conf: PropertyConfig,
+    day: dt.date | None,
+    archive: Path | None,
+    fail_on: str,
+    now: dt.datetime | None,
+    say: Say,
+) -> NightlyResult:
+    # Runs left 'running' are dead: we hold both the lock and the database. Name the ones
+    # since the last nightly run that finished, whose work this run is the first to complete.
+    interrupted = [
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM runs WHERE status = 'running' AND id > coalesce((SELECT max(id) "
+            "FROM runs WHERE command = 'nightly' AND status <> 'running'), 0) ORDER BY id"
+        ).fetchall()
+    ]
+    packs = runs.rule_pack_hashes()
+    folder = archive_dir(conf, archive)
+    run_id = runs.start(
+        con,
+        "nightly",
+        {
+            "spool": str(spool),
+            "date": f"{day:%Y-%m-%d}" if day else None,
+            "archive": str(folder),
+            "fail_on": fail_on,
+            "config": conf.source,
+            "rule_packs": packs,
+        },
+    )
+    lock.note_run(run_id)
+    try:
+        result = _work(con, run_id, spool, conf, day, folder, fail_on, now, packs, say)
+    except UserError as e:
+        runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
+        raise
+    except BaseException as e:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {"error": repr(e)})
+        raise
+    result.interrupted_runs = interrupted
+    runs.finish(con, run_id, "done", result.exit_code, result.summary())
+    return result
+
+
+def _work(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    spool: Path,
+    conf: PropertyConfig,
+    day: dt.date | None,
+    folder: Path,
+    fail_on: str,
+    now: dt.datetime | None,
+    packs: dict[str, str],
+    say: Say,
+) -> NightlyResult:
+    if not spool.is_dir():
+        raise UserError(
+            f"{spool}: the spool is not a folder; point --spool (or BACC_AUDIT_SPOOL) at the "
+            "folder the table systems deliver their logs to"
+        )
+    removed = sweep_partials(folder)
+    for p in removed:
+        say(f"removed {p}: left by a render that was interrupted")
+
+    say(f"ingest {spool}")
+    ingested = ingest(con, [spool], run_id)
+    problems = list(ingested.errors)
+    problems += [f.message for f in ingested.files if f.status == "unreadable"]
+
+    say("audit")
+    audited = audit(con, run_id, conf)
+
+    zone = conf.zone_for(con)
+    day = day or last_ended_gaming_day(conf, zone, now)
+    window = conf.gaming_day_window(day, zone)
+    reports = []
+    epoch = data_changed_at(con)
+    for shift in conf.shifts:
+        reports.append(_report_shift(con, conf, day, shift.name, folder, epoch, say))
+    if not any(r.rounds for r in reports):
+        problems.append(
+            f"no rounds in gaming day {day:%Y-%m-%d}: nothing to report; were the night's logs "
+            f"delivered to {spool}?"
+        )
+
+    graver = list(SEVERITIES[: SEVERITIES.index(fail_on) + 1])
+    by_sev = dict(
+        con.execute(
+            "SELECT severity, count(*) FROM current_findings WHERE ts >= ? AND ts < ? "
+            "GROUP BY ALL",
+            list(window),
+        ).fetchall()
+    )
+    new, failing = db.one(
+        con,
+        f"""
+        SELECT count(*) FILTER (run_id = ?),
+               count(*) FILTER (severity IN ({", ".join("?" for _ in graver)}))
+        FROM current_findings WHERE (ts >= ? AND ts < ?) OR run_id = ?
+        """,
+        [run_id, *graver, *window, run_id],
+    )
+    recorded = db.one(
+        con,
+        "SELECT count(*) FILTER (status = 'open'), count(*) FILTER (status = 'withdrawn') "
+        "FROM findings WHERE run_id = ?",
+        [run_id],
+    )
+    return NightlyResult(
+        run_id=run_id,
+        day=day,
+        zone=str(zone),
+        window=window,
+        spool=spool,
+        archive=folder,
+        fail_on=fail_on,
+        ingested=ingested,
+        audited=audited,
+        reports=reports,
+        by_severity={s: by_sev.get(s, 0) for s in SEVERITIES},
+        new_findings=new,
+        recorded=(recorded[0], recorded[1]),
+        failing=failing,
+        rule_packs=packs,
+        problems=problems,
+        partials_removed=removed,
+    )
+
+
+def _report_shift(
+    con: duckdb.DuckDBPyConnection,
+    conf: PropertyConfig,
+    day: dt.date,
+    name: str,
+    folder: Path,
+    epoch: dt.datetime,
+    say: Say,
+) -> ShiftReport:
+    scope = report.scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
+    rounds = db.one(
+        con,
+        "SELECT count(DISTINCT (table_id, shoe, round)) FROM events "
+        "WHERE type = 'round_start' AND ts >= ? AND ts < ?",
+        [scope.start, scope.end],
+    )[0]
+    if not rounds:
+        return ShiftReport(name, "skipped", 0, reason="no rounds in this shift")
+    path = archive_path(folder, day, scope.slug)
+    before = path.read_bytes() if path.is_file() else None
+    say(f"report {scope.title} -> {path}")
+    with _report_epoch(epoch):
+        report.write_report(con, conf, scope, path, "pdf")
+    if before is None:
+        status = "written"
+    else:
+        status = "unchanged" if path.read_bytes() == before else "updated"
+    return ShiftReport(name, status, rounds, path)
+
+
+# --- the summary for people -----------------------------------------------------------------
+
+
+def summary_lines(result: NightlyResult) -> list[str]:
+    """The text summary: what was loaded, audited and filed, and why the exit code is what
+    it is; one line per fact so a mail from cron reads top to bottom."""
+    s = result.summary()
+    lines = [
+        f"nightly run {result.run_id}: gaming day {s['gaming_day']} ({result.zone}), "
+        f"spool {result.spool}"
+    ]
+    for rid in result.interrupted_runs:
+        lines.append(f"run {rid} had been interrupted; this run completes its work")
+    for p in result.partials_removed:
+        lines.append(f"removed {p} (a render that was interrupted)")
+    files = result.ingested.files
+    by = Counter(f.status for f in files)
+    lines.append(
+        f"ingest: {len(files)} files: {by['ingested']} ingested, "
+        f"{by['already_ingested']} already ingested, {by['refused_altered']} refused, "
+        f"{by['unreadable']} unreadable; {s['events']:,} events loaded, "
+        f"{s['quarantined']:,} lines quarantined"
+    )
+    for f in files:
+        if f.status == "refused_altered":
+            lines.append(f"  REFUSED {f.message} (move it out of the spool once reviewed)")
+        elif f.status == "unreadable":
+            lines.append(f"  UNREADABLE {f.message}")
+    lines.append(
+        f"audit: {s['rounds_audited']:,} rounds replayed; findings recorded by this run "
+        f"(ingest and audit): {s['findings_new']} new, {s['findings_withdrawn']} withdrawn"
+    )
+    for why, n in s["rounds_not_audited"].items():
+        lines.append(f"  not audited: {n:,} rounds: {why}")
+    lines.append(f"reports ({result.archive}):")
+    for r in result.reports:
+        if r.status == "skipped":
+            lines.append(f"  {r.shift:<8} skipped: {r.reason}")
+        else:
+            lines.append(f"  {r.shift:<8} {r.status:<9} {r.rounds:>7,} rounds  {r.path}")
+    f = s["findings"]
+    sev = ", ".join(f"{n} {k}" for k, n in f["by_severity"].items() if n) or "none"
+    lines.append(
+        f"findings standing in gaming day {s['gaming_day']}: "
+        f"{f['standing_in_gaming_day']} ({sev}); {f['new_this_run']} new this run"
+    )
+    for p in result.problems:
+        lines.append(f"problem: {p}")
+    why = {
+        EXIT_OK: f"clean: no findings at or above {result.fail_on}",
+        EXIT_FINDINGS: f"{result.failing} findings at or above {result.fail_on}",
+        EXIT_INPUT: "input problems (above)",
+    }[result.exit_code]
+    lines.append(f"exit {result.exit_code}: {why}")
+    return lines

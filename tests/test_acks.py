@@ -1,0 +1,243 @@
+"""Acknowledgements: a reviewer's decision on a finding, recorded append-only, refused for a
+fingerprint no finding has, and shown beside the finding in the shift report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from rich.console import Console
+
+from auditor import acks, cli, config, db, report, runs
+from auditor.audit import audit
+from auditor.errors import UserError
+from auditor.ingest import ingest
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+CONFIG = SAMPLE / "property.toml"
+SHIFT = "2026-11-28/grave"
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One table's night (MB-01, with its planted missed Banker draw), ingested and audited."""
+    path = tmp_path_factory.mktemp("acks") / "audit.duckdb"
+    con = db.connect(path)
+    ingest(con, [SAMPLE / "2026-11-28_MB-01.jsonl"], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
+    con.close()
+    return path
+
+
+@pytest.fixture
+def dbp(audited: Path, tmp_path: Path) -> Path:
+    """A private copy, so each test starts with no acknowledgements."""
+    copy = tmp_path / "audit.duckdb"
+    shutil.copy2(audited, copy)
+    return copy
+
+
+def fingerprint(path: Path, code: str) -> str:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(
+            "SELECT fingerprint FROM current_findings WHERE code = ? ORDER BY id LIMIT 1", [code]
+        ).fetchall()[0][0]
+    finally:
+        con.close()
+
+
+def count(path: Path, sql: str) -> Any:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(sql).fetchall()[0][0]
+    finally:
+        con.close()
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def bacc_audit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> Any:
+    """`bacc-audit ARGS...` in-process through cli.main."""
+    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, color_system=None))
+    monkeypatch.setattr(
+        cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, color_system=None)
+    )
+    monkeypatch.delenv("BACC_AUDIT_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str | Path) -> Run:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
+        code: Any = "no exit"
+        try:
+            cli.main()
+        except SystemExit as e:
+            code = e.code
+        captured = capsys.readouterr()
+        assert code != "no exit", "bacc-audit returned without exiting"
+        return Run(0 if code is None else int(code), captured.out, captured.err)
+
+    return run
+
+
+def test_an_acknowledgement_records_who_decided_what(dbp: Path, bacc_audit: Any) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    r = bacc_audit(
+        "ack", fp, "--by", "J. Rivera", "--disposition", "video reviewed: dealer error",
+        "--note", "patron paid the difference", "--db", dbp,
+    )
+    assert r.code == 0, r
+    assert r.out.strip() == f"ack 1: {fp} by J. Rivera: video reviewed: dealer error"
+    listed = bacc_audit("ack", "--list", "--json", "--db", dbp)
+    assert listed.code == 0, listed
+    (row,) = json.loads(listed.out)
+    assert (row["fingerprint"], row["by"], row["disposition"], row["note"]) == (
+        fp, "J. Rivera", "video reviewed: dealer error", "patron paid the difference",
+    )
+    # A writing command, so it is a run like the others.
+    assert count(dbp, "SELECT command || ' ' || status FROM runs ORDER BY id DESC") == "ack done"
+
+
+def test_a_later_acknowledgement_is_a_new_row_and_the_latest_stands(dbp: Path) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    con = db.connect(dbp)
+    try:
+        first = acks.add_ack(con, fp, by="J. Rivera", disposition="under review", run_id=1)
+        second = acks.add_ack(
+            con, fp, by="M. Chen", disposition="dealer retrained", run_id=2,
+            note="see incident 2026-118",
+        )
+        rows = acks.list_acks(con)
+        latest = acks.latest_acks(con)
+    finally:
+        con.close()
+    assert [(a.id, a.reviewer, a.disposition) for a in rows] == [
+        (first.id, "J. Rivera", "under review"),
+        (second.id, "M. Chen", "dealer retrained"),
+    ]
+    assert list(latest) == [fp]
+    assert (latest[fp].id, latest[fp].reviewer, latest[fp].note) == (
+        second.id, "M. Chen", "see incident 2026-118",
+    )
+    assert latest[fp].recorded_at.tzinfo is not None
+
+
+def test_an_unknown_fingerprint_is_refused_with_exit_2_and_nothing_recorded(
+    dbp: Path, bacc_audit: Any
+) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    runs_before = count(dbp, "SELECT count(*) FROM runs")
+    typo = fp.replace("banker", "bankr")
+    r = bacc_audit("ack", typo, "--by", "J. Rivera", "--disposition", "ok", "--db", dbp)
+    assert r.code == 2, r
+    assert r.err.startswith(f"error: no finding has the fingerprint {typo!r}; did you mean ")
+    assert repr(fp) in r.err
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 0
+    assert count(dbp, "SELECT count(*) FROM runs") == runs_before
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--by", "J. Rivera"], "give the finding and the review"),
+        (["FP", "--disposition", "ok"], "give the finding and the review"),
+        (["FP", "--by", " ", "--disposition", "ok"], "say who reviewed the finding"),
+        (["FP", "--by", "J. Rivera", "--disposition", ""], "say what was decided"),
+        (["FP", "--list"], "--list takes no fingerprint"),
+    ],
+)
+def test_an_incomplete_acknowledgement_is_a_usage_error(
+    dbp: Path, bacc_audit: Any, args: list[str], says: str
+) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    r = bacc_audit("ack", *[fp if a == "FP" else a for a in args], "--db", dbp)
+    assert r.code == 2, r
+    assert says in r.err
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 0
+
+
+def test_a_database_from_before_acknowledgements_reads_as_none(dbp: Path) -> None:
+    con = duckdb.connect(str(dbp))
+    con.execute("DROP TABLE acknowledgements")
+    con.close()
+    con = db.connect(dbp, read_only=True)
+    try:
+        assert acks.latest_acks(con) == {}
+        assert acks.list_acks(con) == []
+    finally:
+        con.close()
+
+
+def test_add_ack_refuses_an_unknown_fingerprint(dbp: Path) -> None:
+    con = db.connect(dbp)
+    try:
+        with pytest.raises(UserError, match="no finding has the fingerprint 'nothing'"):
+            acks.add_ack(con, "nothing", by="J. Rivera", disposition="ok", run_id=1)
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the report shows them
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: Path) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    when = dt.datetime(2026, 11, 29, 14, 5, tzinfo=dt.UTC)
+    con = db.connect(dbp)
+    try:
+        acks.add_ack(con, fp, by="J. Rivera", disposition="under review", run_id=1,
+                     recorded_at=when - dt.timedelta(hours=1))
+        acks.add_ack(con, fp, by="M. Chen", disposition="dealer retrained", run_id=1,
+                     note="incident 2026-118", recorded_at=when)
+    finally:
+        con.close()
+    con = db.connect(dbp, read_only=True)
+    try:
+        conf = config.load(CONFIG)
+        scope = report.scope_for(conf, con, shift=SHIFT)
+        context = report.gather(con, conf, scope)
+        again = report.gather(con, conf, scope)
+    finally:
+        con.close()
+    by_fp = {f["fingerprint"]: f for f in context["findings"]}
+    ack = by_fp[fp]["ack"]
+    assert (ack["by"], ack["disposition"], ack["note"]) == (
+        "M. Chen", "dealer retrained", "incident 2026-118",
+    )
+    assert ack["at"] == when and ack["at"].utcoffset() == dt.timedelta(hours=-5)
+    assert all(f["ack"] is None for f in context["findings"] if f["fingerprint"] != fp)
+
+    html = report.render_html(context)
+    assert html == report.render_html(again)  # times from the database: deterministic
+    line = (
+        "Acknowledged 2026-11-29 09:05 by M. Chen: dealer retrained (incident 2026-118)"
+    )
+    assert html.count(line) == 1  # the finding's meta line
+    assert (
+        "[acknowledged 2026-11-29 09:05 by M. Chen: dealer retrained (incident 2026-118)]"
+        in html  # its appendix line
+    )
+    assert "under review" not in html  # only the standing one
+
+    # The attachments stay findings format v1.
+    jsonl, csv_bytes = report.attachments_data(context)
+    assert all("ack" not in json.loads(x) for x in jsonl.decode().splitlines())
+    assert b"ack" not in csv_bytes.splitlines()[0]

@@ -1,0 +1,624 @@
+"""The nightly job: one run files the PDFs of the shifts with rounds and exits on the night's
+findings; a rerun adds nothing; a second run at the same time steps aside with exit 5; a run
+killed (SIGKILL) anywhere leaves a consistent database that the next run completes to exactly
+what one clean run produces; the systemd units and the cron line say what they must.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pypdf
+import pytest
+from rich.console import Console
+
+from auditor import cli, config, nightly, runs
+from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_logs"
+CONFIG = SAMPLE / "property.toml"
+DAY = dt.date(2026, 11, 28)
+DEPLOY = ROOT / "deploy"
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Night:
+    """A spool holding a copy of the sample night, and one clean nightly run over it."""
+
+    dir: Path
+    spool: Path
+    db: Path
+    archive: Path
+    result: nightly.NightlyResult
+
+    def pdf(self, shift: str) -> Path:
+        return self.archive / "2026-11-28" / f"2026-11-28_{shift}.pdf"
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Night:
+    base = tmp_path_factory.mktemp("nightly")
+    spool = base / "spool"
+    spool.mkdir()
+    for f in sorted(SAMPLE.glob("*.jsonl*")):
+        shutil.copy2(f, spool / f.name)
+    db_path, archive = base / "audit.duckdb", base / "archive"
+    result = nightly.run_nightly(
+        db_path, spool, config.load(CONFIG), day=DAY, archive=archive
+    )
+    return Night(base, spool, db_path, archive, result)
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def bacc_audit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> Any:
+    """`bacc-audit ARGS...` in-process through cli.main, as a user's shell would run it."""
+    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, color_system=None))
+    monkeypatch.setattr(
+        cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, color_system=None)
+    )
+    for var in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str | Path) -> Run:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
+        code: Any = "no exit"
+        try:
+            cli.main()
+        except SystemExit as e:
+            code = e.code
+        captured = capsys.readouterr()
+        assert code != "no exit", "bacc-audit returned without exiting"
+        return Run(0 if code is None else int(code), captured.out, captured.err)
+
+    return run
+
+
+def scalar(db_path: Path, sql: str) -> Any:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute(sql).fetchall()[0][0]
+    finally:
+        con.close()
+
+
+def state(db_path: Path) -> dict[str, Any]:
+    """What a clean run must leave in the database, in terms that do not depend on ids or
+    clock times (a crashed transaction may still have used up sequence values)."""
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+
+        def q(sql: str) -> list[tuple]:
+            return con.execute(sql).fetchall()
+
+        return {
+            "events": q("SELECT count(*), sum(hash(stream, seq, raw)) FROM events")[0],
+            "sources_ingested": sorted(
+                q(
+                    "SELECT path, sha256, lines, events, quarantined, duplicates FROM sources "
+                    "WHERE status = 'ingested'"
+                )
+            ),
+            "quarantine": sorted(
+                q("SELECT s.sha256, q.line_no, q.reason FROM quarantine q "
+                  "JOIN sources s ON s.id = q.source_id")
+            ),
+            "current_findings": sorted(r[0] for r in q("SELECT fingerprint FROM current_findings")),
+            "findings_rows_by_status": sorted(
+                q("SELECT status, count(*) FROM findings GROUP BY ALL")
+            ),
+            "rounds_audited": q(
+                "SELECT count(*) FROM (SELECT DISTINCT table_id, shoe, round FROM round_audits)"
+            )[0][0],
+        }
+    finally:
+        con.close()
+
+
+def assert_consistent(db_path: Path, archive: Path) -> None:
+    """What must hold after a crash at any point, before anything repairs it."""
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+
+        def n(sql: str) -> int:
+            return con.execute(sql).fetchall()[0][0]
+
+        # Every event belongs to a file recorded as ingested, with the counts it was
+        # recorded with: no half-loaded file.
+        assert n(
+            "SELECT count(*) FROM events WHERE source_id NOT IN "
+            "(SELECT id FROM sources WHERE status = 'ingested')"
+        ) == 0
+        assert n(
+            "SELECT count(*) FROM sources s WHERE status = 'ingested' AND events <> "
+            "(SELECT count(*) FROM events e WHERE e.source_id = s.id)"
+        ) == 0
+        assert n(
+            "SELECT count(*) FROM sources s WHERE status = 'ingested' AND quarantined <> "
+            "(SELECT count(*) FROM quarantine q WHERE q.source_id = s.id)"
+        ) == 0
+        assert n("SELECT count(*) FROM events WHERE rejected IS NOT NULL") == 0
+        assert n(
+            "SELECT count(*) FROM (SELECT stream, seq FROM events GROUP BY ALL "
+            "HAVING count(*) > 1)"
+        ) == 0
+        # No round audited twice by one transaction's leftovers, no finding open twice.
+        assert n(
+            "SELECT count(*) FROM (SELECT table_id, shoe, round, run_id FROM round_audits "
+            "GROUP BY ALL HAVING count(*) > 1)"
+        ) == 0
+        assert n(
+            "SELECT count(*) FROM (SELECT fingerprint, run_id FROM findings "
+            "GROUP BY ALL HAVING count(*) > 1)"
+        ) == 0
+        listed = runs.listing(con)
+    finally:
+        con.close()
+    # The killed run's row still says 'running'; the listing shows it interrupted, unless
+    # the lock says its process is alive.
+    last = listed[-1]
+    assert (last["recorded_status"], last["status"]) == ("running", "interrupted")
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        assert runs.listing(con, live={last["id"]})[-1]["status"] == "running"
+    finally:
+        con.close()
+    assert_whole_pdfs(archive)
+
+
+def assert_whole_pdfs(archive: Path) -> None:
+    """Every PDF under its final name is a whole PDF."""
+    for pdf in archive.rglob("*.pdf"):
+        data = pdf.read_bytes()
+        assert data.startswith(b"%PDF-") and b"%%EOF" in data[-64:], pdf
+        assert len(pypdf.PdfReader(pdf).pages) > 0, pdf
+
+
+# --------------------------------------------------------------------------------------------
+# one run, a rerun
+# --------------------------------------------------------------------------------------------
+
+
+def test_nightly_files_a_pdf_for_each_shift_with_rounds_and_skips_the_empty_one(
+    night: Night,
+) -> None:
+    r = night.result
+    assert [(s.shift, s.status) for s in r.reports] == [
+        ("day", "skipped"),
+        ("swing", "written"),
+        ("grave", "written"),
+    ]
+    assert r.reports[0].reason == "no rounds in this shift" and r.reports[0].path is None
+    assert sorted(p.relative_to(night.archive) for p in night.archive.rglob("*")) == [
+        Path("2026-11-28"),
+        Path("2026-11-28/2026-11-28_grave.pdf"),
+        Path("2026-11-28/2026-11-28_swing.pdf"),
+    ]
+    for shift in ("swing", "grave"):
+        text = " ".join(p.extract_text() for p in pypdf.PdfReader(night.pdf(shift)).pages)
+        assert f"{shift} shift of gaming day 2026-11-28" in re.sub(r"\s+", " ", text)
+
+
+def test_nightly_exits_1_on_the_nights_major_findings_and_says_what_it_did(night: Night) -> None:
+    r = night.result
+    s = r.summary()
+    assert r.exit_code == EXIT_FINDINGS and s["exit_code"] == EXIT_FINDINGS
+    assert r.problems == []
+    assert s["files_by_status"] == {"ingested": 9}
+    assert s["events"] == scalar(night.db, "SELECT count(*) FROM events")
+    # Planted deviations of the sample night (sample_logs/README.md) stand in the day.
+    assert s["findings"]["by_severity"]["critical"] >= 4
+    assert s["findings"]["at_or_above_fail_on"] > 0
+    lines = nightly.summary_lines(r)
+    assert "  day      skipped: no rounds in this shift" in lines
+    assert lines[-1].startswith("exit 1: ") and "at or above major" in lines[-1]
+
+
+def test_the_run_is_recorded_with_files_rounds_findings_exit_code_and_rule_packs(
+    night: Night,
+) -> None:
+    con = duckdb.connect(str(night.db), read_only=True)
+    try:
+        row = next(r for r in runs.listing(con) if r["id"] == night.result.run_id)
+    finally:
+        con.close()
+    assert (row["command"], row["status"], row["exit_code"]) == ("nightly", "done", 1)
+    assert row["tool_version"]
+    summary = row["summary"]
+    assert len(summary["files"]) == 9
+    assert summary["rounds_audited"] == night.result.audited.rounds > 0
+    assert summary["findings"]["standing_in_gaming_day"] == sum(
+        night.result.by_severity.values()
+    )
+    assert summary["rule_packs"] == runs.rule_pack_hashes()
+    assert "nj-mini_baccarat.toml" in summary["rule_packs"]
+    assert row["args"]["rule_packs"] == summary["rule_packs"]
+    assert row["counts"]["files"] == 9 and row["counts"]["pdfs"] == 2
+
+
+def test_a_rerun_adds_nothing_and_rewrites_the_same_pdf_bytes(
+    night: Night, bacc_audit: Any
+) -> None:
+    before = state(night.db)
+    findings_rows = scalar(night.db, "SELECT count(*) FROM findings")
+    pdfs = {s: night.pdf(s).read_bytes() for s in ("swing", "grave")}
+    r = bacc_audit(
+        "nightly", "--spool", night.spool, "--date", "2026-11-28", "--archive", night.archive,
+        "--db", night.db, "--config", CONFIG, "--json",
+    )
+    assert r.code == EXIT_FINDINGS, r
+    s = json.loads(r.out)
+    assert s["files_by_status"] == {"already_ingested": 9}
+    assert (s["events"], s["rounds_audited"], s["findings_new"]) == (0, 0, 0)
+    assert [(x["shift"], x["status"]) for x in s["reports"]] == [
+        ("day", "skipped"), ("swing", "unchanged"), ("grave", "unchanged"),
+    ]
+    assert state(night.db) == before
+    assert scalar(night.db, "SELECT count(*) FROM findings") == findings_rows
+    assert {s: night.pdf(s).read_bytes() for s in ("swing", "grave")} == pdfs
+
+
+def test_runs_lists_the_nightly_runs(night: Night, bacc_audit: Any) -> None:
+    r = bacc_audit("runs", "--db", night.db, "--json")
+    assert r.code == 0, r
+    rows = json.loads(r.out)
+    assert rows[0]["command"] == "nightly" and rows[0]["status"] == "done"
+    assert rows[0]["counts"]["files"] == 9
+    text = bacc_audit("runs", "--db", night.db)
+    assert text.code == 0 and "nightly" in text.out and "done" in text.out
+
+
+# --------------------------------------------------------------------------------------------
+# which gaming day, and input errors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now_local", "day"),
+    [
+        ("2026-11-29T06:30", "2026-11-28"),  # the timer: the night just ended
+        ("2026-11-29T05:59", "2026-11-27"),  # before 06:00 the 28th has not ended
+        ("2026-11-29T06:00", "2026-11-28"),  # it ends at 06:00 exactly
+        ("2026-03-08T06:30", "2026-03-07"),  # spring forward in the night (a 23-hour day)
+        ("2026-11-01T06:30", "2026-10-31"),  # fall back in the night (a 25-hour day)
+    ],
+)
+def test_the_default_gaming_day_is_the_latest_that_has_ended(now_local: str, day: str) -> None:
+    conf = config.load(CONFIG)
+    zone = conf.zone(None)
+    now = dt.datetime.fromisoformat(now_local).replace(tzinfo=zone)
+    assert nightly.last_ended_gaming_day(conf, zone, now) == dt.date.fromisoformat(day)
+
+
+def test_a_missing_spool_exits_2_and_is_recorded(tmp_path: Path, bacc_audit: Any) -> None:
+    dbp = tmp_path / "a.duckdb"
+    r = bacc_audit("nightly", "--spool", tmp_path / "nowhere", "--db", dbp, "--json")
+    assert r.code == EXIT_INPUT, r
+    assert "the spool is not a folder" in json.loads(r.out)["error"]
+    assert r.err.startswith(f"error: {tmp_path / 'nowhere'}: the spool is not a folder")
+    assert scalar(dbp, "SELECT status || ' ' || exit_code FROM runs") == "failed 2"
+
+
+def test_a_day_with_no_rounds_at_all_exits_2(night: Night, tmp_path: Path) -> None:
+    db_copy = tmp_path / "copy.duckdb"
+    shutil.copy2(night.db, db_copy)
+    r = nightly.run_nightly(
+        db_copy, night.spool, config.load(CONFIG), day=dt.date(2026, 11, 20),
+        archive=tmp_path / "archive",
+    )
+    assert r.exit_code == EXIT_INPUT
+    assert [x.status for x in r.reports] == ["skipped"] * 3
+    assert "no rounds in gaming day 2026-11-20" in r.problems[0]
+    assert not (tmp_path / "archive").exists() or not any((tmp_path / "archive").rglob("*.pdf"))
+
+
+# --------------------------------------------------------------------------------------------
+# one run at a time
+# --------------------------------------------------------------------------------------------
+
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import fcntl, json, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": 99, "since": "then"}).encode(), 0)
+    print("locked", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_a_second_run_is_refused_with_exit_5_while_the_lock_is_held(
+    night: Night, bacc_audit: Any
+) -> None:
+    lock = nightly.lock_path(night.db)
+    runs_before = scalar(night.db, "SELECT count(*) FROM runs")
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+        assert nightly.lock_holder(night.db) == nightly.LockInfo(child.pid, 99, "then")
+        r = bacc_audit(
+            "nightly", "--spool", night.spool, "--db", night.db, "--config", CONFIG, "--json"
+        )
+        assert r.code == nightly.EXIT_LOCKED == 5, r
+        assert json.loads(r.out)["exit_code"] == 5
+        assert "another nightly run holds the lock: nightly run 99 " in r.err
+        assert f"(process {child.pid}, since then)" in r.err
+        with pytest.raises(nightly.NightlyLocked):
+            nightly.run_nightly(night.db, night.spool, config.load(CONFIG), day=DAY)
+    finally:
+        child.kill()
+        child.wait()
+    # The refused runs touched nothing; the kernel released the lock with the process.
+    assert scalar(night.db, "SELECT count(*) FROM runs") == runs_before
+    assert nightly.lock_holder(night.db) is None
+
+
+# --------------------------------------------------------------------------------------------
+# crash safety: SIGKILL at one point after another, then a clean run
+# --------------------------------------------------------------------------------------------
+
+# The child: set one crash point, then run the nightly job as the CLI would. A hook that never
+# fires lets the child exit normally, and the test says which point did not fire.
+CRASH_CHILD = textwrap.dedent(
+    """
+    import datetime as dt, os, signal, sys
+    from pathlib import Path
+    import auditor.audit, auditor.ingest, auditor.runs, auditor.tablecheck
+    from auditor import config, nightly
+
+    db, spool, archive, conf, point, nth = sys.argv[1:]
+    nth, calls = int(nth), [0]
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def due():
+        calls[0] += 1
+        return calls[0] == nth
+
+    def wrap(module, name, after):
+        original = getattr(module, name)
+        def hooked(*args, **kw):
+            if not after and due():
+                die()
+            result = original(*args, **kw)
+            if after and due():
+                die()
+            return result
+        setattr(module, name, hooked)
+
+    if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
+        auditor.ingest.CHUNK_BYTES = 256 << 10
+        wrap(auditor.ingest, "lines_table", after=False)
+    elif point == "ingest-before-commit":  # the file's rows and manifest written, no COMMIT
+        wrap(auditor.ingest, "record_seq_gaps", after=True)
+    elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
+        wrap(auditor.audit, "_store", after=True)
+    elif point == "table-pass-before-commit":
+        wrap(auditor.tablecheck, "_store", after=True)
+    elif point == "between-table-pass-and-supersede":
+        wrap(auditor.tablecheck, "supersede_round_mismatches", after=False)
+    elif point == "render-half-written":  # half the PDF in the .partial file
+        real_fsync = os.fsync
+        def fsync(fd):
+            if os.readlink(f"/proc/self/fd/{fd}").endswith((".partial", ".pdf")) and due():
+                os.ftruncate(fd, os.fstat(fd).st_size // 2)
+                die()
+            real_fsync(fd)
+        os.fsync = fsync
+    elif point == "render-before-rename":  # a whole .partial, not yet renamed
+        real_replace = os.replace
+        def replace(src, dst, *args, **kw):
+            if str(dst).endswith(".pdf") and due():
+                die()
+            return real_replace(src, dst, *args, **kw)
+        os.replace = replace
+    elif point == "before-run-record":  # all done but the run's final record
+        wrap(auditor.runs, "finish", after=False)
+    else:
+        raise SystemExit(f"unknown crash point {point}")
+
+    nightly.run_nightly(Path(db), Path(spool), config.load(conf), day=dt.date(2026, 11, 28),
+                        archive=Path(archive))
+    print(f"crash point {point} #{nth} never fired", file=sys.stderr)
+    """
+)
+
+# (where, which call): in this order each run picks up what the killed one left.
+CRASH_POINTS = [
+    ("ingest-mid-file", 6),  # CF-01 is 3 blocks: the 3rd block of MB-01, 2 already inserted
+    ("ingest-before-commit", 2),  # MB-01 commits, MB-02 dies before its COMMIT
+    ("replay-before-commit", 1),
+    ("table-pass-before-commit", 1),
+    ("between-table-pass-and-supersede", 1),
+    ("render-half-written", 1),  # the swing shift's PDF
+    ("render-before-rename", 2),  # swing renamed, grave's .partial whole but not renamed
+    ("before-run-record", 1),
+]
+
+
+def test_a_run_killed_anywhere_is_completed_by_the_next_to_what_one_clean_run_produces(
+    night: Night, tmp_path: Path
+) -> None:
+    db_path, archive = tmp_path / "crash.duckdb", tmp_path / "archive"
+    script = tmp_path / "crash_child.py"
+    script.write_text(CRASH_CHILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for k in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "SOURCE_DATE_EPOCH"):
+        env.pop(k, None)
+    killed = 0
+    for point, nth in CRASH_POINTS:
+        child = subprocess.run(
+            [sys.executable, str(script), str(db_path), str(night.spool), str(archive),
+             str(CONFIG), point, str(nth)],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert child.returncode == -signal.SIGKILL, (point, child.returncode, child.stderr)
+        killed += 1
+        assert_consistent(db_path, archive)
+        if point == "render-half-written":
+            partials = list(archive.rglob(".*.partial"))
+            assert [p.name for p in partials] == [".2026-11-28_swing.pdf.partial"]
+            assert not (archive / "2026-11-28" / "2026-11-28_swing.pdf").exists()
+
+    clean = nightly.run_nightly(db_path, night.spool, config.load(CONFIG), day=DAY,
+                                archive=archive)
+    assert clean.exit_code == night.result.exit_code
+    assert len(clean.interrupted_runs) == killed
+    assert state(db_path) == state(night.db)
+    # Every PDF under its final name, whole, and no temporary file left behind.
+    assert list(archive.rglob("*.partial")) == []
+    assert sorted(p.name for p in archive.rglob("*.pdf")) == [
+        "2026-11-28_grave.pdf",
+        "2026-11-28_swing.pdf",
+    ]
+    assert_whole_pdfs(archive)
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        statuses = [r["status"] for r in runs.listing(con)]
+    finally:
+        con.close()
+    assert statuses == ["interrupted"] * killed + ["done"]
+
+
+# --------------------------------------------------------------------------------------------
+# scheduling: the systemd units and the cron line
+# --------------------------------------------------------------------------------------------
+
+
+def unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file as {section: {key: [values in order]}} (keys may repeat)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    section: dict[str, list[str]] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = out.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        section.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+@pytest.fixture
+def units(tmp_path: Path) -> Iterator[tuple[dict, dict]]:
+    yield unit(DEPLOY / "bacc-audit-nightly.service"), unit(DEPLOY / "bacc-audit-nightly.timer")
+
+
+def test_the_service_runs_the_nightly_job_as_its_own_user_with_its_environment(
+    units: tuple[dict, dict],
+) -> None:
+    service, _ = units
+    s = service["Service"]
+    assert s["Type"] == ["oneshot"]
+    assert s["User"] == ["bacc-audit"]
+    assert re.fullmatch(r"/\S+/bacc-audit nightly( .*)?", s["ExecStart"][0])
+    env = dict(e.split("=", 1) for e in s["Environment"])
+    assert set(env) >= {
+        "BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"
+    }
+    assert all(v.startswith("/") for v in env.values())
+    # It writes its database, lock and archive, so those must be writable under
+    # ProtectSystem=strict.
+    writable = s["ReadWritePaths"][0].split()
+    for var in ("BACC_AUDIT_DB", "BACC_AUDIT_ARCHIVE"):
+        assert any(env[var].startswith(w) for w in writable), var
+    assert s["SuccessExitStatus"] == ["1"]
+    assert "Install" not in service  # started by the timer only
+
+
+def test_the_timer_runs_daily_after_the_gaming_day_and_catches_up_missed_runs(
+    units: tuple[dict, dict],
+) -> None:
+    _, timer = units
+    t = timer["Timer"]
+    assert t["Persistent"] == ["true"]
+    assert re.fullmatch(r"\*-\*-\* 06:30:00( \S+)?", t["OnCalendar"][0])
+    assert t["Unit"] == ["bacc-audit-nightly.service"]
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
+    # verify also checks that ExecStart exists; the installed path does not exist here.
+    text = (DEPLOY / "bacc-audit-nightly.service").read_text()
+    exec_start = unit(DEPLOY / "bacc-audit-nightly.service")["Service"]["ExecStart"][0]
+    binary = exec_start.split()[0]
+    (tmp_path / "bacc-audit-nightly.service").write_text(text.replace(binary, "/bin/true"))
+    shutil.copy2(DEPLOY / "bacc-audit-nightly.timer", tmp_path)
+    r = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / "bacc-audit-nightly.timer"),
+         str(tmp_path / "bacc-audit-nightly.service")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_cron_line_uses_flock_n_on_its_own_lock_and_the_same_environment() -> None:
+    text = (DEPLOY / "bacc-audit.cron").read_text()
+    lines = [x for x in text.splitlines() if x.strip() and not x.startswith("#")]
+    env = dict(x.split("=", 1) for x in lines if re.match(r"^[A-Z_]+=", x))
+    assert set(env) >= {
+        "BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"
+    }
+    (job,) = [x for x in lines if not re.match(r"^[A-Z_]+=", x)]
+    minute, hour, dom, month, dow, user, command = job.split(None, 6)
+    assert (minute, hour, dom, month, dow, user) == ("30", "6", "*", "*", "*", "bacc-audit")
+    m = re.search(r"flock -n (?:-E \d+ )?(\S+) (\S+/bacc-audit) nightly", command)
+    assert m, command
+    # The job takes <db>.lock itself: flock(1) on the same file would lock the job out.
+    assert m.group(1) != str(nightly.lock_path(Path(env["BACC_AUDIT_DB"])))
+
+
+def test_the_archive_comes_from_the_option_else_the_config_else_the_default(
+    tmp_path: Path,
+) -> None:
+    conf_file = tmp_path / "etc" / "property.toml"
+    conf_file.parent.mkdir()
+    conf_file.write_text('[property]\ntime_zone = "America/New_York"\narchive = "pdfs"\n')
+    conf = config.load(conf_file)
+    assert nightly.archive_dir(conf, None) == tmp_path / "etc" / "pdfs"  # beside the config
+    assert nightly.archive_dir(conf, tmp_path / "x") == tmp_path / "x"
+    assert nightly.archive_dir(config.PropertyConfig(), None) == Path("reports/archive")
+    assert nightly.archive_path(Path("a"), DAY, "2026-11-28_grave") == Path(
+        "a/2026-11-28/2026-11-28_grave.pdf"
+    )
+    conf_file.write_text("[property]\narchive = 3\n")
+    with pytest.raises(UserError, match=r"property\.archive must be a folder path"):
+        config.load(conf_file)

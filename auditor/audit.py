@@ -3,8 +3,9 @@ checks across rounds, tables and pits (auditor.tablecheck).
 
 DuckDB finds the rounds not yet audited (or audited before more of their events arrived),
 the table each was played at and the procedure in force; the pure per-round replay
-(`auditor.replay.round.check_round`) decides; the findings go back in bulk. Each audited
-round is recorded (append-only), so a rerun replays only what changed.
+(`auditor.replay.round.check_round`, or `auditor.replay.chemin` at a chemin de fer table)
+decides; the findings go back in bulk. Each audited round is recorded (append-only), so a
+rerun replays only what changed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
@@ -22,12 +23,24 @@ import pyarrow as pa
 from auditor import findings
 from auditor.config import PropertyConfig
 from auditor.events import ROUND_EVENTS
-from auditor.replay.model import Event, TableContext
+from auditor.replay.chemin import (
+    CheminEvent,
+    CheminRules,
+    History,
+    RoundFacts,
+    replay_chemin_round,
+    round_facts,
+)
+from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.round import check_round
 from auditor.rulepack import RulePack, RulePackError, load_pack
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
 BATCH_ROWS = 200_000
+CHEMIN = "chemin_de_fer"
+# Rounds already audited that a chemin de fer round may need to look back on (banco suivi
+# skips stand offs): how many are read before each run of rounds to replay.
+CHEMIN_LOOKBACK = 12
 
 @dataclass
 class AuditResult:
@@ -128,7 +141,12 @@ def _select_rounds(
 _EVENT_COLS = (
     "seq", "type", "ts", "source", "to_hand", "card", "seat", "bet", "amount", "kind",
     "player_count", "banker_count", "winner", "count", "mode", "void_reason", "disposition",
-    "shoe", "round",
+    "shoe", "round", "hand", "choice", "from_seat", "to_seat",
+)
+_EVENT_SELECT = (
+    "e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card, e.seat, "
+    "e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner, e.count, e.mode, "
+    "e.void_reason, e.disposition, e.shoe, e.round, e.hand, e.choice, e.from_seat, e.to_seat"
 )
 
 
@@ -137,13 +155,11 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
     packs: dict[tuple[str, str], RulePack | str] = {}
     rows: list[tuple] = []
     audited: list[tuple] = []
+    chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
     reader = con.sql(
         f"""
         SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
-               t.variant, t.seats, t.side_bets, t.procedure,
-               e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card,
-               e.seat, e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner,
-               e.count, e.mode, e.void_reason, e.disposition, e.shoe, e.round
+               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT}
         FROM todo t
         JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
         JOIN sources s ON s.id = e.source_id
@@ -162,7 +178,12 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
         if isinstance(ctx, str):
             result.skipped[ctx] += 1
             return
-        found = check_round(ctx, events)
+        found: list[RoundFinding]
+        if ctx.game == CHEMIN:
+            found, facts = replay_chemin_round(ctx, events, chemin.before(key))
+            chemin.record(key, facts)
+        else:
+            found = check_round(ctx, events)
         result.rounds += 1
         seen: Counter[tuple[str, int | None]] = Counter()
         for f in found:
@@ -190,9 +211,19 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
                     "table_id", "shoe", "round", "n", "last_seq", "pit", "game",
                     "jurisdiction", "variant", "seats", "side_bets", "procedure"))
                 events = []
-            events.append(_event(cols, i))
+            events.append(_chemin_event(cols, i) if head[6] == CHEMIN else _event(cols, i))
     flush()
     _store(con, run_id, rows, audited, result)
+
+
+def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
+    """The Event with the fields only chemin de fer events carry (option, bank_pass)."""
+    base = _event(cols, i)
+    return CheminEvent(
+        **{f.name: getattr(base, f.name) for f in fields(Event)},
+        hand=cols["hand"][i], choice=cols["choice"][i],
+        from_seat=cols["from_seat"][i], to_seat=cols["to_seat"][i],
+    )
 
 
 def _event(cols: dict[str, list], i: int) -> Event:
@@ -218,8 +249,6 @@ def _context(
         return contexts[ck]
     if game is None:
         reason = "no table_open event before the round"
-    elif game == "chemin_de_fer":
-        reason = "chemin de fer (no chemin de fer replay yet)"
     else:
         pk = (jurisdiction, game)
         if pk not in packs:
@@ -232,6 +261,8 @@ def _context(
             reason = pack
         elif variant not in pack.variants:
             reason = f"variant {variant!r} not in rule pack {pack.id}"
+        elif game == CHEMIN and (problem := _chemin_problem(pack)):
+            reason = f"no usable rule pack for {jurisdiction} {game} ({problem})"
         else:
             ctx = TableContext(table, pit, game, jurisdiction, variant, procedure, seats,
                                tuple(side_bets or ()), pack)
@@ -239,6 +270,138 @@ def _context(
             return ctx
     contexts[ck] = reason
     return reason
+
+
+def _chemin_problem(pack: RulePack) -> str | None:
+    """Why the chemin de fer replay cannot use `pack`, or None."""
+    try:
+        CheminRules.of(pack)
+    except RulePackError as e:
+        return str(e)
+    return None
+
+
+RoundKey = tuple[str, str, int]
+
+
+@dataclass
+class _CheminHistory:
+    """Per chemin de fer table, its rounds in log order and the facts of those replayed or read
+    so far, so each round gets the History it needs (the previous round, the last one that
+    was not a stand off, the shoe's cutting card round).
+
+    Loaded before the replay streams: the rounds of the tables with chemin de fer rounds to
+    replay, and the facts of up to CHEMIN_LOOKBACK rounds audited before, read back from their
+    events. A round whose predecessors are beyond that gets an unknown history, and what
+    depends on it (banco suivi, the bank's holder) is not judged rather than guessed.
+    """
+
+    order: dict[str, list[RoundKey]] = field(default_factory=dict)
+    index: dict[RoundKey, int] = field(default_factory=dict)
+    facts: dict[RoundKey, RoundFacts] = field(default_factory=dict)
+    cut_cards: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection) -> _CheminHistory:
+        h = cls()
+        todo = {
+            (t, s, r) for t, s, r in con.execute(
+                "SELECT table_id, shoe, round FROM todo WHERE game = ?", [CHEMIN]
+            ).fetchall()
+        }
+        if not todo:
+            return h
+        tables = sorted({t for t, _, _ in todo})
+        for t, s, r in con.execute(
+            f"""
+            SELECT table_id, shoe, round FROM events
+            WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND list_contains(?, table_id)
+            GROUP BY ALL ORDER BY table_id, min(seq)
+            """,
+            [tables],
+        ).fetchall():
+            h.index[(t, s, r)] = len(h.order.setdefault(t, []))
+            h.order[t].append((t, s, r))
+        for t, s, r in con.execute(
+            "SELECT table_id, shoe, min(round) FROM events WHERE type = 'cut_card' "
+            "AND list_contains(?, table_id) GROUP BY ALL",
+            [tables],
+        ).fetchall():
+            h.cut_cards[(t, s)] = r
+        need: set[RoundKey] = set()
+        for keys in h.order.values():
+            for i, k in enumerate(keys):
+                if k in todo:
+                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK):i] if b not in todo)
+        if need:
+            h._read_back(con, need)
+        return h
+
+    def _read_back(self, con: duckdb.DuckDBPyConnection, need: set[RoundKey]) -> None:
+        """Facts of rounds audited before, from their events and their table's context."""
+        keys = sorted(need)
+        con.register("chemin_lookback", pa.table({
+            "table_id": [k[0] for k in keys], "shoe": [k[1] for k in keys],
+            "round": pa.array([k[2] for k in keys], pa.int64()),
+        }))
+        try:
+            cur = con.execute(
+                f"""
+                SELECT e.table_id, t.pit, t.game, t.jurisdiction, t.variant, t.seats,
+                       {_EVENT_SELECT}
+                FROM chemin_lookback k
+                JOIN events e ON e.table_id = k.table_id AND e.shoe = k.shoe
+                     AND e.round = k.round AND e.type IN ({ROUND_TYPES})
+                JOIN sources s ON s.id = e.source_id
+                ASOF LEFT JOIN (SELECT table_id, seq, pit, game, jurisdiction, variant, seats
+                                FROM events WHERE type = 'table_open') t
+                     ON t.table_id = e.table_id AND e.seq > t.seq
+                ORDER BY e.table_id, e.seq
+                """
+            )
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        finally:
+            con.unregister("chemin_lookback")
+        cols = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        by_round: dict[RoundKey, list[int]] = {}
+        for i in range(len(cols["seq"])):
+            by_round.setdefault((cols["table_id"][i], cols["shoe"][i], cols["round"][i]),
+                                []).append(i)
+        for k, idx in by_round.items():
+            table, pit, game, jurisdiction, variant, seats = (
+                cols[c][idx[0]] for c in ("table_id", "pit", "game", "jurisdiction",
+                                          "variant", "seats"))
+            if game != CHEMIN:
+                continue
+            try:
+                pack = load_pack(jurisdiction, game)
+                ctx = TableContext(table, pit, game, jurisdiction, variant, None, seats or 1,
+                                   (), pack)
+                self.facts[k] = round_facts(ctx, [_chemin_event(cols, i) for i in idx])
+            except (RulePackError, FileNotFoundError, KeyError):
+                continue
+
+    def before(self, key: RoundKey) -> History:
+        """The History of round `key`: walks back over the table's rounds in log order."""
+        cut = self.cut_cards.get((key[0], key[1]))
+        i = self.index.get(key)
+        if i is None or i == 0:
+            return History(cut_card_round=cut)
+        keys = self.order[key[0]]
+        previous = self.facts.get(keys[i - 1])
+        counted = None
+        for j in range(i - 1, -1, -1):
+            facts = self.facts.get(keys[j])
+            if facts is None:
+                break
+            if facts.counts_as_previous_wager:
+                counted = facts
+                break
+        return History(previous, counted, cut)
+
+    def record(self, key: RoundKey, facts: RoundFacts) -> None:
+        self.facts[key] = facts
 
 
 def _store(

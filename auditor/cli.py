@@ -455,6 +455,12 @@ def odds_cmd(
         pack = load_pack(jurisdiction, game)
     except (RulePackError, FileNotFoundError) as e:
         raise UserError(str(e)) from None
+    if pack.game == "chemin_de_fer":
+        raise UserError(
+            "odds are for the banking games (mini_baccarat, punto_banco): at chemin de fer "
+            "the participants play against each other, and the option cells make the odds "
+            "depend on the players' choices"
+        )
     report = odds_report(pack, decks)
     if variant:
         if variant not in report["house_edge"]:

@@ -27,7 +27,12 @@ class Code:
 
 
 NJ_710 = "N.J.A.C. 13:69F-7.10"
-TABLEAU = "Third-card rules of the rule pack (NJ 13:69F-7.7 to 7.9; NZ rule 9.4)"
+TABLEAU = (
+    "Third-card rules of the rule pack (NJ 13:69F-7.7 to 7.9; NZ rule 9.4; chemin de fer: "
+    "the pack's tableau, 13:69F-4)"
+)
+NJ_47 = "N.J.A.C. 13:69F-4.7"
+NJ_412 = "N.J.A.C. 13:69F-4.12"
 
 _CODES = [
     Code(
@@ -79,7 +84,7 @@ _CODES = [
     Code(
         "result.misannounced",
         "major",
-        f"{NJ_710}(a); NZ rule 10.1",
+        f"{NJ_710}(a); NZ rule 10.1; chemin de fer: announcements of the rule pack (house option)",
         "Announced point counts or winner differ from the cards",
         "Patrons and surveillance rely on the announcement; a wrong one leads to wrong "
         "settlements and disputes.",
@@ -138,7 +143,7 @@ _CODES = [
     Code(
         "settle.wrong_amount",
         "critical",
-        "Payout odds of the rule pack's variant",
+        f"Payout odds of the rule pack's variant; chemin de fer: {NJ_47}(a),(g)",
         "A wager paid, collected or returned with the wrong amount",
         "Money moved wrongly between the house and a patron.",
         "A winning 100 Player wager paid 90.",
@@ -147,7 +152,7 @@ _CODES = [
     Code(
         "settle.wrong_outcome",
         "critical",
-        "Payout rules of the rule pack's variant",
+        f"Payout rules of the rule pack's variant; chemin de fer: {NJ_47}(g)",
         "A wager settled the wrong way (loser paid, winner collected, push collected or paid)",
         "Money moved the wrong way between the house and a patron.",
         "Banker wins; the Player wager at seat 2 is paid.",
@@ -156,7 +161,7 @@ _CODES = [
     Code(
         "settle.unsettled",
         "major",
-        f"{NJ_710}(b); NZ rule 10.2",
+        f"{NJ_710}(b); NZ rule 10.2; chemin de fer: {NJ_47}(g)",
         "A wager never settled before the round ended",
         "A wager left on the layout can be settled off the record or carried into the next round.",
         "A 50 Tie wager stays on the layout at round end.",
@@ -318,7 +323,8 @@ _CODES = [
     Code(
         "irregularity.disposition",
         "major",
-        "Irregularity dispositions of the rule pack (NZ rule 12.2)",
+        "Irregularity dispositions of the rule pack (NZ rule 12.2); raised by the table pass, "
+        "which owns it (chemin de fer: irregularity.chemin_disposition)",
         "An irregularity resolved other than the rules allow",
         "How a card dealt in error is used decides the round; a disposition the rules do not "
         "allow for the situation can turn the result for or against the wagers on it.",
@@ -356,7 +362,7 @@ _CODES = [
     Code(
         "chemin.priority",
         "major",
-        "N.J.A.C. 13:69F-4.7(b)-(d)",
+        "N.J.A.C. 13:69F-4.7(b)-(d) (and (a): only the remaining participants)",
         "Wagers against the Banker not accepted in the order of priority",
         "The regulation fixes who may bet against the bank first; favouritism breaks it.",
         "A partial wager accepted before an announced banco suivi.",
@@ -398,7 +404,53 @@ _CODES = [
         "Banker wins 1000; commission 40 at a 5% table.",
         "Banker wins 1000; commission 50.",
     ),
+    Code(
+        "chemin.option_not_followed",
+        "major",
+        "Chemin de fer drawing rules of the rule pack (option cells)",
+        "At an option cell, the cards do not follow the decision declared",
+        "At an option cell the hand's holder chooses; a card dealt against a declared "
+        '"stay" (or withheld after "card") takes the choice away from the participant and '
+        "changes the result.",
+        'Player with 5 declares "stay" and is given a third card.',
+        'Player with 5 declares "stay" and stands.',
+    ),
+    Code(
+        "chemin.bank_pass",
+        "minor",
+        "Bank passing of the rule pack (house option bank.pass_when_banker_loses; "
+        f"{NJ_412}(a) for an annulled hand)",
+        "The bank changed hands other than the logged passes and the table's rules allow",
+        "Who holds the bank decides who plays the Banker's hand and takes its winnings; a bank "
+        "that changes hands with no recorded pass, or a losing Banker who keeps it where the "
+        "house passes it, is worth a look at the video.",
+        "Seat 3 lost the coup as Banker; the next coup is banked by seat 3 again, no bank_pass.",
+        "Seat 3 lost; bank_pass from seat 3 to seat 4; seat 4 banks the next coup.",
+    ),
+    Code(
+        "irregularity.chemin_disposition",
+        "major",
+        f"{NJ_412}(a)-(k) and the irregularity dispositions of the rule pack",
+        "A chemin de fer irregularity resolved other than 13:69F-4.12 allows",
+        "How a card dealt in error is used decides the coup; a disposition the regulation does "
+        "not allow for the situation, or a 4.12(h) procedure other than the one the licensee "
+        "pre-selected, can turn the result for or against the wagers on it.",
+        "A card dealt face up to the Dominant Player after \"Stay\" while the Banker with 7 "
+        "must stay; it is made the Banker's card.",
+        "The card is burned by the pre-selected 4.12(h) procedure.",
+    ),
+    Code(
+        "irregularity.unknown_kind",
+        "info",
+        "Irregularity kinds of the rule pack (chemin de fer: the irregularities.* table)",
+        "An irregularity of a kind the table's rule pack does not list",
+        "The audit cannot judge what it does not know: the round's cards and the disposition "
+        "were not checked, so someone should read the dealer's report and the video.",
+        'irregularity kind "shoe_dropped" at a chemin de fer table.',
+        'irregularity kind "card_drawn_disclosed", one the pack lists.',
+    ),
 ]
+
 
 REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}
 

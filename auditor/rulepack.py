@@ -31,6 +31,10 @@ ANNOUNCE_WHEN = ("always", "tie", "total_card_wagers_offered", "dragon7_hand", "
 VIG_ROUNDING = ("exact_cents", "down_to_cent", "up_to_cent")
 VIG_MODES = ("collect", "mark")
 DRAW, STAND = "draw", "stand"
+# A cell where the hand may draw or stay as it chooses: the chemin de fer tableau has them
+# (the Dominant Player on 5, the Banker on a few cells); the banking games have none.
+OPTION = "option"
+CHEMIN = "chemin_de_fer"
 
 _CITED_KEYS = frozenset({"value", "citation", "verified", "source", "note", "variants"})
 _HOUSE_KEYS = frozenset(
@@ -86,11 +90,18 @@ class DrawTables:
 
     `banker` is indexed by banker_count * 11 + player_third_value, with column 10 standing
     for "the Player's hand stood"; rows 8 and 9 (naturals) always stand.
+
+    `player` and `banker` say where drawing is mandatory. `player_option` and `banker_option`
+    (same layout; empty in a pack without option cells) mark the cells a chemin de fer hand
+    may play either way, so the mandatory tables read False there and the code that only
+    knows mandatory draws (odds, punto banco replay) never mistakes an option for a draw.
     """
 
     natural: tuple[bool, ...]
     player: tuple[bool, ...]
     banker: tuple[bool, ...]
+    player_option: tuple[bool, ...] = ()
+    banker_option: tuple[bool, ...] = ()
 
     def banker_row(self, banker_count: int) -> tuple[bool, ...]:
         return self.banker[banker_count * 11 : banker_count * 11 + 10]
@@ -283,6 +294,7 @@ class _Loader:
         self.data = data
         self.sha256 = sha256
         self.entries: dict[str, Cited] = {}
+        self.game = ""
 
     def fail(self, key: str | None, problem: str) -> RulePackError:
         return RulePackError(self.path, key, problem)
@@ -290,6 +302,7 @@ class _Loader:
     # The order matters only for which error a doubly broken pack reports first.
     def load(self) -> RulePack:
         header = self._header()
+        self.game = header["game"]
         self._walk(self.data, "")
         variants = self._variants()
         names = set(variants)
@@ -303,6 +316,8 @@ class _Loader:
                     )
         self._cards()
         draw = self._draw()
+        if self.game == CHEMIN:
+            self._commission()
         shuffler = self.entries.get("shoe.automated_shuffler.min_decks")
         if shuffler is None and self._has_section("shoe.automated_shuffler"):
             raise self.fail("shoe.automated_shuffler.min_decks", "is missing.")
@@ -494,18 +509,21 @@ class _Loader:
             )
         return order
 
-    def _draw_row(self, key: str, cells: Any, what: str) -> tuple[bool, ...]:
+    def _draw_row(self, key: str, cells: Any, what: str) -> tuple[str, ...]:
+        """The 10 cells of one row as written; "option" only in a chemin de fer pack."""
         if not isinstance(cells, tuple) or len(cells) != 10:
             got = len(cells) if isinstance(cells, tuple) else type(cells).__name__
             raise self.fail(
                 key, f"must be a list of 10 cells, one for each {what} 0-9 (got {got})."
             )
+        chemin = self.game == CHEMIN
         for i, cell in enumerate(cells):
-            if cell not in (DRAW, STAND):
-                raise self.fail(
-                    key, f'cell for {what} {i} is {cell!r}; a cell must be "{DRAW}" or "{STAND}".'
-                )
-        return tuple(cell == DRAW for cell in cells)
+            if cell in (DRAW, STAND) or (chemin and cell == OPTION):
+                continue
+            kinds = f'"{DRAW}", "{STAND}" or "{OPTION}"' if chemin else f'"{DRAW}" or "{STAND}"'
+            hint = " (option cells are for chemin de fer packs)" if cell == OPTION else ""
+            raise self.fail(key, f"cell for {what} {i} is {cell!r}; a cell must be {kinds}{hint}.")
+        return tuple(cells)
 
     def _draw(self) -> DrawTables:
         naturals = self._entry("draw.naturals").value
@@ -526,10 +544,10 @@ class _Loader:
         )
         for key, row in (("draw.player", player), ("draw.banker_when_player_stood", stood)):
             for count in range(10):
-                if natural[count] and row[count]:
+                if natural[count] and row[count] != STAND:
                     raise self.fail(
                         key,
-                        f'cell for two-card count {count} is "draw" but '
+                        f'cell for two-card count {count} is "{row[count]}" but '
                         f"{count} is a natural (draw.naturals).",
                     )
 
@@ -537,7 +555,7 @@ class _Loader:
         rows = self._entry(key).value
         if not isinstance(rows, Mapping):
             raise self.fail(key, "must be a table of rows keyed by Banker count 0-7.")
-        drawn: list[tuple[bool, ...]] = []
+        drawn: list[tuple[str, ...]] = []
         for count in range(10):
             row = rows.get(str(count))
             if natural[count]:
@@ -546,7 +564,7 @@ class _Loader:
                         f"{key}.{count}",
                         f"is a row for Banker count {count}, but that count is a natural.",
                     )
-                drawn.append((False,) * 10)
+                drawn.append((STAND,) * 10)
                 continue
             if row is None:
                 raise self.fail(key, f"is missing the row for Banker count {count}.")
@@ -555,11 +573,18 @@ class _Loader:
             if name not in {str(c) for c in range(10)}:
                 raise self.fail(f"{key}.{name}", "is not a Banker count 0-7.")
 
-        flat: list[bool] = []
+        flat: list[str] = []
         for count in range(10):
             flat.extend(drawn[count])
-            flat.append(stood[count] and not natural[count])
-        return DrawTables(natural=natural, player=player, banker=tuple(flat))
+            flat.append(STAND if natural[count] else stood[count])
+        options = OPTION in player or OPTION in flat
+        return DrawTables(
+            natural=natural,
+            player=tuple(cell == DRAW for cell in player),
+            banker=tuple(cell == DRAW for cell in flat),
+            player_option=tuple(cell == OPTION for cell in player) if options else (),
+            banker_option=tuple(cell == OPTION for cell in flat) if options else (),
+        )
 
     def _procedures(self) -> tuple[int, ...]:
         key = "procedures.available"
@@ -607,7 +632,12 @@ class _Loader:
         base = f"variants.{name}"
         if not isinstance(body, dict):
             raise self.fail(base, "must be a table.")
-        payouts = {w: self._odds(f"{base}.payouts.{w}") for w in ("player", "banker", "tie")}
+        # A chemin de fer participant wagers against the bank (13:69F-4.7(g)): there is no
+        # tie wager, equal counts make the wagers void.
+        wagers = ["player", "banker"]
+        if self.game != CHEMIN or f"{base}.payouts.tie" in self.entries:
+            wagers.append("tie")
+        payouts = {w: self._odds(f"{base}.payouts.{w}") for w in wagers}
         charged = self._entry(f"{base}.vigorish.charged")
         if not isinstance(charged.value, bool):
             raise self.fail(charged.key, "must be true or false.")
@@ -656,6 +686,13 @@ class _Loader:
         if rate is None or not (0 <= rate < 1):
             raise self.fail(key, f'is {value!r}; a rate is a decimal string like "0.05".')
         return self._replace(key, rate)
+
+    def _commission(self) -> None:
+        """Chemin de fer: the commission on the Banker's winnings, a rate and its rounding."""
+        self._vig_rate("commission.rate")
+        rounding = self._entry("commission.rounding")
+        if rounding.value not in VIG_ROUNDING:
+            raise self.fail(rounding.key, f"must be one of {', '.join(VIG_ROUNDING)}.")
 
     def _exception(self, key: str) -> BankerException:
         spec = self.entries[key].value

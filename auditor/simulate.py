@@ -196,9 +196,7 @@ class TableNight:
 
     def __init__(self, night: Night, spec: TableSpec, rng: random.Random) -> None:
         self.night, self.spec, self.rng = night, spec, rng
-        self.pack = load_pack(
-            spec.jurisdiction, spec.game if spec.game != "chemin_de_fer" else "punto_banco"
-        )
+        self.pack = load_pack(spec.jurisdiction, spec.game)
         self.variant = self.pack.variant(spec.variant)
         self.out = Stream({"table": spec.table}, night.utc_offset)
         self.procedure = spec.procedure
@@ -207,7 +205,8 @@ class TableNight:
         self.batch_index = 0
         self.bank_seat = 1
         self.bank = Decimal(1000)
-        self.suivi_seat: int | None = None
+        self.suivi_seat: int | None = None  # who equalled and lost the Banker's last wager
+        self.chemin_rounds = 0
 
     def local(self, hhmm: str, next_day: bool = False) -> dt.datetime:
         h, m = map(int, hhmm.split(":"))
@@ -317,6 +316,8 @@ class TableNight:
     def play_round(
         self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
     ) -> int | None:
+        if self.spec.game == "chemin_de_fer":
+            return self.chemin_play(shoe_id, rnd, cards, pos, t)
         o = deal(self.pack, cards, pos)
         if o is None:
             return None
@@ -327,10 +328,7 @@ class TableNight:
             assert o is not None
         if dev:
             dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
-        if self.spec.game == "chemin_de_fer":
-            self.chemin_round(shoe_id, rnd, o, t)
-        else:
-            self.banking_round(shoe_id, rnd, o, t, kind)
+        self.banking_round(shoe_id, rnd, o, t, kind)
         return o.cards
 
     # --- punto banco / mini-baccarat ---------------------------------------------------------
@@ -503,10 +501,80 @@ class TableNight:
 
     # --- chemin de fer -----------------------------------------------------------------------
 
-    def chemin_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime) -> None:
-        """A chemin de fer round with the bank, wagers against it in priority order, and the
-        options the traditional tableau allows where the mandatory table leaves them open."""
-        rng, s = self.rng, self.spec
+    def chemin_play(
+        self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
+    ) -> int | None:
+        """Deal a chemin de fer round by the pack's tableau (option cells decided at random),
+        plant a pending chemin de fer deviation if the round qualifies, and log it."""
+        choices = (self.rng.random() < 0.5, self.rng.random() < 0.5)
+        o = deal_chemin(self.pack, cards, pos, *choices)
+        if o is None:
+            return None
+        dev = None
+        for d in self.pending:
+            if t >= self.at(d.after) and self.chemin_qualifies(d.kind, o):
+                dev = d
+                self.pending.remove(d)
+                dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
+                break
+        kind = dev.kind if dev else ""
+        if kind == "option_not_allowed":  # the Player, who must draw, declares "stay"
+            o = deal_chemin(self.pack, cards, pos, *choices, force_player=False)
+            assert o is not None
+        self.chemin_round(shoe_id, rnd, o, t, kind)
+        self.chemin_rounds += 1
+        return o.cards
+
+    def chemin_qualifies(self, kind: str, o: Outcome) -> bool:
+        """Whether a round lets a chemin de fer deviation show cleanly (and nothing else)."""
+        p2, b2 = _count(o.player[:2]), _count(o.banker[:2])
+        natural = is_natural(self.pack, p2) or is_natural(self.pack, b2)
+        if kind == "option_not_allowed":
+            return not natural and player_draws(self.pack, p2)
+        if kind == "commission_short":
+            return o.winner == "banker"
+        if kind == "suivi_not_entitled":  # nobody is entitled, and the audit can tell
+            return self.suivi_seat is None and self.chemin_rounds > 0
+        return kind in ("partial_order", "over_bank", "late_wager")
+
+    def chemin_wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
+        """Wagers against the bank in the order of 13:69F-4.7(b)-(d): a banco suivi by the
+        entitled participant, else a banco seul, else partial wagers counterclockwise from the
+        Banker's right until the bank is covered; or the planted deviation's wagers."""
+        rng, s, bank = self.rng, self.spec, self.bank
+        others = [(self.bank_seat + k - 1) % s.seats + 1 for k in range(1, s.seats)]
+        if kind == "over_bank":  # two partial wagers together 200 over the bank
+            half = _money(bank / 2)
+            return [(others[0], "partial", half), (others[1], "partial", bank - half + 200)]
+        if kind == "suivi_not_entitled":
+            return [(others[rng.randrange(len(others))], "suivi", bank)]
+        against: list[tuple[int, str, Decimal]] = []
+        partial_only = kind in ("partial_order", "late_wager")
+        if self.suivi_seat and not partial_only and rng.random() < 0.5:
+            against.append((self.suivi_seat, "suivi", bank))
+        elif not partial_only and rng.random() < 0.2:
+            against.append((others[rng.randrange(len(others))], "seul", bank))
+        else:
+            left = bank
+            for seat in others:
+                if left <= 0 or rng.random() < 0.4:
+                    continue
+                amt = min(left, Decimal(rng.choice((50, 100, 200, 300))))
+                against.append((seat, "partial", amt))
+                left -= amt
+            if len(against) < (2 if kind == "partial_order" else 1):  # the bank is >= 1000
+                against = [(seat, "partial", Decimal(100)) for seat in others[:2]]
+            if kind == "partial_order":  # the dealer takes the second seat's wager first
+                against[0], against[1] = against[1], against[0]
+        return against
+
+    def chemin_round(
+        self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str = ""
+    ) -> None:
+        """A chemin de fer round: the bank, the wagers against it, the cards with the
+        decisions declared at option cells, settlement, the commission on the Banker's
+        winnings, and the bank passing counterclockwise when the Banker loses."""
+        s = self.spec
         d = self.dealer(t)
 
         def emit(dt_s: float, event_type: str, **f: object) -> None:
@@ -516,36 +584,29 @@ class TableNight:
 
         emit(0, "round_start")
         emit(2, "bank", seat=self.bank_seat, amount=_amount(self.bank))
-        against: list[tuple[int, str, Decimal]] = []
-        others = [(self.bank_seat + k - 1) % s.seats + 1 for k in range(1, s.seats)]
-        if self.suivi_seat and rng.random() < 0.5:
-            against.append((self.suivi_seat, "suivi", self.bank))
-        elif rng.random() < 0.2:
-            against.append((others[rng.randrange(len(others))], "seul", self.bank))
-        else:
-            left = self.bank
-            for seat in others:
-                if left <= 0 or rng.random() < 0.4:
-                    continue
-                amt = min(left, Decimal(rng.choice((50, 100, 200, 300))))
-                against.append((seat, "partial", amt))
-                left -= amt
-            if not against:
-                against.append((others[0], "partial", min(self.bank, Decimal(100))))
-        for seat, how, amt in against:
+        against = self.chemin_wagers(kind)
+        late = against[-1:] if kind == "late_wager" else []
+        for seat, how, amt in against[: len(against) - len(late)]:
             emit(2, "banco", seat=seat, kind=how, amount=_amount(amt))
         emit(2, "no_more_bets")
+        for seat, how, amt in late:  # accepted after "No more bets"
+            emit(2, "banco", seat=seat, kind=how, amount=_amount(amt))
+        options = dict(o.options)
         pi = bi = 0
-        p2 = _count(o.player[:2])
         for i, hand in enumerate(o.order):
-            if i == 4 and hand == "player" and p2 == 5:
-                emit(1, "option", hand="player", choice="card")
+            if i == 4 and "player" in options:
+                emit(1, "option", hand="player", choice=options.pop("player"))
+            if i >= 4 and hand == "banker" and "banker" in options:
+                emit(1, "option", hand="banker", choice=options.pop("banker"))
             if hand == "player":
                 emit(1.5, "card", to=hand, card=o.player[pi])
                 pi += 1
             else:
                 emit(1.5, "card", to=hand, card=o.banker[bi])
                 bi += 1
+        for hand in ("player", "banker"):  # decisions to stay, after the last card
+            if hand in options:
+                emit(1, "option", hand=hand, choice=options.pop(hand))
         emit(
             2,
             "announce",
@@ -565,15 +626,12 @@ class TableNight:
                 won += amt
             else:
                 emit(1, "push", seat=seat, bet="player", amount=_amount(amt))
+        commission = _money(won * Decimal("0.05"))
+        if kind == "commission_short":  # 4% taken instead of 5%
+            commission = _money(won * Decimal("0.04"))
         if won:
-            emit(
-                1.5,
-                "commission",
-                seat=self.bank_seat,
-                amount=_amount(_money(won * Decimal("0.05"))),
-            )
+            emit(1.5, "commission", seat=self.bank_seat, amount=_amount(commission))
         emit(2, "round_end")
-        self.suivi_seat = None
         if o.winner == "player":
             nxt = self.bank_seat % s.seats + 1
             self.out.emit(
@@ -585,11 +643,59 @@ class TableNight:
                 to_seat=nxt,
                 origin="tms",
             )
-            self.bank_seat, self.bank = nxt, Decimal(1000)
+            self.bank_seat, self.bank, self.suivi_seat = nxt, Decimal(1000), None
         elif o.winner == "banker":
             full = [seat for seat, how, amt in against if amt == self.bank]
             self.suivi_seat = full[0] if full else None
-            self.bank += won - _money(won * Decimal("0.05"))
+            self.bank += won - commission
+        # A stand off is not the Banker's preceding wager (4.7(b)): suivi_seat stays.
+
+
+def deal_chemin(
+    pack: RulePack,
+    shoe: list[str],
+    pos: int,
+    player_choice: bool,
+    banker_choice: bool,
+    force_player: bool | None = None,
+) -> Outcome | None:
+    """The round the next cards make under a chemin de fer pack's tableau: mandatory cells
+    are followed, option cells decided by `player_choice` / `banker_choice` (True: card) and
+    recorded in `options`; `force_player` overrides the Player's decision (a planted
+    deviation), declared as if it were an option."""
+    if pos + 6 > len(shoe):
+        return None
+    tables = pack.draw
+    p, b = [shoe[pos], shoe[pos + 2]], [shoe[pos + 1], shoe[pos + 3]]
+    order = ["player", "banker", "player", "banker"]
+    options: list[tuple[str, str]] = []
+    nxt = pos + 4
+    pc, bc = _count(p), _count(b)
+    if not (is_natural(pack, pc) or is_natural(pack, bc)):
+        p_draws = player_draws(pack, pc)
+        if tables.player_option and tables.player_option[pc]:
+            p_draws = player_choice
+            options.append(("player", "card" if p_draws else "stay"))
+        if force_player is not None:
+            p_draws = force_player
+            options = [("player", "card" if p_draws else "stay")]
+        third: int | None = None
+        if p_draws:
+            p.append(shoe[nxt])
+            order.append("player")
+            third = _value(shoe[nxt])
+            nxt += 1
+        cell = bc * 11 + (10 if third is None else third)
+        b_draws = banker_draws(pack, bc, third)
+        if tables.banker_option and tables.banker_option[cell]:
+            b_draws = banker_choice
+            options.append(("banker", "card" if b_draws else "stay"))
+        if b_draws:
+            b.append(shoe[nxt])
+            order.append("banker")
+    pc, bc = _count(p), _count(b)
+    winner = "player" if pc > bc else "banker" if bc > pc else "tie"
+    return Outcome(p, b, order, pc, bc, winner, options)
 
 
 def notices(night: Night) -> list[str]:
@@ -836,6 +942,51 @@ def sample_night() -> Night:
             "01:05",
             "announce.total_cards_missing",
             "Total card wagers offered and the number of cards not announced.",
+        ),
+        Deviation(
+            "CF-01",
+            "partial_order",
+            "23:20",
+            "chemin.priority",
+            "Partial wagers against the bank accepted out of counterclockwise order: the "
+            "wager of the second participant counterclockwise from the Banker's right was "
+            "taken before the first's (13:69F-4.7(d)).",
+        ),
+        Deviation(
+            "CF-01",
+            "over_bank",
+            "23:50",
+            "chemin.over_bank",
+            "Two partial wagers together 200 more than the bank (13:69F-4.7(a)).",
+        ),
+        Deviation(
+            "CF-01",
+            "late_wager",
+            "00:30",
+            "chemin.late_wager",
+            'A partial wager accepted after "No more bets" (13:69F-4.7(e)).',
+        ),
+        Deviation(
+            "CF-01",
+            "option_not_allowed",
+            "01:10",
+            "chemin.option",
+            'The Dominant Player, who had to draw, declared "stay" and stood.',
+        ),
+        Deviation(
+            "CF-01",
+            "commission_short",
+            "01:50",
+            "chemin.commission",
+            "Commission of 4% taken on the Banker's winnings (5% due).",
+        ),
+        Deviation(
+            "CF-01",
+            "suivi_not_entitled",
+            "02:40",
+            "chemin.priority",
+            "A banco suivi accepted from a participant who had not equalled and lost the "
+            "Banker's preceding wager (13:69F-4.7(b)).",
         ),
         Deviation(
             "NZ-01",

@@ -44,7 +44,8 @@ def test_sample_night_gives_exactly_the_planted_round_deviations(audited):
         "AND code NOT LIKE 'procedure.%' AND code NOT LIKE 'shoe.%'"
     ).fetchall()
     expected = planted_rounds()
-    assert len(expected) == 12
+    assert len(expected) == 18
+    assert {t for _, t, _, _ in expected} >= {"CF-01"}
     assert set(rows) == expected
     assert len(rows) == len(expected)
 
@@ -60,14 +61,55 @@ def test_sample_night_log_level_findings(audited):
     assert rows[1][2] == 3224
 
 
-def test_every_banking_round_is_audited_and_chemin_de_fer_is_reported_as_not(audited):
+def test_every_round_is_audited_chemin_de_fer_included(audited):
     con, result = audited
     n_rounds = con.execute(
-        "SELECT count(DISTINCT (table_id, shoe, round)) FROM events "
-        "WHERE type = 'round_start' AND table_id <> 'CF-01'"
+        "SELECT count(DISTINCT (table_id, shoe, round)) FROM events WHERE type = 'round_start'"
     ).fetchall()[0][0]
     assert result.rounds == n_rounds
-    assert list(result.skipped) == ["chemin de fer (no chemin de fer replay yet)"]
+    assert dict(result.skipped) == {}
+
+
+def test_chemin_de_fer_findings_point_at_their_events(audited):
+    con, _ = audited
+    rows = con.execute(
+        "SELECT code, seq, source, rule FROM current_findings WHERE table_id = 'CF-01' "
+        "ORDER BY seq"
+    ).fetchall()
+    assert [r[0] for r in rows] == [
+        "chemin.priority", "chemin.over_bank", "chemin.late_wager", "chemin.option",
+        "chemin.commission", "chemin.priority",
+    ]
+    for _, seq, source, rule in rows:
+        assert seq is not None and source.startswith(str(SAMPLE / "2026-11-28_CF-01.jsonl:"))
+        assert rule
+
+
+def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_path):
+    """A rerun that replays only the last rounds reads back the rounds audited before, so a
+    banco suivi is judged against the Banker's preceding wager, not guessed."""
+    lines = (SAMPLE / "2026-11-28_CF-01.jsonl").read_text().splitlines()
+    planted = [(s, r) for c, t, s, r in planted_rounds() if c == "chemin.priority"]
+    shoe, rnd = max(planted)  # the banco suivi nobody was entitled to
+    cut = next(i for i, line in enumerate(lines)
+               if f'"shoe":"{shoe}","round":{rnd},' in line and '"round_start"' in line)
+    con = db.connect(tmp_path / "cf.duckdb")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:cut]) + "\n")
+    second.write_text("\n".join(lines[cut:]) + "\n")
+    ingest(con, [first], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    ingest(con, [second], runs.start(con, "ingest", {}))
+    again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    assert 0 < again.rounds < 200
+    assert again.by_code["chemin.priority"] == 1
+    assert (
+        con.execute(
+            "SELECT count(*) FROM current_findings WHERE code = 'chemin.priority' AND shoe = ? "
+            "AND round = ?", [shoe, rnd]
+        ).fetchall()[0][0]
+        == 1
+    )
 
 
 def test_rerun_adds_nothing(audited):

@@ -1,5 +1,7 @@
 """The round replay over the whole sample night: it must find exactly the round deviations the
 generator planted (sample_logs/README.md, "Planted deviations in rounds") and nothing else.
+Chemin de fer tables go through their own replay (auditor.replay.chemin), round after round
+with the table's history, as the audit does.
 
 The logs are read directly here (not through ingest), so this test depends only on the files,
 the rule packs and the replay.
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from auditor.codes import REGISTRY
+from auditor.replay.chemin import CheminEvent, History, replay_chemin_round
 from auditor.replay.round import Event, RoundFinding, TableContext, check_round
 from auditor.rulepack import RulePack, load_pack
 
@@ -50,21 +53,35 @@ def pack_for(jurisdiction: str, game: str) -> RulePack:
     return load_pack(jurisdiction, game)
 
 
-def rounds_of(records: list[tuple[dict, str]]) -> Iterator[tuple[TableContext, list[Event]]]:
-    """Each round of each (non chemin de fer) table, with the table's context as it stood at
-    the round's start: table_open, then any procedure_change before the round."""
+def rounds_of(
+    records: list[tuple[dict, str]], chemin: bool = False
+) -> Iterator[tuple[TableContext, list[Event]]]:
+    """Each round of each table (of the chemin de fer tables if `chemin`, of the others if
+    not), with the table's context as it stood at the round's start: table_open, then any
+    procedure_change before the round. A chemin de fer round ends with the bank_pass logged
+    after its round_end, if any."""
     by_table: dict[str, list[tuple[dict, str]]] = defaultdict(list)
     for record, source in records:
         if "table" in record:
             by_table[record["table"]].append((record, source))
     for table, stream in by_table.items():
         stream.sort(key=lambda item: item[0]["seq"])
-        if any(r["type"] == "table_open" and r["game"] == "chemin_de_fer" for r, _ in stream):
-            continue  # chemin de fer has its own replay
+        is_chemin = any(
+            r["type"] == "table_open" and r["game"] == "chemin_de_fer" for r, _ in stream
+        )
+        if is_chemin != chemin:
+            continue
         ctx: TableContext | None = None
         current: list[Event] = []
         for record, source in stream:
             kind = record["type"]
+            if chemin and current and (record.get("shoe"), record.get("round")) != (
+                current[0].shoe,
+                current[0].round,
+            ):
+                assert ctx is not None
+                yield ctx, current
+                current = []
             if kind == "table_open":
                 ctx = TableContext(
                     table=table,
@@ -82,11 +99,18 @@ def rounds_of(records: list[tuple[dict, str]]) -> Iterator[tuple[TableContext, l
                 ctx = replace(ctx, procedure=record["procedure"])
             elif "round" in record and kind != "cut_card":
                 assert ctx is not None, f"{source}: round event before table_open"
+                if chemin:
+                    current.append(CheminEvent.from_record(record, source))
+                    continue
                 current.append(Event.from_record(record, source))
                 if kind == "round_end":
                     yield ctx, current
                     current = []
-        assert not current, f"{table}: a round without round_end"
+        if chemin and current:
+            assert ctx is not None
+            yield ctx, current
+        else:
+            assert not current, f"{table}: a round without round_end"
 
 
 def planted() -> set[tuple[str, str, str, int]]:
@@ -109,11 +133,23 @@ def sample_findings() -> tuple[list[tuple[RoundKey, RoundFinding]], int]:
             rounds += 1
             key = (ctx.table, events[0].shoe or "", events[0].round or 0)
             found += [(key, f) for f in check_round(ctx, events)]
+        cut_cards = {
+            r["shoe"]: r["round"] for r, _ in records if r.get("type") == "cut_card"
+        }
+        history = History()
+        for ctx, events in rounds_of(records, chemin=True):
+            rounds += 1
+            key = (ctx.table, events[0].shoe or "", events[0].round or 0)
+            history = History(history.previous, history.counted, cut_cards.get(key[1]))
+            chemin_found, facts = replay_chemin_round(ctx, events, history)
+            found += [(key, f) for f in chemin_found]
+            history = history.after(facts)
     return found, rounds
 
 
-def test_the_readme_lists_twelve_planted_round_deviations() -> None:
-    assert len(planted()) == 12
+def test_the_readme_lists_eighteen_planted_round_deviations() -> None:
+    assert len(planted()) == 18
+    assert sum(1 for _, table, _, _ in planted() if table == "CF-01") == 6
 
 
 def test_the_sample_night_has_thousands_of_rounds(sample_findings) -> None:

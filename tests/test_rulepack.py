@@ -24,6 +24,9 @@ from auditor.rulepack import (
 REPO_RULES = Path(__file__).resolve().parent.parent / "rules"
 NJ_MINI = REPO_RULES / "nj-mini_baccarat.toml"
 PACKS = [("NJ", "mini_baccarat"), ("NJ", "punto_banco"), ("NZ", "mini_baccarat")]
+# The chemin de fer pack has no tie wager, side bets or vigorish, so it is not in the fixture
+# above; tests/test_chemin.py checks it.
+CHEMIN_PACK = ("NJ", "chemin_de_fer")
 
 
 @pytest.fixture(scope="module", params=PACKS, ids=lambda p: f"{p[0]}-{p[1]}")
@@ -49,7 +52,7 @@ def test_rules_dir_defaults_to_the_repository_rules_folder(
 ) -> None:
     monkeypatch.delenv(RULES_ENV, raising=False)
     assert default_rules_dir() == REPO_RULES
-    assert {(r.jurisdiction, r.game) for r in list_packs()} == set(PACKS)
+    assert {(r.jurisdiction, r.game) for r in list_packs()} == {*PACKS, CHEMIN_PACK}
 
 
 def test_rules_dir_can_be_set_by_environment(
@@ -74,7 +77,7 @@ def test_missing_pack_names_the_file_it_looked_for() -> None:
         load_pack("NZ", "punto_banco", rules_dir=REPO_RULES)
     assert str(err.value) == (
         f"{path} does not exist: there is no rule pack for NZ punto_banco (packs in "
-        f"{REPO_RULES}: NJ mini_baccarat, NJ punto_banco, NZ mini_baccarat)."
+        f"{REPO_RULES}: NJ chemin_de_fer, NJ mini_baccarat, NJ punto_banco, NZ mini_baccarat)."
     )
 
 
@@ -261,6 +264,11 @@ BROKEN = {
         _replace('5 = ["stand",', '5 = ["hit",'),
         "draw.banker_when_player_drew.5 cell for Player third-card value 0 is 'hit'; "
         'a cell must be "draw" or "stand".',
+    ),
+    "option_cell_outside_chemin_de_fer": (
+        _replace('5 = ["stand",', '5 = ["option",'),
+        "draw.banker_when_player_drew.5 cell for Player third-card value 0 is 'option'; "
+        'a cell must be "draw" or "stand" (option cells are for chemin de fer packs).',
     ),
     "missing_banker_row": (
         _replace(

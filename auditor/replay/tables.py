@@ -132,7 +132,7 @@ class ProcedureRules:
 
     @classmethod
     def of(cls, pack: RulePack) -> ProcedureRules | None:
-        """None for a pack without payout procedures (NZ; chemin de fer has no pack)."""
+        """None for a pack without payout procedures (NZ, chemin de fer)."""
         if not pack.procedures:
             return None
         return cls(

@@ -33,6 +33,7 @@ from auditor.replay.chemin import (
 )
 from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.round import check_round
+from auditor.replay.sql import SqlReplay, sql_round_findings
 from auditor.rulepack import RulePack, RulePackError, load_pack
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
@@ -41,6 +42,7 @@ CHEMIN = "chemin_de_fer"
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
 # skips stand offs): how many are read before each run of rounds to replay.
 CHEMIN_LOOKBACK = 12
+
 
 @dataclass
 class AuditResult:
@@ -139,9 +141,29 @@ def _select_rounds(
 
 
 _EVENT_COLS = (
-    "seq", "type", "ts", "source", "to_hand", "card", "seat", "bet", "amount", "kind",
-    "player_count", "banker_count", "winner", "count", "mode", "void_reason", "disposition",
-    "shoe", "round", "hand", "choice", "from_seat", "to_seat",
+    "seq",
+    "type",
+    "ts",
+    "source",
+    "to_hand",
+    "card",
+    "seat",
+    "bet",
+    "amount",
+    "kind",
+    "player_count",
+    "banker_count",
+    "winner",
+    "count",
+    "mode",
+    "void_reason",
+    "disposition",
+    "shoe",
+    "round",
+    "hand",
+    "choice",
+    "from_seat",
+    "to_seat",
 )
 _EVENT_SELECT = (
     "e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card, e.seat, "
@@ -151,6 +173,19 @@ _EVENT_SELECT = (
 
 
 def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) -> None:
+    """Most rounds are judged in bulk by the SQL replay (auditor.replay.sql, tested field for
+    field against check_round); the rounds it leaves (void, irregularities, chemin de fer,
+    tables without a usable pack) go through the Python reference, in table order."""
+    sql = sql_round_findings(con, "todo")
+    result.rounds += sql.rounds_judged
+    for code, n in con.execute(
+        f"SELECT code, count(*) FROM {sql.findings} GROUP BY code"
+    ).fetchall():
+        result.by_code[code] += n
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
+        f"SEMI JOIN {sql.fallback} f USING (table_id, shoe, round)"
+    )
     contexts: dict[tuple, TableContext | str] = {}
     packs: dict[tuple[str, str], RulePack | str] = {}
     rows: list[tuple] = []
@@ -160,7 +195,7 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
         f"""
         SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
                t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT}
-        FROM todo t
+        FROM todo_py t
         JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
         JOIN sources s ON s.id = e.source_id
         WHERE e.type IN ({ROUND_TYPES})
@@ -190,12 +225,23 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
             k = seen[(f.code, f.seq)]
             seen[(f.code, f.seq)] += 1
             ev = next((e for e in events if e.seq == f.seq), events[0])
-            rows.append((
-                f"{f.code}|{key[0]}|{key[1]}|{key[2]}|{f.seq}|{k}", f.code, key[0], ctx.pit,
-                key[1], key[2], f.seq, ev.ts, f.message, json.dumps(f.expected, default=str),
-                json.dumps(f.observed, default=str), f.source or ev.source,
-                json.dumps({"round_events": [events[0].seq, events[-1].seq]}),
-            ))
+            rows.append(
+                (
+                    f"{f.code}|{key[0]}|{key[1]}|{key[2]}|{f.seq}|{k}",
+                    f.code,
+                    key[0],
+                    ctx.pit,
+                    key[1],
+                    key[2],
+                    f.seq,
+                    ev.ts,
+                    f.message,
+                    json.dumps(f.expected, default=str),
+                    json.dumps(f.observed, default=str),
+                    f.source or ev.source,
+                    json.dumps({"round_events": [events[0].seq, events[-1].seq]}),
+                )
+            )
             result.by_code[f.code] += 1
         audited.append((*key, head[3], head[4], len(found)))
 
@@ -207,13 +253,27 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
             if k != key:
                 flush()
                 key = k
-                head = tuple(cols[c][i] for c in (
-                    "table_id", "shoe", "round", "n", "last_seq", "pit", "game",
-                    "jurisdiction", "variant", "seats", "side_bets", "procedure"))
+                head = tuple(
+                    cols[c][i]
+                    for c in (
+                        "table_id",
+                        "shoe",
+                        "round",
+                        "n",
+                        "last_seq",
+                        "pit",
+                        "game",
+                        "jurisdiction",
+                        "variant",
+                        "seats",
+                        "side_bets",
+                        "procedure",
+                    )
+                )
                 events = []
             events.append(_chemin_event(cols, i) if head[6] == CHEMIN else _event(cols, i))
     flush()
-    _store(con, run_id, rows, audited, result)
+    _store(con, run_id, rows, audited, result, sql)
 
 
 def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
@@ -221,21 +281,35 @@ def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
     base = _event(cols, i)
     return CheminEvent(
         **{f.name: getattr(base, f.name) for f in fields(Event)},
-        hand=cols["hand"][i], choice=cols["choice"][i],
-        from_seat=cols["from_seat"][i], to_seat=cols["to_seat"][i],
+        hand=cols["hand"][i],
+        choice=cols["choice"][i],
+        from_seat=cols["from_seat"][i],
+        to_seat=cols["to_seat"][i],
     )
 
 
 def _event(cols: dict[str, list], i: int) -> Event:
     amount = cols["amount"][i]
     return Event(
-        seq=cols["seq"][i], type=cols["type"][i], ts=cols["ts"][i], source=cols["source"][i],
-        to=cols["to_hand"][i], card=cols["card"][i], seat=cols["seat"][i], bet=cols["bet"][i],
+        seq=cols["seq"][i],
+        type=cols["type"][i],
+        ts=cols["ts"][i],
+        source=cols["source"][i],
+        to=cols["to_hand"][i],
+        card=cols["card"][i],
+        seat=cols["seat"][i],
+        bet=cols["bet"][i],
         amount=None if amount is None else Decimal(amount),
-        kind=cols["kind"][i], player=cols["player_count"][i], banker=cols["banker_count"][i],
-        winner=cols["winner"][i], count=cols["count"][i], mode=cols["mode"][i],
-        reason=cols["void_reason"][i], disposition=cols["disposition"][i],
-        shoe=cols["shoe"][i], round=cols["round"][i],
+        kind=cols["kind"][i],
+        player=cols["player_count"][i],
+        banker=cols["banker_count"][i],
+        winner=cols["winner"][i],
+        count=cols["count"][i],
+        mode=cols["mode"][i],
+        reason=cols["void_reason"][i],
+        disposition=cols["disposition"][i],
+        shoe=cols["shoe"][i],
+        round=cols["round"][i],
     )
 
 
@@ -264,8 +338,17 @@ def _context(
         elif game == CHEMIN and (problem := _chemin_problem(pack)):
             reason = f"no usable rule pack for {jurisdiction} {game} ({problem})"
         else:
-            ctx = TableContext(table, pit, game, jurisdiction, variant, procedure, seats,
-                               tuple(side_bets or ()), pack)
+            ctx = TableContext(
+                table,
+                pit,
+                game,
+                jurisdiction,
+                variant,
+                procedure,
+                seats,
+                tuple(side_bets or ()),
+                pack,
+            )
             contexts[ck] = ctx
             return ctx
     contexts[ck] = reason
@@ -305,7 +388,8 @@ class _CheminHistory:
     def load(cls, con: duckdb.DuckDBPyConnection) -> _CheminHistory:
         h = cls()
         todo = {
-            (t, s, r) for t, s, r in con.execute(
+            (t, s, r)
+            for t, s, r in con.execute(
                 "SELECT table_id, shoe, round FROM todo WHERE game = ?", [CHEMIN]
             ).fetchall()
         }
@@ -332,7 +416,7 @@ class _CheminHistory:
         for keys in h.order.values():
             for i, k in enumerate(keys):
                 if k in todo:
-                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK):i] if b not in todo)
+                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i] if b not in todo)
         if need:
             h._read_back(con, need)
         return h
@@ -340,10 +424,16 @@ class _CheminHistory:
     def _read_back(self, con: duckdb.DuckDBPyConnection, need: set[RoundKey]) -> None:
         """Facts of rounds audited before, from their events and their table's context."""
         keys = sorted(need)
-        con.register("chemin_lookback", pa.table({
-            "table_id": [k[0] for k in keys], "shoe": [k[1] for k in keys],
-            "round": pa.array([k[2] for k in keys], pa.int64()),
-        }))
+        con.register(
+            "chemin_lookback",
+            pa.table(
+                {
+                    "table_id": [k[0] for k in keys],
+                    "shoe": [k[1] for k in keys],
+                    "round": pa.array([k[2] for k in keys], pa.int64()),
+                }
+            ),
+        )
         try:
             cur = con.execute(
                 f"""
@@ -366,18 +456,21 @@ class _CheminHistory:
         cols = {name: [row[i] for row in rows] for i, name in enumerate(names)}
         by_round: dict[RoundKey, list[int]] = {}
         for i in range(len(cols["seq"])):
-            by_round.setdefault((cols["table_id"][i], cols["shoe"][i], cols["round"][i]),
-                                []).append(i)
+            by_round.setdefault(
+                (cols["table_id"][i], cols["shoe"][i], cols["round"][i]), []
+            ).append(i)
         for k, idx in by_round.items():
             table, pit, game, jurisdiction, variant, seats = (
-                cols[c][idx[0]] for c in ("table_id", "pit", "game", "jurisdiction",
-                                          "variant", "seats"))
+                cols[c][idx[0]]
+                for c in ("table_id", "pit", "game", "jurisdiction", "variant", "seats")
+            )
             if game != CHEMIN:
                 continue
             try:
                 pack = load_pack(jurisdiction, game)
-                ctx = TableContext(table, pit, game, jurisdiction, variant, None, seats or 1,
-                                   (), pack)
+                ctx = TableContext(
+                    table, pit, game, jurisdiction, variant, None, seats or 1, (), pack
+                )
                 self.facts[k] = round_facts(ctx, [_chemin_event(cols, i) for i in idx])
             except (RulePackError, FileNotFoundError, KeyError):
                 continue
@@ -410,41 +503,59 @@ def _store(
     rows: list[tuple],
     audited: list[tuple],
     result: AuditResult,
+    sql: SqlReplay,
 ) -> None:
     names = list(findings.FINDING_COLUMNS)
     table = pa.table(
         {n: [r[i] for r in rows] for i, n in enumerate(names)},
-        schema=pa.schema([
-            ("fingerprint", pa.string()), ("code", pa.string()), ("table_id", pa.string()),
-            ("pit", pa.string()), ("shoe", pa.string()), ("round", pa.int64()),
-            ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")),
-            ("message", pa.string()), ("expected", pa.string()), ("observed", pa.string()),
-            ("source", pa.string()), ("evidence", pa.string()),
-        ]),
+        schema=pa.schema(
+            [
+                ("fingerprint", pa.string()),
+                ("code", pa.string()),
+                ("table_id", pa.string()),
+                ("pit", pa.string()),
+                ("shoe", pa.string()),
+                ("round", pa.int64()),
+                ("seq", pa.int64()),
+                ("ts", pa.timestamp("us", tz="UTC")),
+                ("message", pa.string()),
+                ("expected", pa.string()),
+                ("observed", pa.string()),
+                ("source", pa.string()),
+                ("evidence", pa.string()),
+            ]
+        ),
     )
     con.register("new_findings", table)
-    result.findings_new = findings.record(
-        con, run_id,
+    cols = ", ".join(names)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE round_findings AS "
         "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
         "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-        "CAST(evidence AS JSON) AS evidence FROM new_findings",
+        f"CAST(evidence AS JSON) AS evidence FROM new_findings "
+        f"UNION ALL SELECT {cols} FROM {sql.findings}"
     )
+    result.findings_new = findings.record(con, run_id, "SELECT * FROM round_findings")
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
     result.findings_withdrawn = findings.withdraw(
-        con, run_id,
+        con,
+        run_id,
         "code NOT LIKE 'log.%' AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "
         "AND t.table_id = current_findings.table_id AND t.shoe = current_findings.shoe "
         "AND t.round = current_findings.round) "
-        "AND fingerprint NOT IN (SELECT fingerprint FROM new_findings)",
+        "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",
     )
     con.unregister("new_findings")
     done = pa.table(
-        {n: [a[i] for a in audited] for i, n in enumerate(
-            ("table_id", "shoe", "round", "events", "last_seq", "findings"))},
+        {
+            n: [a[i] for a in audited]
+            for i, n in enumerate(("table_id", "shoe", "round", "events", "last_seq", "findings"))
+        },
     )
     con.register("done_rounds", done)
     con.execute(
         f"INSERT INTO round_audits SELECT table_id, shoe, round, events, last_seq, findings, "
-        f"{int(run_id)}, now() FROM done_rounds"
+        f"{int(run_id)}, now() FROM (SELECT * FROM done_rounds UNION ALL "
+        f"SELECT table_id, shoe, round, events, last_seq, findings FROM {sql.judged})"
     )
     con.unregister("done_rounds")

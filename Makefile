@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test lint bench sample clean
+.PHONY: demo test bench bench-replay sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# Speed figures (not tests): see docs/benchmarks.md. bench/replay.py builds a 1M-round
+# database on its first run (about 8 minutes), so it is separate: make bench-replay.
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/report.py
+
+bench-replay: $(BIN)/.installed
+	$(BIN)/python bench/replay.py
 
 # Regenerate sample_logs/ from the simulator (deterministic: same seed, same bytes).
 sample: $(BIN)/.installed

@@ -35,6 +35,7 @@ from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.round import check_round
 from auditor.replay.sql import SqlReplay, sql_round_findings
 from auditor.rulepack import RulePack, RulePackError, load_pack
+from auditor.validate import q
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
 BATCH_ROWS = 200_000
@@ -102,7 +103,10 @@ def _select_rounds(
     rerun: tuple[dt.datetime, dt.datetime] | None,
 ) -> None:
     """Temp table `todo`: the rounds to audit, each with its table's context."""
-    pits = ", ".join(f"('{p}', {n})" for p, n in config.pit_procedures.items()) or "(NULL, NULL)"
+    pits = (
+        ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
+        or "(NULL, NULL)"
+    )
     window = "false"
     params: list[Any] = []
     if rerun:

@@ -126,8 +126,12 @@ def select(
         where.append("pit = ?")
         params.append(pit)
     if codes:
-        where.append("(" + " OR ".join("code LIKE ?" for _ in codes) + ")")
-        params += [c.replace("*", "%") for c in codes]
+        # `*` is the only wildcard: `_` and `%` in a code are themselves.
+        where.append("(" + " OR ".join("code LIKE ? ESCAPE '\\'" for _ in codes) + ")")
+        params += [
+            c.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+            for c in codes
+        ]
     if min_severity:
         from auditor.codes import SEVERITIES
 

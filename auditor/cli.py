@@ -26,7 +26,8 @@ from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, Us
 from auditor.ingest import IngestResult, discover, ingest
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 clean; 1 findings (quarantined lines, refused files); "
+    "Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above "
+    "--fail-on); "
     "2 usage, input or configuration error; 3 internal failure; 4 database busy; "
     "5 another nightly run holds its lock."
 )

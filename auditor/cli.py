@@ -677,6 +677,44 @@ def ack_cmd(
     out.print(f"ack {a.id}: {fingerprint} by {a.reviewer}: {a.disposition}{later}")
 
 
+@app.command("simulate")
+def simulate_cmd(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the logs into.")],
+    tables: Annotated[int, typer.Option("--tables", help="How many tables.")],
+    hours: Annotated[float, typer.Option("--hours", help="Hours each table is open, from 22:00.")],
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
+    deviation_rate: Annotated[
+        float,
+        typer.Option("--deviation-rate", help="Probability that a round carries a deviation."),
+    ] = 0.0,
+    games: Annotated[
+        str,
+        typer.Option(
+            "--games",
+            help="Comma-separated: mini_baccarat, punto_banco, chemin_de_fer, nz (NZ "
+            "mini-baccarat).",
+        ),
+    ] = "mini_baccarat,punto_banco,chemin_de_fer",
+) -> None:
+    """Write event log v1 files for a simulated night, with deviations planted at random and
+    listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs."""
+    from auditor.simulate import simulate
+
+    chosen = tuple(g.strip() for g in games.split(",") if g.strip())
+    try:
+        result = simulate(out_dir, tables, hours, seed, deviation_rate, chosen)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for path in result.files:
+        out.print(str(path))
+    out.print(str(result.ground_truth))
+    out.print(
+        f"{result.tables} tables, {result.rounds} rounds, {result.events} events, "
+        f"{len(result.deviations)} deviations planted; "
+        f"{result.rounds_per_second:,.0f} rounds/s"
+    )
+
+
 def main() -> None:
     """Entry point: user errors become one sentence and an exit code, never a traceback.
 

@@ -13,6 +13,8 @@ import datetime as dt
 import gzip
 import json
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from auditor.cards import RANKS, SUITS, rank_value
 from auditor.replay.draw import banker_draws, is_natural, player_draws
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rulepack import RulePack, load_pack
 
 CENT = Decimal("0.01")
@@ -723,9 +726,15 @@ def notices(night: Night) -> list[str]:
     return [line for st in streams.values() for line in st.lines]
 
 
-def write_night(night: Night, out_dir: Path, seed: int) -> tuple[dict[str, Path], list[str]]:
+def write_night(
+    night: Night,
+    out_dir: Path,
+    seed: int,
+    make_table: Callable[[Night, TableSpec, random.Random, int], TableNight] | None = None,
+) -> tuple[dict[str, Path], list[str]]:
     """Write one file per table and one for the pits' notices.
 
+    `make_table(night, spec, rng, index)` builds each table's player (default: TableNight).
     Returns table -> path, and a sentence per log-level deviation planted (file and line).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -733,7 +742,8 @@ def write_night(night: Night, out_dir: Path, seed: int) -> tuple[dict[str, Path]
     notes: list[str] = []
     for i, spec in enumerate(night.tables):
         rng = random.Random(f"{seed}:{i}:{spec.table}")
-        lines = TableNight(night, spec, rng).run()
+        player = make_table(night, spec, rng, i) if make_table else TableNight(night, spec, rng)
+        lines = player.run()
         name = f"{night.date:%Y-%m-%d}_{spec.table}.jsonl" + (".gz" if spec.gzip else "")
         if night.seq_jump and night.seq_jump[0] == spec.table:
             k = len(lines) // 2
@@ -1093,6 +1103,253 @@ Pit notices (`procedure_notice`) are in `{written["pits"].name}`.
 
 {changes}
 """
+
+
+# --- simulate: a night of N tables with deviations planted at random ---------------------------
+
+# The deviation kinds the generator can plant, with the finding code the audit must raise.
+BANKING_KINDS = {
+    "banker_missed": "draw.banker_missed",
+    "player_extra": "draw.player_extra",
+    "wrong_winner": "result.misannounced",
+    "tie_missing": "announce.tie_missing",
+    "dragon_missing": "announce.dragon7_missing",
+    "total_cards_missing": "announce.total_cards_missing",
+    "pay_short": "settle.wrong_amount",
+    "push_collected": "settle.wrong_outcome",
+    "vig_short": "vig.wrong_amount",
+    "vig_not_allowed": "vig.not_allowed",
+    "collect_after_pay": "order.collect_after_pay",
+    "procedure_order": "order.procedure_mismatch",
+}
+CHEMIN_KINDS = {
+    "partial_order": "chemin.priority",
+    "over_bank": "chemin.over_bank",
+    "late_wager": "chemin.late_wager",
+    "option_not_allowed": "chemin.option",
+    "commission_short": "chemin.commission",
+    "suivi_not_entitled": "chemin.priority",
+}
+KIND_CODES = BANKING_KINDS | CHEMIN_KINDS
+GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
+DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
+SIM_DATE = dt.date(2026, 12, 1)
+SIM_OPENS = "22:00"
+MAX_HOURS = 13  # the night runs 22:00 to at most 11:00 the next morning
+PIT_SIZE = 4  # banking tables per pit (one procedure per pit)
+MAX_PENDING = 8  # deviations waiting at a table for a round that shows them cleanly
+
+
+def _mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
+    """The k-th mini-baccarat layout, in turn: the sample night's four NJ layouts."""
+    nj = dict(game="mini_baccarat", jurisdiction="NJ", seats=7, procedure=procedure)
+    layouts = (
+        dict(variant="standard", side_bets=("tie",)),
+        dict(variant="no_vig_dragon7", side_bets=("tie", "dragon7", "panda8")),
+        dict(variant="standard", side_bets=("tie", "total_cards_4", "total_cards_5",
+                                             "total_cards_6")),
+        dict(variant="standard", side_bets=("tie",), decks=6, shuffle="automated",
+             batches=("red", "blue")),
+    )
+    return TableSpec(name, pit, **nj, **layouts[k % len(layouts)])  # type: ignore[arg-type]
+
+
+def table_kinds(spec: TableSpec) -> tuple[str, ...]:
+    """The deviation kinds the generator can plant at a table of this layout."""
+    if spec.game == "chemin_de_fer":
+        return tuple(CHEMIN_KINDS)
+    vig = bool(load_pack(spec.jurisdiction, spec.game).variant(spec.variant).vigorish_rate)
+    out = []
+    for kind in BANKING_KINDS:
+        if kind == "dragon_missing" and spec.variant != "no_vig_dragon7":
+            continue
+        if kind == "total_cards_missing" and "total_cards_5" not in spec.side_bets:
+            continue
+        if kind in ("vig_short", "procedure_order") and not vig:
+            continue
+        if kind == "vig_not_allowed" and vig:
+            continue
+        if kind == "procedure_order" and spec.procedure is None:
+            continue
+        out.append(kind)
+    return tuple(out)
+
+
+def simulated_night(tables: int, hours: float, seed: int, games: tuple[str, ...]) -> Night:
+    """The tables (games in turn, NJ banking tables PIT_SIZE to a pit with one procedure,
+    chemin de fer and NZ tables in pits of their own) and one procedure change per NJ pit at
+    half time, with written notices 45 minutes before (on time)."""
+    if tables < 1:
+        raise ValueError("tables must be at least 1")
+    if not 0 < hours <= MAX_HOURS:
+        raise ValueError(f"hours must be more than 0 and at most {MAX_HOURS}")
+    unknown = [g for g in games if g not in GAMES]
+    if unknown or not games:
+        raise ValueError(f"unknown games {unknown}; choose among {', '.join(GAMES)}")
+    rng = random.Random(f"{seed}:night")
+    h0, m0 = map(int, SIM_OPENS.split(":"))
+    close_min = h0 * 60 + m0 + round(hours * 60)
+    closes = f"{close_min // 60 % 24:02d}:{close_min % 60:02d}"
+    half = h0 * 60 + m0 + round(hours * 30)
+    effective = f"{half // 60 % 24:02d}:{half % 60:02d}"
+    prefix = {"mini_baccarat": "MB", "punto_banco": "PB", "chemin_de_fer": "CF", "nz": "NZ"}
+    count: dict[str, int] = {}
+    pits: dict[str, list[str]] = {}  # pit -> tables
+    pit_procedure: dict[str, int] = {}
+    specs: list[TableSpec] = []
+
+    def pit_for(group: str) -> str:
+        open_pits = [p for p in pits if p.startswith(group) and len(pits[p]) < PIT_SIZE]
+        if open_pits:
+            return open_pits[0]
+        name = f"{group}{sum(p.startswith(group) for p in pits) + 1}"
+        pits[name] = []
+        return name
+
+    for i in range(tables):
+        game = games[i % len(games)]
+        n = count[game] = count.get(game, 0) + 1
+        name = f"{prefix[game]}-{n:02d}"
+        if game in ("mini_baccarat", "punto_banco"):
+            pit = pit_for("P")
+            procedure = pit_procedure.setdefault(pit, rng.randint(1, 4))
+            if game == "mini_baccarat":
+                spec = _mini_specs(name, pit, procedure, n - 1)
+            else:
+                spec = TableSpec(name, pit, "punto_banco", "NJ", "standard", 12, procedure,
+                                 ("tie",), seconds_per_round=(55, 90))
+        elif game == "chemin_de_fer":
+            pit = pit_for("C")
+            spec = TableSpec(name, pit, "chemin_de_fer", "NJ", "standard", 9, None, (), decks=6,
+                             seconds_per_round=(70, 110))
+        else:
+            pit = pit_for("Z")
+            spec = TableSpec(name, pit, "mini_baccarat", "NZ", "standard", 7, None, ("tie",))
+        spec.opens, spec.closes = SIM_OPENS, closes
+        pits[pit].append(name)
+        specs.append(spec)
+    changes = [
+        NoticeChange(pit, tuple(pits[pit]), rng.choice([p for p in (1, 2, 3, 4) if p != proc]),
+                     effective, 45)
+        for pit, proc in pit_procedure.items()
+    ]
+    return Night(SIM_DATE, dt.timedelta(hours=-5), specs, [], changes)
+
+
+class SimTableNight(TableNight):
+    """A table whose rounds each get a deviation with probability `rate`, of a kind chosen at
+    random among the table's kinds; one the round's cards cannot show cleanly waits for the
+    next round that can (`_qualifies`, `chemin_qualifies`)."""
+
+    def __init__(self, night: Night, spec: TableSpec, rng: random.Random, dev_rng: random.Random,
+                 rate: float) -> None:
+        super().__init__(night, spec, rng)
+        self.dev_rng, self.rate = dev_rng, rate
+        self.kinds = table_kinds(spec)
+        self.rounds = 0
+        self.planted: list[dict] = []
+        # procedure_order rounds since the last round that shows the declared procedure (two
+        # Banker winners and their vigorish): three in a row would be an undeclared change.
+        self.order_streak = 0
+        self.last_wagers: list[tuple[int, str, Decimal]] = []
+
+    def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
+        for d in self.pending:
+            if d.kind == "procedure_order" and self.order_streak >= MIN_UNDECLARED_ROUNDS - 1:
+                continue
+            if _qualifies(self.pack, d.kind, o, self.spec):
+                self.pending.remove(d)
+                return d
+        return None
+
+    def wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
+        self.last_wagers = super().wagers(kind)
+        return self.last_wagers
+
+    def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
+        super().banking_round(shoe_id, rnd, o, t, kind)
+        if kind == "procedure_order":
+            self.order_streak += 1
+        elif not kind and o.winner == "banker" and self.variant.vigorish_rate:
+            vig_seats = {seat for seat, bet, _ in self.last_wagers if bet == "banker"}
+            if len(vig_seats) >= 2:
+                self.order_streak = 0
+
+    def play_round(
+        self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
+    ) -> int | None:
+        if self.dev_rng.random() < self.rate and len(self.pending) < MAX_PENDING:
+            kind = self.dev_rng.choice(self.kinds)
+            self.pending.append(
+                Deviation(self.spec.table, kind, self.spec.opens, KIND_CODES[kind], "")
+            )
+        waiting = list(self.pending)
+        used = super().play_round(shoe_id, rnd, cards, pos, t)
+        if used is not None:
+            self.rounds += 1
+        for d in waiting:
+            if d.planted:
+                self.planted.append(
+                    {"code": d.code, "table": d.table, "shoe": shoe_id, "round": rnd,
+                     "kind": d.kind}
+                )
+        return used
+
+
+@dataclass
+class SimulationResult:
+    files: list[Path]  # the event logs (one per table, and the pits' notices)
+    ground_truth: Path
+    tables: int
+    rounds: int
+    events: int
+    deviations: list[dict]  # as in ground_truth.ndjson
+    seconds: float = 0.0
+
+    @property
+    def rounds_per_second(self) -> float:
+        return self.rounds / self.seconds if self.seconds else 0.0
+
+
+def simulate(
+    out_dir: Path | str,
+    tables: int,
+    hours: float,
+    seed: int = 1,
+    deviation_rate: float = 0.0,
+    games: tuple[str, ...] | list[str] = DEFAULT_GAMES,
+) -> SimulationResult:
+    """Write event log v1 files for `tables` tables open `hours` hours from 22:00 (the games
+    in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their notices, and
+    `ground_truth.ndjson`: one line per planted deviation (code, table, shoe, round, kind).
+    Each round gets a deviation with probability `deviation_rate`. The same arguments write
+    the same bytes. The ground truth is JSON Lines under another suffix, so `bacc-audit
+    ingest DIR` takes only the logs."""
+    if not 0 <= deviation_rate <= 1:
+        raise ValueError("deviation_rate must be between 0 and 1")
+    started = time.perf_counter()
+    out = Path(out_dir)
+    night = simulated_night(tables, hours, seed, tuple(games))
+    players: list[SimTableNight] = []
+
+    def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
+        dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
+        players.append(SimTableNight(night, spec, rng, dev_rng, deviation_rate))
+        return players[-1]
+
+    written, _ = write_night(night, out, seed, make)
+    files = [written[s.table] for s in night.tables] + ([written["pits"]] if "pits" in written
+                                                        else [])
+    events = sum(len(p.out.lines) for p in players) + (
+        len(notices(night)) if "pits" in written else 0
+    )
+    deviations = [d for p in players for d in p.planted]
+    truth = out / "ground_truth.ndjson"
+    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
+    return SimulationResult(
+        files, truth, len(night.tables), sum(p.rounds for p in players), events, deviations,
+        time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ def deal(pack: RulePack, shoe: list[str], pos: int, deviation: str = "") -> Outc
     if not (is_natural(pack, pc) or is_natural(pack, bc)):
         third: int | None = None
         p_draws = player_draws(pack, pc)
-        if deviation == "player_extra":
+        if deviation in ("player_extra", "player_missed"):
             p_draws = not p_draws
         if p_draws:
             p.append(shoe[nxt])
@@ -164,7 +164,7 @@ def deal(pack: RulePack, shoe: list[str], pos: int, deviation: str = "") -> Outc
             third = _value(shoe[nxt])
             nxt += 1
         b_draws = banker_draws(pack, bc, third)
-        if deviation == "banker_missed":
+        if deviation in ("banker_missed", "banker_extra"):
             b_draws = not b_draws
         if b_draws:
             b.append(shoe[nxt])
@@ -183,11 +183,22 @@ def _qualifies(pack: RulePack, kind: str, o: Outcome, spec: TableSpec) -> bool:
         return not natural and len(o.banker) == 3 and not player_draws(pack, pc2)
     if kind == "player_extra":
         return not natural and len(o.player) == 2 and bc2 == 7
+    if kind == "player_missed":  # the Banker's decision is the same with the Player standing
+        return (
+            not natural
+            and len(o.player) == 3
+            and banker_draws(pack, bc2, None) == (len(o.banker) == 3)
+        )
+    if kind == "banker_extra":
+        return not natural and len(o.banker) == 2
+    if kind == "unsettled":  # the Tie wager loses and is left on the layout
+        return o.winner != "tie"
     if kind in ("tie_missing", "push_collected"):
         return o.winner == "tie"
     if kind == "dragon_missing":
         return o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
-    if kind in ("vig_short", "vig_not_allowed", "wrong_winner", "procedure_order"):
+    if kind in ("vig_short", "vig_not_allowed", "vig_missing", "wrong_winner",
+                "procedure_order"):
         return o.winner == "banker" and not (len(o.banker) == 3 and o.banker_count == 7)
     if kind in ("pay_short", "collect_after_pay", "total_cards_missing"):
         return o.winner == "player"
@@ -326,7 +337,7 @@ class TableNight:
             return None
         dev = self.take_deviation(o, t)
         kind = dev.kind if dev else ""
-        if kind in ("banker_missed", "player_extra"):
+        if kind in ("banker_missed", "player_extra", "player_missed", "banker_extra"):
             o = deal(self.pack, cards, pos, kind)
             assert o is not None
         if dev:
@@ -354,8 +365,10 @@ class TableNight:
                 (4, "player", Decimal(50)),
                 (2, "banker", Decimal(100)),
             ]
-        if kind in ("vig_short", "vig_not_allowed"):
+        if kind in ("vig_short", "vig_not_allowed", "vig_missing"):
             out = [(5, "banker", Decimal(100)), (3, "player", Decimal(50))]
+        if kind == "unsettled":  # the losing Tie wager is the one left unsettled
+            out = [(6, "banker", Decimal(100)), (2, "tie", Decimal(50))]
         if kind == "procedure_order":  # two Banker winners: pay and vigorish orders differ
             out = [
                 (7, "banker", Decimal(100)),
@@ -410,7 +423,10 @@ class TableNight:
             emit(rng.uniform(0.5, 3), "wager", seat=seat, bet=bet, amount=_amount(amt))
         emit(2, "no_more_bets")
         pi = bi = 0
-        for hand in o.order:
+        order = o.order
+        if kind == "deal_order":  # the first two cards both to the Player
+            order = ["player", "player", "banker", "banker", *order[4:]]
+        for hand in order:
             card = o.player[pi] if hand == "player" else o.banker[bi]
             pi, bi = (pi + 1, bi) if hand == "player" else (pi, bi + 1)
             emit(1.2, "card", to=hand, card=card)
@@ -431,7 +447,10 @@ class TableNight:
         if dragon and s.variant == "no_vig_dragon7" and kind != "dragon_missing":
             emit(0.5, "announce", kind="dragon_7")
         if any(b.startswith("total_cards") for b in s.side_bets) and kind != "total_cards_missing":
-            emit(0.5, "announce", kind="total_cards", count=o.cards)
+            count = o.cards
+            if kind == "total_cards_wrong":
+                count += 1 if count < 6 else -1
+            emit(0.5, "announce", kind="total_cards", count=count)
         # Settle: losers first, then winners by the procedure, pushes last.
         results = [(seat, bet, amt, *self.settle(bet, amt, o)) for seat, bet, amt in wagers]
         losers = [(seat, bet, amt) for seat, bet, _, how, amt in results if how == "collect"]
@@ -452,6 +471,8 @@ class TableNight:
         if kind == "vig_short":
             seat = max(vigs)
             vigs[seat] -= Decimal(1)
+        if kind == "vig_missing":
+            vigs.clear()
         if kind == "vig_not_allowed":
             for seat, bet, stake, how, _ in results:
                 if bet == "banker" and how == "pay":
@@ -459,6 +480,8 @@ class TableNight:
         if kind == "push_collected":  # the returned Banker wager is taken instead
             losers += [p for p in pushes if p[1] == "banker"]
             pushes = [p for p in pushes if p[1] != "banker"]
+        if kind == "unsettled":
+            losers = [x for x in losers if x[1] != "tie"]
         if kind != "collect_after_pay":
             for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
                 emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
@@ -1111,14 +1134,20 @@ Pit notices (`procedure_notice`) are in `{written["pits"].name}`.
 BANKING_KINDS = {
     "banker_missed": "draw.banker_missed",
     "player_extra": "draw.player_extra",
+    "player_missed": "draw.player_missed",
+    "banker_extra": "draw.banker_extra",
+    "deal_order": "deal.order",
     "wrong_winner": "result.misannounced",
     "tie_missing": "announce.tie_missing",
     "dragon_missing": "announce.dragon7_missing",
     "total_cards_missing": "announce.total_cards_missing",
+    "total_cards_wrong": "announce.total_cards_wrong",
     "pay_short": "settle.wrong_amount",
     "push_collected": "settle.wrong_outcome",
+    "unsettled": "settle.unsettled",
     "vig_short": "vig.wrong_amount",
     "vig_not_allowed": "vig.not_allowed",
+    "vig_missing": "vig.missing",
     "collect_after_pay": "order.collect_after_pay",
     "procedure_order": "order.procedure_mismatch",
 }
@@ -1163,9 +1192,11 @@ def table_kinds(spec: TableSpec) -> tuple[str, ...]:
     for kind in BANKING_KINDS:
         if kind == "dragon_missing" and spec.variant != "no_vig_dragon7":
             continue
-        if kind == "total_cards_missing" and "total_cards_5" not in spec.side_bets:
+        if kind in ("total_cards_missing", "total_cards_wrong") and (
+            "total_cards_5" not in spec.side_bets
+        ):
             continue
-        if kind in ("vig_short", "procedure_order") and not vig:
+        if kind in ("vig_short", "vig_missing", "procedure_order") and not vig:
             continue
         if kind == "vig_not_allowed" and vig:
             continue

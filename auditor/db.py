@@ -50,6 +50,17 @@ CREATE TABLE IF NOT EXISTS events (
   rejected VARCHAR
 )"""
 
+# One row per (file, stream) that file loaded, with its seq range: ingest checks a new file
+# against the few earlier files that share its streams instead of scanning every event, which
+# keeps the cost of a file flat as the database grows to hundreds of millions of events.
+STREAM_SOURCES_DDL = """
+CREATE TABLE IF NOT EXISTS stream_sources (
+  stream VARCHAR NOT NULL,
+  source_id BIGINT NOT NULL,
+  min_seq BIGINT NOT NULL,
+  max_seq BIGINT NOT NULL,
+  events BIGINT NOT NULL
+)"""
 DDL = [
     EVENTS_DDL,
     """
@@ -106,6 +117,7 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
     """,
+    STREAM_SOURCES_DDL,
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")
@@ -142,8 +154,16 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    had_summary = one(
+        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
+    )[0]
     for stmt in DDL:
         con.execute(stmt)
+    if not had_summary:  # a database from before the summary: derive it from the events
+        con.execute(
+            "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), count(*) "
+            "FROM events GROUP BY stream, source_id"
+        )
     SQLModel.metadata.create_all(_engine(con))
     con.execute(
         "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",

@@ -349,6 +349,10 @@ def _load(
         f"DELETE FROM events WHERE source_id = {source_id} "
         "AND (rejected IS NOT NULL OR line_no IN (SELECT line_no FROM dups))"
     )
+    con.execute(
+        "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), count(*) "
+        "FROM this GROUP BY stream, source_id"
+    )
     record_seq_gaps(con, run_id, "SELECT DISTINCT stream FROM this")
     per_stream = dict(
         con.execute("SELECT stream, count(*) FROM this GROUP BY stream ORDER BY stream").fetchall()
@@ -388,15 +392,23 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
     """Events of this file already in the database: identical ones are skipped as
     duplicates (table `dups`); a different one means a log was altered, and the message says
     where."""
-    con.execute(
+    earlier = _ids(
+        con,
         """
+        SELECT DISTINCT r.source_id FROM stream_sources r
+        JOIN (SELECT stream, min(seq) AS lo, max(seq) AS hi FROM this
+              WHERE rejected IS NULL GROUP BY stream) t
+          ON r.stream = t.stream AND r.min_seq <= t.hi AND r.max_seq >= t.lo
+        """,
+    )
+    con.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE overlap AS
         SELECT s.line_no, s.stream, s.seq, e.source_id AS other_source, e.line_no AS other_line,
                (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
         FROM this s JOIN events e
           ON e.stream = s.stream AND e.seq = s.seq AND e.source_id <> s.source_id
-        WHERE s.rejected IS NULL AND e.rejected IS NULL
-          AND e.stream IN (SELECT DISTINCT stream FROM this WHERE rejected IS NULL)
+        WHERE s.rejected IS NULL AND e.rejected IS NULL AND e.source_id IN ({earlier})
         """
     )
     differ = one(
@@ -486,6 +498,11 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
     A stream may span files; a gap one file leaves may be filled by the next, so standing gap
     findings that no longer hold are withdrawn.
     """
+    # Only the files that hold these streams are read (constants, so DuckDB skips the
+    # row groups of every other file).
+    sources = _ids(
+        con, f"SELECT DISTINCT source_id FROM stream_sources WHERE stream IN ({streams_sql})"
+    )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE gaps AS
@@ -493,7 +510,7 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
           SELECT stream, seq, ts, source_id, line_no,
                  lag(seq) OVER w AS prev_seq, lag(source_id) OVER w AS prev_source,
                  lag(line_no) OVER w AS prev_line
-          FROM events WHERE stream IN ({streams_sql})
+          FROM events WHERE source_id IN ({sources}) AND stream IN ({streams_sql})
           WINDOW w AS (PARTITION BY stream ORDER BY seq)
         ) WHERE seq > prev_seq + 1
         """
@@ -531,6 +548,12 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
             AND fingerprint NOT IN (
               SELECT 'log.seq_gap|' || stream || '|' || prev_seq || '|' || seq FROM gaps)""",
     )
+
+
+def _ids(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    """The ids a query gives, as a SQL list of constants (NULL when there are none)."""
+    ids = sorted(int(r[0]) for r in con.execute(sql).fetchall())
+    return ", ".join(map(str, ids)) or "NULL"
 
 
 def _sql_str(text: str) -> str:

@@ -807,6 +807,43 @@ def test_one_differing_event_is_counted_in_the_singular(audit: Audit) -> None:
     assert f["message"] == f"{b.resolve()} was refused as altered: {reason}"
 
 
+def test_each_file_records_the_seq_range_of_each_stream_it_loaded(audit: Audit) -> None:
+    """The summary ingest checks new files against; duplicates skipped are not in it."""
+    a = audit.write("a.jsonl", L[:5])
+    b = audit.write("b.jsonl", [*L[3:10], line(event("table_close", seq=1, table="MB-09"))])
+    audit.ingest(a, b)
+    ids = [s["id"] for s in audit.sources()]
+    assert audit.rows(
+        "SELECT stream, source_id, min_seq, max_seq, events FROM stream_sources "
+        "ORDER BY source_id, stream"
+    ) == [
+        {"stream": "table:MB-07", "source_id": ids[0], "min_seq": 1, "max_seq": 5, "events": 5},
+        {"stream": "table:MB-07", "source_id": ids[1], "min_seq": 6, "max_seq": 10, "events": 5},
+        {"stream": "table:MB-09", "source_id": ids[1], "min_seq": 1, "max_seq": 1, "events": 1},
+    ]
+
+
+def test_a_database_from_before_the_summary_gets_it_from_its_events(tmp_path: Path) -> None:
+    audit = open_audit(tmp_path)
+    a = audit.write("a.jsonl", L[:5])
+    audit.ingest_file(a)
+    audit.con.execute("DROP TABLE stream_sources")
+    audit.con.close()
+    audit = open_audit_again(tmp_path, audit)
+    assert audit.scalar("SELECT count(*) FROM stream_sources") == 1
+    # So an altered resend is still caught.
+    b = audit.write("b.jsonl", [*L[:4], L[4].replace('"seat":3', '"seat":4')])
+    assert audit.ingest_file(b).status == "refused_altered"
+    audit.con.close()
+
+
+def open_audit_again(directory: Path, before: Audit) -> Audit:
+    from auditor import db, runs
+
+    con = db.connect(directory / "audit.duckdb")
+    return Audit(before.dir, con, runs.start(con, "test", {"test": True}))
+
+
 # --------------------------------------------------------------------------------------------
 # Sequence gaps and repeats
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,649 @@
+"""A vectorised generator of event logs at volume: a whole gaming day of NJ mini-baccarat.
+
+`auditor.simulate` builds every round in Python (a few thousand rounds a second), which is
+the reference for shapes and rules but far too slow for the 10-million-round scale benchmark.
+This module writes the same event shapes (same types, key order, value types, timestamp
+format) from numpy arrays:
+
+- every table draws its randomness from its own numpy Generators, keyed by (seed, table), so
+  the bytes do not depend on how tables are batched;
+- all the shoes of a batch are dealt in lockstep, one numpy step per round of a shoe, by the
+  pack's draw tables (the same tuples `auditor.replay.draw` reads);
+- each round is a fixed row of event slots (table_open ... table_close), compressed by a
+  validity mask into the table's event stream, so no sort is needed;
+- a line is the concatenation of eight pieces taken from one dictionary of byte strings
+  (timestamp to the second, milliseconds + type, table + seq, ...), joined per table with
+  one `bytes.join`.
+
+Only a subset of deviation kinds is planted: those that show as exactly one finding of
+their own code and can be decided from the round's cards alone (`BULK_KINDS`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from auditor.cards import RANKS, SUITS
+from auditor.rulepack import load_pack
+from auditor.simulate import BANKING_KINDS, STAKES, SimulationResult
+
+# Kinds planted here, in a fixed order (their index is what the arrays carry).
+BULK_KINDS = (
+    "banker_missed",
+    "player_extra",
+    "player_missed",
+    "banker_extra",
+    "pay_short",
+    "vig_missing",
+    "vig_short",
+    "collect_after_pay",
+    "wrong_winner",
+    "tie_missing",
+)
+BULK_CODES = {k: BANKING_KINDS[k] for k in BULK_KINDS}
+K = {k: i for i, k in enumerate(BULK_KINDS)}
+
+BULK_DATE = dt.date(2026, 12, 1)
+BULK_OPENS = dt.time(6, 0)  # the default config's gaming day starts at 06:00
+UTC_OFFSET = dt.timedelta(hours=-5)
+MAX_HOURS = 24.0
+PIT_SIZE = 4
+SEATS = 7
+DECKS = 8
+SHOE_CARDS = 52 * DECKS
+MAX_ROUNDS_PER_SHOE = 110  # 4 cards a round at least: (416 - 2 - 14) / 4 + 1 < 110
+LAST_ROUND_MARGIN_MS = 120_000  # the last round starts this long before the day ends
+MS = 1000
+
+VALUES = np.array([min(i + 1, 10) % 10 for i in range(len(RANKS)) for _ in SUITS], np.int8)
+CARD_NAMES = [r + s for r in RANKS for s in SUITS]  # id = rank index * 4 + suit index
+BETS = ("banker", "player", "tie")
+BANKER, PLAYER, TIE = 0, 1, 2
+STAKE_VALUES = np.array(STAKES, np.int64)
+
+# Event types; the index is the type code the arrays carry.
+TYPES = (
+    "table_open", "shoe_start", "burn", "round_start", "wager", "no_more_bets", "card",
+    "announce", "collect", "pay", "push", "vig", "round_end", "cut_card", "shoe_end",
+    "table_close",
+)
+TY = {t: i for i, t in enumerate(TYPES)}
+
+# Semantic slots of a round's row: where each possible event of the round sits before the
+# settlement block is put in its procedure's order.
+S_OPEN, S_SHOE_START, S_BURN, S_ROUND_START = 0, 1, 2, 3
+S_WAGER = 4  # seats 1-7: 4..10
+S_NMB = 11
+S_CARD = 12  # cards in shoe order: 12..17
+S_RESULT, S_TIE = 18, 19
+S_SETTLE = 20  # seat i (0-based): 20 + 4i + (collect, pay, push, vig)
+COLLECT, PAY, PUSH, VIG = 0, 1, 2, 3
+S_ROUND_END, S_CUT, S_SHOE_END, S_CLOSE = 48, 49, 50, 51
+NSLOTS = 52
+
+SLOT_TYPE = np.array(
+    [TY["table_open"], TY["shoe_start"], TY["burn"], TY["round_start"]]
+    + [TY["wager"]] * SEATS
+    + [TY["no_more_bets"]]
+    + [TY["card"]] * 6
+    + [TY["announce"], TY["announce"]]
+    + [TY[t] for _ in range(SEATS) for t in ("collect", "pay", "push", "vig")]
+    + [TY["round_end"], TY["cut_card"], TY["shoe_end"], TY["table_close"]],
+    np.int64,
+)
+# Seconds the reference's clock moves before each event of a round, in ms.
+SETTLE_DELTA = {COLLECT: 1500, PAY: 2000, PUSH: 1000, VIG: 1500}
+SLOT_DELTA = np.zeros(NSLOTS, np.int64)
+SLOT_DELTA[S_NMB], SLOT_DELTA[S_CARD:S_CARD + 6] = 2000, 1200
+SLOT_DELTA[S_RESULT], SLOT_DELTA[S_TIE], SLOT_DELTA[S_ROUND_END] = 2000, 500, 3000
+for _seat in range(SEATS):
+    for _how, _ms in SETTLE_DELTA.items():
+        SLOT_DELTA[S_SETTLE + 4 * _seat + _how] = _ms
+
+
+def _settle_order(procedure: int, collect_after_pay: bool) -> list[int]:
+    """Semantic settlement slots in the order the reference writes them: losers collected
+    (highest seat first), winners paid and vigorish taken by the procedure (7.10(b)1-4),
+    pushes last; with `collect_after_pay` the collections come after the winners."""
+    desc = range(SEATS - 1, -1, -1)
+    collects = [S_SETTLE + 4 * s + COLLECT for s in desc]
+    pays = [S_SETTLE + 4 * s + PAY for s in desc]
+    vigs = [S_SETTLE + 4 * s + VIG for s in desc]
+    if procedure == 1:
+        block = pays + vigs
+    elif procedure == 2:
+        block = vigs + pays
+    else:
+        first, then = (PAY, VIG) if procedure == 3 else (VIG, PAY)
+        block = [S_SETTLE + 4 * s + h for s in desc for h in (first, then)]
+    pushes = [S_SETTLE + 4 * s + PUSH for s in desc]
+    return (block + collects if collect_after_pay else collects + block) + pushes
+
+
+# Row order of a round for each (procedure - 1) * 2 + collect_after_pay.
+ORDERS = np.array(
+    [
+        list(range(S_SETTLE)) + _settle_order(p, cap) + [S_ROUND_END, S_CUT, S_SHOE_END, S_CLOSE]
+        for p in (1, 2, 3, 4)
+        for cap in (False, True)
+    ],
+    np.int64,
+)
+
+# Seat subsets by size, for drawing "n distinct seats out of 7" from one integer.
+_SUBSETS = np.zeros((SEATS + 1, 35, SEATS), bool)
+_NSUBSETS = np.zeros(SEATS + 1, np.int64)
+for _n in range(1, SEATS + 1):
+    for _j, _c in enumerate(combinations(range(SEATS), _n)):
+        _SUBSETS[_n, _j, list(_c)] = True
+    _NSUBSETS[_n] = _j + 1
+
+
+def _cents(c: int) -> str:
+    """An amount in cents as the reference writes it: whole amounts as JSON numbers,
+    others as "2.50"-style strings."""
+    return str(c // 100) if c % 100 == 0 else f'"{c // 100}.{c % 100:02d}"'
+
+
+class _Pieces:
+    """The static part of the dictionary of byte strings every line is joined from."""
+
+    def __init__(self, start: dt.datetime, seconds: int, max_number: int) -> None:
+        parts: list[bytes] = [b""]
+        self.empty = 0
+        self.num = len(parts)
+        parts += [str(i).encode() for i in range(max_number + 1)]
+        self.sec = len(parts)
+        base = start.replace(tzinfo=None)
+        parts += [
+            b'{"v":1,"ts":"' + (base + dt.timedelta(seconds=s)).isoformat().encode()
+            for s in range(seconds + 1)
+        ]
+        off = start.isoformat()[-6:]  # the local offset, -05:00
+        self.mstype = len(parts)
+        parts += [
+            f'.{ms:03d}{off}","type":"{t}","table":"'.encode() for t in TYPES for ms in range(MS)
+        ]
+        self.close = len(parts)
+        parts.append(b"}\n")
+        self.tie = len(parts)
+        parts.append(b',"kind":"tie_hand"}\n')
+        self.origin_shoe = len(parts)
+        parts.append(b',"origin":"shoe"}\n')
+        self.card = len(parts)
+        parts += [
+            f',"to":"{to}","card":"{c}"}}\n'.encode() for to in ("player", "banker")
+            for c in CARD_NAMES
+        ]
+        self.result = len(parts)
+        parts += [
+            f',"kind":"result","player":{p},"banker":{b},"winner":"{w}"}}\n'.encode()
+            for p in range(10) for b in range(10) for w in BETS
+        ]
+        # Wager, collect, pay and push: seat, bet, amount (whole amounts only here).
+        amounts = sorted({int(x) for s in STAKES for x in (s, 8 * s, s - 10)})
+        self.amount_index = np.full(max(amounts) + 1, -1, np.int64)
+        self.amount_index[amounts] = np.arange(len(amounts))
+        self.n_amounts = len(amounts)
+        self.sba = len(parts)
+        parts += [
+            f',"seat":{s},"bet":"{b}","amount":{a}}}\n'.encode()
+            for s in range(1, SEATS + 1) for b in BETS for a in amounts
+        ]
+        # Vigorish: seat, amount in cents (5% of a stake, or 1.00 short), mode.
+        vigs = sorted({c for s in STAKES for c in (s * 5, s * 5 - 100)})
+        self.vig_index = np.full(max(vigs) + 1, -1, np.int64)
+        self.vig_index[vigs] = np.arange(len(vigs))
+        self.n_vigs = len(vigs)
+        self.vig = len(parts)
+        parts += [
+            f',"seat":{s},"amount":{_cents(c)},"mode":"{m}"}}\n'.encode()
+            for s in range(1, SEATS + 1) for c in vigs for m in ("collect", "mark")
+        ]
+        self.array = np.empty(len(parts), object)
+        self.array[:] = parts
+
+
+def _draw_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NJ mini-baccarat pack's third-card tables as arrays (the replay's own tuples)."""
+    draw = load_pack("NJ", "mini_baccarat").draw
+    return (np.array(draw.natural, bool), np.array(draw.player, bool),
+            np.array(draw.banker, bool))
+
+
+class _Deal:
+    """All shoes of a batch dealt in lockstep; per (shoe, round) arrays."""
+
+    def __init__(self, cards: np.ndarray, cut_from_end: np.ndarray, dev_u: np.ndarray,
+                 rate: float) -> None:
+        natural, player_t, banker_t = _draw_tables()
+        n_shoes = cards.shape[0]
+        shape = (n_shoes, MAX_ROUNDS_PER_SHOE)
+        padded = np.zeros((n_shoes, SHOE_CARDS + 8), np.int64)
+        padded[:, :SHOE_CARDS] = cards
+        values = VALUES[padded]
+        exposed = values[:, 0]
+        self.burn_n = 1 + np.where(exposed == 0, 10, exposed).astype(np.int64)
+        cut_at = SHOE_CARDS - cut_from_end
+        pos = self.burn_n.copy()
+        self.first_card = np.zeros(shape, np.int64)
+        self.n_cards = np.zeros(shape, np.int64)
+        self.p_drew = np.zeros(shape, bool)
+        self.p_count = np.zeros(shape, np.int64)
+        self.b_count = np.zeros(shape, np.int64)
+        self.winner = np.zeros(shape, np.int64)
+        self.kind = np.full(shape, -1, np.int64)
+        self.pos_after = np.zeros(shape, np.int64)
+        self.rounds = np.zeros(n_shoes, np.int64)
+        self.cut_round = np.full(n_shoes, -1, np.int64)
+        active = np.ones(n_shoes, bool)
+        rows = np.arange(n_shoes)[:, None]
+        for r in range(MAX_ROUNDS_PER_SHOE):
+            active &= pos + 6 <= SHOE_CARDS
+            if not active.any():
+                break
+            v = values[rows, pos[:, None] + np.arange(6)]
+            p2, b2 = (v[:, 0] + v[:, 2]) % 10, (v[:, 1] + v[:, 3]) % 10
+            nat = natural[p2] | natural[b2]
+            pd = ~nat & player_t[p2]
+            bd = ~nat & banker_t[b2 * 11 + np.where(pd, v[:, 4], 10)]
+            pc = (p2 + np.where(pd, v[:, 4], 0)) % 10
+            bc = (b2 + np.where(bd, np.where(pd, v[:, 5], v[:, 4]), 0)) % 10
+            win = np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
+            dragon = bd & (bc == 7) & (win == BANKER)
+            q = np.zeros((n_shoes, len(BULK_KINDS)), bool)
+            q[:, K["banker_missed"]] = ~nat & bd & ~pd
+            q[:, K["player_extra"]] = ~nat & ~pd & (b2 == 7)
+            q[:, K["player_missed"]] = ~nat & pd & (banker_t[b2 * 11 + 10] == bd)
+            q[:, K["banker_extra"]] = ~nat & ~bd
+            for k in ("pay_short", "collect_after_pay"):
+                q[:, K[k]] = win == PLAYER
+            for k in ("vig_missing", "vig_short", "wrong_winner"):
+                q[:, K[k]] = (win == BANKER) & ~dragon
+            q[:, K["tie_missing"]] = win == TIE
+            u = dev_u[:, r]
+            nq = q.sum(axis=1)
+            j = np.floor(u / rate * nq).astype(np.int64) if rate > 0 else np.zeros(n_shoes, int)
+            chosen = (u < rate) & (nq > 0) & active
+            kind = np.where(chosen, np.argmax(q.cumsum(axis=1) > j[:, None], axis=1), -1)
+            # A planted draw error: the hand's decision is reversed and the Banker's follows
+            # the table from the new Player's hand, as the reference deals it.
+            flip_p = (kind == K["player_extra"]) | (kind == K["player_missed"])
+            flip_b = (kind == K["banker_missed"]) | (kind == K["banker_extra"])
+            pd2 = pd ^ flip_p
+            bd2 = (~nat & banker_t[b2 * 11 + np.where(pd2, v[:, 4], 10)]) ^ flip_b
+            pc = (p2 + np.where(pd2, v[:, 4], 0)) % 10
+            bc = (b2 + np.where(bd2, np.where(pd2, v[:, 5], v[:, 4]), 0)) % 10
+            win = np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
+            used = 4 + pd2 + bd2
+            self.first_card[:, r] = pos
+            self.n_cards[:, r] = used
+            self.p_drew[:, r] = pd2
+            self.p_count[:, r], self.b_count[:, r], self.winner[:, r] = pc, bc, win
+            self.kind[:, r] = kind
+            was_cut = self.cut_round >= 0
+            pos = np.where(active, pos + used, pos)
+            self.pos_after[:, r] = pos
+            self.rounds += active
+            newly = active & ~was_cut & (pos >= cut_at)
+            self.cut_round[newly] = r
+            active &= ~was_cut  # the round after the cutting card's is the shoe's last
+        self.cards = cards
+
+
+class _Table:
+    """One table's random draws, from Generators keyed by (seed, table) only."""
+
+    def __init__(self, seed: int, index: int, n_shoes: int, max_rounds: int) -> None:
+        cards_rng = np.random.default_rng([seed, index, 1])
+        self.dealers = [f"D{d}" for d in cards_rng.integers(1000, 10000, 4)]
+        base = np.broadcast_to(np.tile(np.arange(52, dtype=np.int16), DECKS),
+                               (n_shoes, SHOE_CARDS))
+        self.cards = cards_rng.permuted(base, axis=1)
+        self.cut_from_end = cards_rng.integers(14, 17, n_shoes)
+        self.burn_gap = cards_rng.integers(20, 41, n_shoes) * MS
+        self.brk = cards_rng.integers(120, 301, n_shoes) * MS
+        self.dev_u = cards_rng.random((n_shoes, MAX_ROUNDS_PER_SHOE))
+        round_rng = np.random.default_rng([seed, index, 2])
+        # One 64-bit draw per round and one per seat, cut into fields (see _wagers).
+        self.raw = round_rng.bit_generator.random_raw(max_rounds * 8).reshape(max_rounds, 8)
+
+
+def _field(x: np.ndarray, shift: int, modulo: int) -> np.ndarray:
+    """A 16-bit field of raw draws reduced modulo `modulo` (bias below 0.02% for ours)."""
+    return ((x >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.int64) % modulo
+
+
+def _pit_procedure(seed: int, pit: int) -> int:
+    return int(np.random.default_rng([seed, pit, 3]).integers(1, 5))
+
+
+class _Batch:
+    """Tables [first, first + count): dealt, timed, laid out as event rows and written."""
+
+    def __init__(self, sim: _Sim, first: int, count: int) -> None:
+        self.sim, self.first, self.count = sim, first, count
+        ms_shoes, rmax = sim.max_shoes, sim.max_rounds
+        tables = [_Table(sim.seed, first + i, ms_shoes, rmax) for i in range(count)]
+        self.tables = tables
+        deal = _Deal(
+            np.concatenate([t.cards for t in tables]),
+            np.concatenate([t.cut_from_end for t in tables]),
+            np.concatenate([t.dev_u for t in tables]),
+            sim.rate,
+        )
+        self.deal = deal
+        raw = np.stack([t.raw for t in tables])  # (T, rmax, 8)
+        burn_gap = np.stack([t.burn_gap for t in tables])
+        brk = np.stack([t.brk for t in tables])
+        n = deal.rounds.reshape(count, ms_shoes)
+        roff = np.cumsum(n, axis=1) - n
+        gaps = (40 + _field(raw[:, :, 0], 0, 36)) * MS
+        g_cum = np.zeros((count, rmax + 1), np.int64)
+        np.cumsum(gaps, axis=1, out=g_cum[:, 1:])
+        def gsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            """Sum of the gaps of the table's rounds [a, b) (beyond rmax: none fit)."""
+            ti = np.arange(count).reshape((count,) + (1,) * (b.ndim - 1))
+            return g_cum[ti, np.minimum(b, rmax)] - g_cum[ti, np.minimum(a, rmax)]
+
+        duration = burn_gap + gsum(roff, roff + n) + 30 * MS + brk
+        shoe_start = np.cumsum(duration, axis=1) - duration
+        r_idx = np.arange(MAX_ROUNDS_PER_SHOE)
+        g3 = roff[:, :, None] + r_idx  # the table's round index of each (shoe, round)
+        t3 = (shoe_start + burn_gap)[:, :, None] + gsum(roff[:, :, None], g3 + 1)
+        valid = (r_idx < n[:, :, None]) & (t3 <= sim.last_start_ms)
+        played = valid.sum(axis=2)
+        self.played = played
+        tt, ss, rr = np.nonzero(valid)
+        self.tt, self.ss, self.rr = tt, ss, rr
+        self.round_ms = t3[tt, ss, rr]
+        self.g = g3[tt, ss, rr]
+        self.shoe_start, self.burn_gap, self.brk = shoe_start, burn_gap, brk
+        self.raw_round = raw[tt, self.g]
+
+    def rows(self) -> tuple[np.ndarray, ...]:
+        """Every round as a row of semantic slots: (valid, ms delta, tail piece)."""
+        sim, deal, pc = self.sim, self.deal, self.sim.pieces
+        tt, ss, rr = self.tt, self.ss, self.rr
+        shoe = tt * sim.max_shoes + ss
+        R = len(tt)
+        kind = deal.kind[shoe, rr]
+        win = deal.winner[shoe, rr]
+        raw = self.raw_round
+        n_w = 1 + _field(raw[:, 0], 16, 5)
+        subset = _field(raw[:, 0], 32, 1 << 16) % _NSUBSETS[n_w]
+        present = _SUBSETS[n_w, subset].copy()
+        seat_raw = raw[:, 1:]
+        bet_u = _field(seat_raw, 0, 100)
+        bet = np.where(bet_u < 50, BANKER, np.where(bet_u < 92, PLAYER, TIE))
+        stake = STAKE_VALUES[_field(seat_raw, 16, len(STAKES))]
+        mark = _field(seat_raw, 32, 3) == 2
+        jitter = 500 + _field(seat_raw, 48, 2501)
+        # The reference's fixed wagers for settlement deviations: they make the deviation
+        # observable (two Player winners and a loser; a Banker winner and a loser).
+        for kinds, layout in (
+            (("pay_short", "collect_after_pay"),
+             {7: (PLAYER, 100), 4: (PLAYER, 50), 2: (BANKER, 100)}),
+            (("vig_missing", "vig_short"), {5: (BANKER, 100), 3: (PLAYER, 50)}),
+        ):
+            f = np.isin(kind, [K[k] for k in kinds])
+            present[f] = False
+            for seat, (b, x) in layout.items():
+                present[f, seat - 1], bet[f, seat - 1], stake[f, seat - 1] = True, b, x
+        w = win[:, None]
+        tie = w == TIE
+        pays = present & ((tie & (bet == TIE)) | (~tie & (bet == w)))
+        pushes = present & tie & (bet != TIE)
+        collects = present & ~pays & ~pushes
+        vigs = pays & (bet == BANKER) & (kind != K["vig_missing"])[:, None]
+        pay_amt = np.where(bet == TIE, 8 * stake, stake)
+        pay_amt[:, 6] -= np.where(kind == K["pay_short"], 10, 0)
+        vig_c = stake * 5
+        vig_c[:, 4] -= np.where(kind == K["vig_short"], 100, 0)
+
+        valid = np.zeros((R, NSLOTS), bool)
+        tail = np.full((R, NSLOTS), pc.empty, np.int64)
+        last_round = np.r_[tt[1:] != tt[:-1], True]
+        valid[:, S_OPEN] = np.r_[True, tt[1:] != tt[:-1]]
+        valid[:, S_SHOE_START] = valid[:, S_BURN] = rr == 0
+        valid[:, [S_ROUND_START, S_NMB, S_RESULT, S_ROUND_END]] = True
+        tail[:, [S_ROUND_START, S_NMB, S_ROUND_END]] = pc.close
+        seats = np.arange(SEATS)
+        valid[:, S_WAGER:S_WAGER + SEATS] = present
+        sba = pc.sba + (seats * 3 + bet) * pc.n_amounts
+        tail[:, S_WAGER:S_WAGER + SEATS] = sba + pc.amount_index[stake]
+        n_cards = deal.n_cards[shoe, rr]
+        k6 = np.arange(6)
+        valid[:, S_CARD:S_CARD + 6] = k6 < n_cards[:, None]
+        card_ids = deal.cards[shoe[:, None], np.minimum(deal.first_card[shoe, rr][:, None] + k6,
+                                                        SHOE_CARDS - 1)]
+        to = np.tile(np.array([0, 1, 0, 1, 0, 1]), (R, 1))
+        to[:, 4] = np.where(deal.p_drew[shoe, rr], 0, 1)
+        tail[:, S_CARD:S_CARD + 6] = pc.card + to * 52 + card_ids
+        announced = np.where(kind == K["wrong_winner"], PLAYER, win)
+        tail[:, S_RESULT] = pc.result + (
+            (deal.p_count[shoe, rr] * 10 + deal.b_count[shoe, rr]) * 3 + announced
+        )
+        valid[:, S_TIE] = (win == TIE) & (kind != K["tie_missing"])
+        tail[:, S_TIE] = pc.tie
+        base = S_SETTLE + 4 * seats
+        for how, mask, amount in ((COLLECT, collects, stake), (PAY, pays, pay_amt),
+                                  (PUSH, pushes, stake)):
+            valid[:, base + how] = mask
+            tail[:, base + how] = sba + pc.amount_index[amount]
+        valid[:, base + VIG] = vigs
+        tail[:, base + VIG] = pc.vig + (seats * pc.n_vigs + pc.vig_index[vig_c]) * 2 + mark
+        valid[:, S_CUT] = deal.cut_round[shoe] == rr
+        tail[:, S_CUT] = pc.origin_shoe
+        valid[:, S_SHOE_END] = rr == self.played[tt, ss] - 1
+        valid[:, S_CLOSE] = last_round
+        delta = np.where(valid, SLOT_DELTA, 0)
+        delta[:, S_WAGER:S_WAGER + SEATS] = np.where(present, jitter, 0)
+        procedure = np.array(self.sim.procedures[self.first:self.first + self.count])[tt]
+        order = ORDERS[(procedure - 1) * 2 + (kind == K["collect_after_pay"])]
+        return order, valid, delta, tail, kind
+
+    def write(self) -> tuple[list[Path], int, int, list[dict]]:
+        """Lay the rows out as lines, write one file per table; (files, rounds, events,
+        deviations)."""
+        sim, pc = self.sim, self.sim.pieces
+        order, valid, delta, tail, kind = self.rows()
+        tt, ss, rr = self.tt, self.ss, self.rr
+        valid = np.take_along_axis(valid, order, axis=1)
+        delta = np.take_along_axis(delta, order, axis=1)
+        ts = self.round_ms[:, None] + np.cumsum(delta, axis=1)
+        m = valid.ravel()
+        ev_row = np.repeat(np.arange(len(tt)), valid.sum(axis=1))
+        slot = order.ravel()[m]
+        ev_ts = ts.ravel()[m]
+        ev_tail = np.take_along_axis(tail, order, axis=1).ravel()[m]
+        ev_t, ev_s = tt[ev_row], ss[ev_row]
+        ev_round_ms = self.round_ms[ev_row]
+        # Times of the table and shoe events, as the reference places them.
+        shoe_start = self.shoe_start[ev_t, ev_s]
+        shoe_end_ms = ev_round_ms + 30 * MS
+        close_ms = np.minimum(shoe_end_ms + self.brk[ev_t, ev_s], sim.end_ms - MS)
+        ev_ts = np.select(
+            [slot == S_OPEN, slot == S_SHOE_START, slot == S_BURN, slot == S_CUT,
+             slot == S_SHOE_END, slot == S_CLOSE],
+            [np.zeros_like(ev_ts), shoe_start, shoe_start + self.burn_gap[ev_t, ev_s],
+             ev_round_ms, shoe_end_ms, close_ms],
+            ev_ts,
+        )
+        ev_type = SLOT_TYPE[slot]
+        n_ev = len(slot)
+        counts = np.bincount(ev_t, minlength=self.count)
+        starts = np.cumsum(counts) - counts
+        seq = np.arange(n_ev) - starts[ev_t] + 1
+
+        # Pieces of this batch: tables, shoes, dealers, and the few table and shoe lines.
+        names = [sim.table_name(self.first + i) for i in range(self.count)]
+        extra: list[bytes] = [f'{t}","seq":'.encode() for t in names]
+        table_piece = 0
+        shoe_ids = [f"{t}-{BULK_DATE:%m%d}-{s + 1:02d}" for t in names
+                    for s in range(sim.max_shoes)]
+        shoe_piece = len(extra)
+        extra += [f',"shoe":"{s}","round":'.encode() for s in shoe_ids]
+        dealer_piece = len(extra)
+        extra += [f',"dealer":"{d}","origin":"{o}"'.encode() for t in self.tables
+                  for d in t.dealers for o in ("tms", "shoe")]
+        special = np.nonzero(np.isin(slot, [S_OPEN, S_SHOE_START, S_BURN, S_SHOE_END,
+                                            S_CLOSE]))[0]
+        special_piece = np.full(n_ev, -1, np.int64)
+        special_piece[special] = len(extra) + np.arange(len(special))
+        for e in special:
+            extra.append(self._special_line(int(slot[e]), int(ev_t[e]), int(ev_s[e]),
+                                            int(ev_ts[e]), shoe_ids, ev_row[e]).encode())
+        batch_pieces = np.empty(len(extra), object)
+        batch_pieces[:] = extra
+        pieces = np.concatenate([pc.array, batch_pieces])
+        off = len(pc.array)
+
+        idx = np.empty((n_ev, 8), np.int64)
+        idx[:, 0] = pc.sec + ev_ts // MS
+        idx[:, 1] = pc.mstype + ev_type * MS + ev_ts % MS
+        idx[:, 2] = off + table_piece + ev_t
+        idx[:, 3] = pc.num + seq
+        is_special = special_piece >= 0
+        idx[:, 4] = np.where(is_special, off + special_piece,
+                             off + shoe_piece + ev_t * sim.max_shoes + ev_s)
+        idx[:, 5] = np.where(is_special, pc.empty, pc.num + rr[ev_row] + 1)
+        dealer = (ev_round_ms // 3_600_000) % 4
+        origin = (ev_type == TY["card"]).astype(np.int64)
+        idx[:, 6] = np.where(is_special | (slot == S_CUT), pc.empty,
+                             off + dealer_piece + (ev_t * 4 + dealer) * 2 + origin)
+        idx[:, 7] = np.where(is_special, pc.empty, ev_tail)
+
+        files: list[Path] = []
+        for i, name in enumerate(names):
+            path = sim.out / f"{BULK_DATE:%Y-%m-%d}_{name}.jsonl"
+            if counts[i]:
+                a, b = starts[i], starts[i] + counts[i]
+                data = b"".join(pieces.take(idx[a:b]).ravel().tolist())
+            else:  # no round fits in the hours: the table opens and closes
+                data = self._empty_table(i, name)
+            path.write_bytes(data)
+            files.append(path)
+        planted = np.nonzero(kind >= 0)[0]
+        deviations = [
+            {"code": BULK_CODES[BULK_KINDS[kind[j]]], "table": names[tt[j]],
+             "shoe": shoe_ids[tt[j] * sim.max_shoes + ss[j]], "round": int(rr[j]) + 1,
+             "kind": BULK_KINDS[kind[j]]}
+            for j in planted
+        ]
+        events = n_ev + 2 * int((counts == 0).sum())
+        return files, len(tt), events, deviations
+
+    def _dealer(self, t: int, ms: int) -> str:
+        return self.tables[t].dealers[(ms // 3_600_000) % 4]
+
+    def _special_line(self, slot: int, t: int, s: int, ms: int, shoe_ids: list[str],
+                      row: int) -> str:
+        """The rest of a table or shoe event's line after its seq (few per shoe)."""
+        sim = self.sim
+        shoe = shoe_ids[t * sim.max_shoes + s]
+        dealer = self._dealer(t, ms)
+        if slot == S_OPEN:
+            return self._open_rest(t, dealer)
+        if slot == S_SHOE_START:
+            return (f',"shoe":"{shoe}","decks":{DECKS},"shuffle":"manual","batch":"red",'
+                    f'"dealer":"{dealer}","origin":"shoe"}}\n')
+        k = t * sim.max_shoes + s
+        if slot == S_BURN:
+            cards = ",".join(f'"{CARD_NAMES[c]}"' for c in self.deal.cards[k, :self.deal.burn_n[k]])
+            return f',"shoe":"{shoe}","cards":[{cards}],"dealer":"{dealer}","origin":"shoe"}}\n'
+        if slot == S_SHOE_END:
+            remaining = SHOE_CARDS - int(self.deal.pos_after[k, self.rr[row]])
+            return f',"shoe":"{shoe}","remaining":{remaining},"origin":"shoe"}}\n'
+        return f',"dealer":"{dealer}","origin":"tms"}}\n'  # table_close
+
+    def _open_rest(self, t: int, dealer: str) -> str:
+        g = self.first + t
+        return (f',"pit":"P{g // PIT_SIZE + 1}","game":"mini_baccarat","jurisdiction":"NJ",'
+                f'"variant":"standard","procedure":{self.sim.procedures[g]},"seats":{SEATS},'
+                f'"side_bets":["tie"],"dealer":"{dealer}","origin":"tms"}}\n')
+
+    def _empty_table(self, t: int, name: str) -> bytes:
+        """table_open and table_close of a table that has no time for a round."""
+        sim = self.sim
+        close = max(0, sim.end_ms - MS)
+        lines = []
+        for seq, (ms, typ, rest) in enumerate(
+            ((0, "table_open", self._open_rest(t, self._dealer(t, 0))),
+             (close, "table_close", f',"dealer":"{self._dealer(t, close)}","origin":"tms"}}\n')),
+            start=1,
+        ):
+            lines.append(
+                f'{{"v":1,"ts":"{sim.local(ms)}","type":"{typ}","table":"{name}",'
+                f'"seq":{seq}{rest}'
+            )
+        return "".join(lines).encode()
+
+
+class _Sim:
+    """The run's constants: sizes, bounds, the static pieces and the pits' procedures."""
+
+    def __init__(self, out: Path, tables: int, hours: float, seed: int, rate: float) -> None:
+        self.out, self.tables, self.seed, self.rate = out, tables, seed, rate
+        self.start = dt.datetime.combine(BULK_DATE, BULK_OPENS, dt.timezone(UTC_OFFSET))
+        self.end_ms = round(hours * 3600 * MS)
+        self.last_start_ms = self.end_ms - LAST_ROUND_MARGIN_MS
+        # A round starts at least 40 s after the one before, so no more than this many fit.
+        self.max_rounds = max(self.last_start_ms, 0) // (40 * MS) + 2
+        # A shoe lasts at least 66 rounds of 40 s (6 cards each, cut 16 from the end).
+        self.max_shoes = max(1, self.end_ms // ((66 * 40 + 170) * MS) + 2)
+        self.width = max(4, len(str(tables)))
+        self.procedures = [_pit_procedure(seed, g // PIT_SIZE) for g in range(tables)]
+        self.pieces = _Pieces(self.start, self.end_ms // MS + 1, self.max_rounds * NSLOTS)
+
+    def table_name(self, g: int) -> str:
+        return f"MB-{g + 1:0{self.width}d}"
+
+    def local(self, ms: int) -> str:
+        return (self.start + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+
+
+def simulate_bulk(
+    out_dir: Path | str,
+    tables: int,
+    hours: float,
+    seed: int = 1,
+    deviation_rate: float = 0.0,
+    batch_tables: int = 100,
+) -> SimulationResult:
+    """Write one event log per NJ mini-baccarat table (`<date>_<table>.jsonl`, tables
+    MB-0001..., four to a pit, one procedure per pit), open `hours` hours from 06:00 on
+    2026-12-01 (at most 24: one gaming day), and `ground_truth.ndjson`. Each round carries a
+    deviation with probability `deviation_rate`, of a kind among BULK_KINDS its cards let
+    show cleanly. The same arguments write the same bytes, whatever `batch_tables` (which
+    only bounds memory: about 10 MB a table for 24 hours)."""
+    if tables < 1:
+        raise ValueError("tables must be at least 1")
+    if not 0 < hours <= MAX_HOURS:
+        raise ValueError(f"hours must be more than 0 and at most {MAX_HOURS:g}")
+    if not 0 <= deviation_rate <= 1:
+        raise ValueError("deviation_rate must be between 0 and 1")
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sim = _Sim(out, tables, hours, seed, deviation_rate)
+    files: list[Path] = []
+    rounds = events = 0
+    deviations: list[dict] = []
+    for first in range(0, tables, batch_tables):
+        batch = _Batch(sim, first, min(batch_tables, tables - first))
+        f, r, e, d = batch.write()
+        files += f
+        rounds += r
+        events += e
+        deviations += d
+    truth = out / "ground_truth.ndjson"
+    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
+    return SimulationResult(files, truth, tables, rounds, events, deviations,
+                            time.perf_counter() - started)

@@ -82,8 +82,9 @@ def audit(
     result = AuditResult(run_id)
     con.execute("BEGIN TRANSACTION")
     try:
-        _select_rounds(con, config, rerun)
-        _replay(con, run_id, result)
+        for tables_in in table_batches(con):
+            _select_rounds(con, config, rerun, tables_in)
+            _replay(con, run_id, result)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -97,12 +98,43 @@ def audit(
     return result
 
 
+# Rounds are replayed a batch of tables at a time, about this many events a batch: a shoe
+# never spans tables, so batches are independent, and memory stays flat however big the day.
+BATCH_EVENTS = 8_000_000
+
+
+def table_batches(
+    con: duckdb.DuckDBPyConnection, batch_events: int | None = None
+) -> list[tuple[str, str] | None]:
+    """Ranges of table ids (first, last), in order, each holding about `batch_events`
+    events; [None] (everything at once) when no table has events yet."""
+    limit = batch_events or BATCH_EVENTS
+    batches: list[tuple[str, str] | None] = []
+    first = last = None
+    size = 0
+    for table_id, n in con.execute(
+        "SELECT substr(stream, 7) AS t, sum(events) FROM stream_sources "
+        "WHERE starts_with(stream, 'table:') GROUP BY t ORDER BY t"
+    ).fetchall():
+        if first is not None and size + n > limit:
+            batches.append((first, last))
+            first, size = None, 0
+        first = table_id if first is None else first
+        last = table_id
+        size += n
+    if first is not None:
+        batches.append((first, last))
+    return batches or [None]
+
+
 def _select_rounds(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
     rerun: tuple[dt.datetime, dt.datetime] | None,
+    tables_in: tuple[str, str] | None = None,
 ) -> None:
-    """Temp table `todo`: the rounds to audit, each with its table's context."""
+    """Temp table `todo`: the rounds to audit, each with its table's context (of the tables
+    in `tables_in`, an inclusive range of ids, or of every table)."""
     pits = (
         ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
@@ -112,23 +144,27 @@ def _select_rounds(
     if rerun:
         window = "r.ts >= ? AND r.ts < ?"
         params = [rerun[0], rerun[1]]
+    these = "true"
+    if tables_in:
+        these = f"table_id BETWEEN {q(tables_in[0])} AND {q(tables_in[1])}"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE todo AS
         WITH rounds AS (
           SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
                  count(*) AS n, min(ts) AS ts
-          FROM events WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL
+          FROM events WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these}
           GROUP BY ALL
         ), done AS (
           SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
-          FROM round_audits ORDER BY table_id, shoe, round, audited_at DESC
+          FROM round_audits WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
         ), opens AS (
           SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
-          FROM events WHERE type = 'table_open'
+          FROM events WHERE type = 'table_open' AND {these}
         ), changes AS (
           SELECT table_id, seq, procedure FROM events
           WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
+            AND {these}
         ), baseline(pit, procedure) AS (VALUES {pits})
         SELECT r.*, o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
                coalesce(c.procedure, b.procedure) AS procedure,
@@ -539,9 +575,9 @@ def _store(
         f"CAST(evidence AS JSON) AS evidence FROM new_findings "
         f"UNION ALL SELECT {cols} FROM {sql.findings}"
     )
-    result.findings_new = findings.record(con, run_id, "SELECT * FROM round_findings")
+    result.findings_new += findings.record(con, run_id, "SELECT * FROM round_findings")
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
-    result.findings_withdrawn = findings.withdraw(
+    result.findings_withdrawn += findings.withdraw(
         con,
         run_id,
         "code NOT LIKE 'log.%' AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "

@@ -112,6 +112,29 @@ def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_p
     )
 
 
+def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, monkeypatch):
+    """A big day is replayed a few tables at a time; the batches must not change a thing."""
+    import auditor.audit as audit_mod
+
+    con, whole = audited
+    monkeypatch.setattr(audit_mod, "BATCH_EVENTS", 9_000)  # about one table a batch
+    small = db.connect(tmp_path / "small.duckdb")
+    ingest(small, [SAMPLE], runs.start(small, "ingest", {}))
+    batches = audit_mod.table_batches(small)
+    assert len(batches) >= 7 and batches[0][0] == "CF-01" and batches[-1][1] == "PB-01"
+    result = audit(small, runs.start(small, "audit", {}), config.PropertyConfig())
+    findings_sql = (
+        "SELECT code, table_id, shoe, round, seq, message FROM current_findings ORDER BY ALL"
+    )
+    assert small.execute(findings_sql).fetchall() == con.execute(findings_sql).fetchall()
+    assert (result.rounds, result.findings_new, dict(result.by_code)) == (
+        whole.rounds, whole.findings_new, dict(whole.by_code)
+    )
+    audits_sql = "SELECT table_id, shoe, round, events, findings FROM round_audits ORDER BY ALL"
+    assert small.execute(audits_sql).fetchall() == con.execute(audits_sql).fetchall()
+    small.close()
+
+
 def test_rerun_adds_nothing(audited):
     con, _ = audited
     before = con.execute("SELECT count(*) FROM findings").fetchall()[0][0]

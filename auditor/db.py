@@ -145,6 +145,13 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
     except duckdb.Error as e:
         raise UserError(f"{path}: not a readable audit database ({e})") from None
     con.execute("SET TimeZone = 'UTC'")
+    limit = os.environ.get("BACC_AUDIT_MEMORY_LIMIT")
+    if limit:  # e.g. 3GB: DuckDB spills to <db>.tmp beyond it instead of growing
+        try:
+            con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+        except duckdb.Error as e:
+            con.close()
+            raise UserError(f"BACC_AUDIT_MEMORY_LIMIT={limit}: not a memory size ({e})") from None
     # Every query that needs an order says ORDER BY; without this promise DuckDB cannot
     # insert in parallel, and ingest is about a quarter slower.
     con.execute("SET preserve_insertion_order = false")

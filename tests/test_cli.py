@@ -25,7 +25,7 @@ from conftest import Audit, contract_lines, event, line, open_audit
 from rich.console import Console
 
 from auditor import cli, db
-from auditor.errors import DatabaseBusy
+from auditor.errors import DatabaseBusy, UserError
 
 L = contract_lines()
 
@@ -489,3 +489,14 @@ def test_cli_exits_4_when_the_database_is_busy(
         assert r.code == 4, r
         assert r.err.startswith(f"error: {path}: database busy: ")
         assert r.out == ""
+
+
+def test_memory_limit_from_the_environment(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "1GB")
+    con = db.connect(tmp_path / "a.duckdb")
+    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    con.close()
+    assert limit == "953.6 MiB"  # 1 GB = 10^9 bytes, shown in binary units
+    monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "lots")
+    with pytest.raises(UserError, match=r"BACC_AUDIT_MEMORY_LIMIT=lots: not a memory size"):
+        db.connect(tmp_path / "a.duckdb")

@@ -695,14 +695,28 @@ def simulate_cmd(
             "mini-baccarat).",
         ),
     ] = "mini_baccarat,punto_banco,chemin_de_fer",
+    bulk: Annotated[
+        bool,
+        typer.Option(
+            "--bulk",
+            help="Vectorised generator for volume: NJ mini-baccarat tables only (--games is "
+            "ignored), deviation kinds draw.*, settle.wrong_amount, vig.missing, "
+            "vig.wrong_amount, order.collect_after_pay, result.misannounced, "
+            "announce.tie_missing; up to 24 hours from 06:00 (one gaming day).",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs."""
     from auditor.simulate import simulate
+    from auditor.simulate_bulk import simulate_bulk
 
     chosen = tuple(g.strip() for g in games.split(",") if g.strip())
     try:
-        result = simulate(out_dir, tables, hours, seed, deviation_rate, chosen)
+        if bulk:
+            result = simulate_bulk(out_dir, tables, hours, seed, deviation_rate)
+        else:
+            result = simulate(out_dir, tables, hours, seed, deviation_rate, chosen)
     except ValueError as e:
         raise UserError(str(e)) from None
     for path in result.files:

@@ -1,0 +1,159 @@
+"""`simulate_bulk`: the vectorised generator must write what the reference generator writes
+(shapes, rules, shoes) and a ground truth the audit finds exactly."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from auditor import config, db, runs
+from auditor.audit import audit
+from auditor.cards import RANKS, SUITS, card_value
+from auditor.ingest import ingest
+from auditor.replay.draw import play_round
+from auditor.rulepack import load_pack
+from auditor.simulate import KIND_CODES, SimulationResult, simulate
+from auditor.simulate_bulk import BULK_CODES, BULK_KINDS, SHOE_CARDS, simulate_bulk
+
+DRAW_KINDS = {"banker_missed", "player_extra", "player_missed", "banker_extra"}
+
+
+def _bytes(r: SimulationResult) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in [*r.files, r.ground_truth]}
+
+
+def _events(r: SimulationResult) -> list[dict]:
+    return [json.loads(line) for p in r.files for line in p.read_text().splitlines()]
+
+
+def _audit(r: SimulationResult, path: Path) -> tuple[int, int, list[tuple]]:
+    con = db.connect(path)
+    quarantined = ingest(con, r.files, runs.start(con, "ingest", {})).quarantined
+    res = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    rows = con.execute("SELECT code, table_id, shoe, round FROM current_findings").fetchall()
+    con.close()
+    assert dict(res.skipped) == {}
+    return quarantined, res.rounds, rows
+
+
+def test_same_seed_same_bytes_whatever_the_batches_another_seed_other_bytes(tmp_path):
+    a = simulate_bulk(tmp_path / "a", 5, 1, seed=7, deviation_rate=0.1)
+    b = simulate_bulk(tmp_path / "b", 5, 1, seed=7, deviation_rate=0.1, batch_tables=2)
+    c = simulate_bulk(tmp_path / "c", 5, 1, seed=8, deviation_rate=0.1)
+    assert _bytes(a) == _bytes(b)
+    assert (a.rounds, a.events, a.deviations) == (b.rounds, b.events, b.deviations)
+    assert _bytes(a).keys() == _bytes(c).keys()
+    for name in _bytes(a):
+        assert _bytes(a)[name] != _bytes(c)[name], name
+    assert a.events == len(_events(a))
+
+
+def _shape(e: dict) -> tuple[str, str]:
+    return e["type"], e.get("kind", "") if e["type"] == "announce" else ""
+
+
+def test_every_event_has_the_reference_keys_order_and_value_types(tmp_path):
+    ref = simulate(tmp_path / "ref", 2, 2.5, seed=2, deviation_rate=0.0, games=["mini_baccarat"])
+    bulk = simulate_bulk(tmp_path / "bulk", 3, 2, seed=2, deviation_rate=0.1)
+    ref_keys: dict[tuple[str, str], list[str]] = {}
+    ref_types: dict[tuple[tuple[str, str], str], set[type]] = defaultdict(set)
+    for e in _events(ref):
+        ref_keys.setdefault(_shape(e), list(e))
+        assert ref_keys[_shape(e)] == list(e)  # the reference is consistent itself
+        for k, v in e.items():
+            ref_types[_shape(e), k].add(type(v))
+    seen = set()
+    for e in _events(bulk):
+        shape = _shape(e)
+        seen.add(shape)
+        assert list(e) == ref_keys[shape], shape
+        for k, v in e.items():
+            assert type(v) in ref_types[shape, k] or (k == "amount" and type(v) in (int, str)), (
+                shape, k, v)
+    assert {t for t, _ in seen} == {
+        "table_open", "shoe_start", "burn", "round_start", "wager", "no_more_bets", "card",
+        "announce", "collect", "pay", "push", "vig", "round_end", "cut_card", "shoe_end",
+        "table_close",
+    }
+    first = _events(bulk)[0]
+    assert first["ts"] == "2026-12-01T06:00:00.000-05:00"
+    assert (first["game"], first["variant"], first["jurisdiction"]) == (
+        "mini_baccarat", "standard", "NJ")
+
+
+def test_clean_day_audits_with_no_finding_and_full_shoes(tmp_path):
+    r = simulate_bulk(tmp_path / "logs", 4, 4, seed=3)
+    quarantined, rounds, rows = _audit(r, tmp_path / "a.duckdb")
+    assert quarantined == 0 and rounds == r.rounds > 0
+    assert rows == [] and r.deviations == [] and r.ground_truth.read_text() == ""
+    # Every shoe is 8 whole decks: burned + dealt + remaining, each card 8 times at most.
+    shoes: dict[str, Counter] = defaultdict(Counter)
+    remaining: dict[str, int] = {}
+    pits: dict[str, set] = defaultdict(set)
+    for e in _events(r):
+        if e["type"] == "burn":
+            shoes[e["shoe"]].update(e["cards"])
+        elif e["type"] == "card":
+            shoes[e["shoe"]][e["card"]] += 1
+        elif e["type"] == "shoe_end":
+            remaining[e["shoe"]] = e["remaining"]
+        elif e["type"] == "table_open":
+            pits[e["pit"]].add(e["procedure"])
+    assert len(shoes) >= 8 and shoes.keys() == remaining.keys()
+    for shoe, cards in shoes.items():
+        assert set(cards) <= {r + s for r in RANKS for s in SUITS}
+        assert max(cards.values()) <= 8
+        assert sum(cards.values()) + remaining[shoe] == SHOE_CARDS
+    assert all(len(p) == 1 for p in pits.values())  # one procedure per pit
+
+
+@pytest.mark.parametrize(("seed", "rate"), [(1, 0.05), (2, 0.3), (3, 0.3)])
+def test_the_audit_finds_exactly_the_ground_truth(tmp_path, seed, rate):
+    r = simulate_bulk(tmp_path / "logs", 8, 3, seed=seed, deviation_rate=rate)
+    quarantined, rounds, rows = _audit(r, tmp_path / "a.duckdb")
+    assert quarantined == 0 and rounds == r.rounds
+    truth = [json.loads(line) for line in r.ground_truth.read_text().splitlines()]
+    assert truth == r.deviations
+    planted = {(d["code"], d["table"], d["shoe"], d["round"]) for d in truth}
+    assert len(planted) == len(truth) > 0
+    assert sorted(rows) == sorted(planted)
+    assert all(d["code"] == KIND_CODES[d["kind"]] == BULK_CODES[d["kind"]] for d in truth)
+    assert 0.5 * rate * r.rounds < len(truth) < 1.5 * rate * r.rounds
+
+
+def test_every_bulk_kind_is_planted_across_two_seeds(tmp_path):
+    kinds: set[str] = set()
+    for seed in (1, 2):
+        kinds |= {d["kind"] for d in simulate_bulk(tmp_path / str(seed), 8, 3, seed=seed,
+                                                   deviation_rate=0.3).deviations}
+    assert kinds == set(BULK_KINDS)
+
+
+def test_third_cards_follow_the_draw_rules_except_the_planted_errors(tmp_path):
+    r = simulate_bulk(tmp_path, 6, 3, seed=4, deviation_rate=0.1)
+    pack = load_pack("NJ", "mini_baccarat")
+    planted = {(d["table"], d["shoe"], d["round"]): d["kind"] for d in r.deviations}
+    rounds: dict[tuple, list[dict]] = defaultdict(list)
+    for e in _events(r):
+        if e["type"] == "card":
+            rounds[e["table"], e["shoe"], e["round"]].append(e)
+    assert len(rounds) == r.rounds
+    wrong = Counter()
+    for key, cards in rounds.items():
+        assert [c["to"] for c in cards[:4]] == ["player", "banker", "player", "banker"]
+        dealt = (sum(c["to"] == "player" for c in cards), sum(c["to"] == "banker" for c in cards))
+        values = [card_value(c["card"]) for c in cards]
+        # The rules' hands from these cards in shoe order (the reference decides with them).
+        expected = play_round(pack, [*values, 0, 0])[:2]
+        kind = planted.get(key, "")
+        if kind in DRAW_KINDS:
+            wrong[kind] += 1
+            assert dealt != expected, (key, kind)
+            hand = 0 if kind.startswith("player") else 1
+            assert dealt[hand] - expected[hand] == (1 if kind.endswith("extra") else -1), key
+        else:
+            assert dealt == expected, key
+    assert set(wrong) == DRAW_KINDS & set(planted.values()) and wrong

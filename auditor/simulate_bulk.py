@@ -60,6 +60,7 @@ SHOE_CARDS = 52 * DECKS
 MAX_ROUNDS_PER_SHOE = 110  # 4 cards a round at least: (416 - 2 - 14) / 4 + 1 < 110
 LAST_ROUND_MARGIN_MS = 120_000  # the last round starts this long before the day ends
 MS = 1000
+JOIN_LINES = 2048  # lines joined and written at a time
 
 VALUES = np.array([min(i + 1, 10) % 10 for i in range(len(RANKS)) for _ in SUITS], np.int8)
 CARD_NAMES = [r + s for r in RANKS for s in SUITS]  # id = rank index * 4 + suit index
@@ -86,6 +87,10 @@ S_SETTLE = 20  # seat i (0-based): 20 + 4i + (collect, pay, push, vig)
 COLLECT, PAY, PUSH, VIG = 0, 1, 2, 3
 S_ROUND_END, S_CUT, S_SHOE_END, S_CLOSE = 48, 49, 50, 51
 NSLOTS = 52
+# The events written whole after their seq (a few per shoe), and their column in _Batch.special.
+SPECIAL_SLOTS = (S_OPEN, S_SHOE_START, S_BURN, S_CUT, S_SHOE_END, S_CLOSE)
+SPECIAL_COL = np.full(NSLOTS, -1, np.int64)
+SPECIAL_COL[list(SPECIAL_SLOTS)] = np.arange(len(SPECIAL_SLOTS))
 
 SLOT_TYPE = np.array(
     [TY["table_open"], TY["shoe_start"], TY["burn"], TY["round_start"]]
@@ -145,6 +150,13 @@ for _n in range(1, SEATS + 1):
     _NSUBSETS[_n] = _j + 1
 
 
+def _objects(items: list[bytes]) -> np.ndarray:
+    """A 1-d object array of byte strings (np.array would make a fixed-width one)."""
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out
+
+
 def _cents(c: int) -> str:
     """An amount in cents as the reference writes it: whole amounts as JSON numbers,
     others as "2.50"-style strings."""
@@ -161,10 +173,15 @@ class _Pieces:
         parts += [str(i).encode() for i in range(max_number + 1)]
         self.sec = len(parts)
         base = start.replace(tzinfo=None)
-        parts += [
-            b'{"v":1,"ts":"' + (base + dt.timedelta(seconds=s)).isoformat().encode()
-            for s in range(seconds + 1)
-        ]
+        # Each second of the day: an hour's prefix (the date changes at midnight) and
+        # "MM:SS", concatenated element-wise.
+        hours = _objects([
+            b'{"v":1,"ts":"' + (base + dt.timedelta(hours=h)).isoformat()[:14].encode()
+            for h in range(seconds // 3600 + 1)
+        ])
+        mmss = _objects([f"{m:02d}:{s:02d}".encode() for m in range(60) for s in range(60)])
+        sec = np.arange(seconds + 1)
+        parts += (hours[sec // 3600] + mmss[sec % 3600]).tolist()
         off = start.isoformat()[-6:]  # the local offset, -05:00
         self.mstype = len(parts)
         parts += [
@@ -174,8 +191,6 @@ class _Pieces:
         parts.append(b"}\n")
         self.tie = len(parts)
         parts.append(b',"kind":"tie_hand"}\n')
-        self.origin_shoe = len(parts)
-        parts.append(b',"origin":"shoe"}\n')
         self.card = len(parts)
         parts += [
             f',"to":"{to}","card":"{c}"}}\n'.encode() for to in ("player", "banker")
@@ -367,15 +382,16 @@ class _Batch:
         self.shoe_start, self.burn_gap, self.brk = shoe_start, burn_gap, brk
         self.raw_round = raw[tt, self.g]
 
-    def rows(self) -> tuple[np.ndarray, ...]:
-        """Every round as a row of semantic slots: (valid, ms delta, tail piece)."""
+    def rows(self, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+        """One table's rounds (rows lo:hi) as rows of semantic slots: the order of the slots,
+        valid, ms delta, tail piece; and each round's planted kind (-1: none)."""
         sim, deal, pc = self.sim, self.deal, self.sim.pieces
-        tt, ss, rr = self.tt, self.ss, self.rr
+        tt, ss, rr = self.tt[lo:hi], self.ss[lo:hi], self.rr[lo:hi]
         shoe = tt * sim.max_shoes + ss
-        R = len(tt)
+        R = hi - lo
         kind = deal.kind[shoe, rr]
         win = deal.winner[shoe, rr]
-        raw = self.raw_round
+        raw = self.raw_round[lo:hi]
         n_w = 1 + _field(raw[:, 0], 16, 5)
         subset = _field(raw[:, 0], 32, 1 << 16) % _NSUBSETS[n_w]
         present = _SUBSETS[n_w, subset].copy()
@@ -392,7 +408,7 @@ class _Batch:
              {7: (PLAYER, 100), 4: (PLAYER, 50), 2: (BANKER, 100)}),
             (("vig_missing", "vig_short"), {5: (BANKER, 100), 3: (PLAYER, 50)}),
         ):
-            f = np.isin(kind, [K[k] for k in kinds])
+            f = (kind == K[kinds[0]]) | (kind == K[kinds[1]])
             present[f] = False
             for seat, (b, x) in layout.items():
                 present[f, seat - 1], bet[f, seat - 1], stake[f, seat - 1] = True, b, x
@@ -409,8 +425,7 @@ class _Batch:
 
         valid = np.zeros((R, NSLOTS), bool)
         tail = np.full((R, NSLOTS), pc.empty, np.int64)
-        last_round = np.r_[tt[1:] != tt[:-1], True]
-        valid[:, S_OPEN] = np.r_[True, tt[1:] != tt[:-1]]
+        valid[0, S_OPEN] = valid[-1, S_CLOSE] = True  # the rows are one table's
         valid[:, S_SHOE_START] = valid[:, S_BURN] = rr == 0
         valid[:, [S_ROUND_START, S_NMB, S_RESULT, S_ROUND_END]] = True
         tail[:, [S_ROUND_START, S_NMB, S_ROUND_END]] = pc.close
@@ -432,121 +447,147 @@ class _Batch:
         )
         valid[:, S_TIE] = (win == TIE) & (kind != K["tie_missing"])
         tail[:, S_TIE] = pc.tie
-        base = S_SETTLE + 4 * seats
+        settle = slice(S_SETTLE, S_SETTLE + 4 * SEATS)
+        s_valid = valid[:, settle].reshape(R, SEATS, 4)  # views: [round, seat, how]
+        s_tail = tail[:, settle].reshape(R, SEATS, 4)
         for how, mask, amount in ((COLLECT, collects, stake), (PAY, pays, pay_amt),
                                   (PUSH, pushes, stake)):
-            valid[:, base + how] = mask
-            tail[:, base + how] = sba + pc.amount_index[amount]
-        valid[:, base + VIG] = vigs
-        tail[:, base + VIG] = pc.vig + (seats * pc.n_vigs + pc.vig_index[vig_c]) * 2 + mark
+            s_valid[:, :, how] = mask
+            s_tail[:, :, how] = sba + pc.amount_index[amount]
+        s_valid[:, :, VIG] = vigs
+        s_tail[:, :, VIG] = pc.vig + (seats * pc.n_vigs + pc.vig_index[vig_c]) * 2 + mark
         valid[:, S_CUT] = deal.cut_round[shoe] == rr
-        tail[:, S_CUT] = pc.origin_shoe
         valid[:, S_SHOE_END] = rr == self.played[tt, ss] - 1
-        valid[:, S_CLOSE] = last_round
-        delta = np.where(valid, SLOT_DELTA, 0)
-        delta[:, S_WAGER:S_WAGER + SEATS] = np.where(present, jitter, 0)
-        procedure = np.array(self.sim.procedures[self.first:self.first + self.count])[tt]
+        delta = np.empty((R, NSLOTS), np.int64)  # read only where valid
+        delta[:] = SLOT_DELTA
+        delta[:, S_WAGER:S_WAGER + SEATS] = jitter
+        procedure = self.sim.procedures[int(tt[0]) + self.first]
         order = ORDERS[(procedure - 1) * 2 + (kind == K["collect_after_pay"])]
         return order, valid, delta, tail, kind
 
     def write(self) -> tuple[list[Path], int, int, list[dict]]:
-        """Lay the rows out as lines, write one file per table; (files, rounds, events,
-        deviations)."""
-        sim, pc = self.sim, self.sim.pieces
-        order, valid, delta, tail, kind = self.rows()
-        tt, ss, rr = self.tt, self.ss, self.rr
-        valid = np.take_along_axis(valid, order, axis=1)
-        delta = np.take_along_axis(delta, order, axis=1)
-        ts = self.round_ms[:, None] + np.cumsum(delta, axis=1)
-        m = valid.ravel()
-        ev_row = np.repeat(np.arange(len(tt)), valid.sum(axis=1))
-        slot = order.ravel()[m]
-        ev_ts = ts.ravel()[m]
-        ev_tail = np.take_along_axis(tail, order, axis=1).ravel()[m]
-        ev_t, ev_s = tt[ev_row], ss[ev_row]
-        ev_round_ms = self.round_ms[ev_row]
-        # Times of the table and shoe events, as the reference places them.
-        shoe_start = self.shoe_start[ev_t, ev_s]
-        shoe_end_ms = ev_round_ms + 30 * MS
-        close_ms = np.minimum(shoe_end_ms + self.brk[ev_t, ev_s], sim.end_ms - MS)
-        ev_ts = np.select(
-            [slot == S_OPEN, slot == S_SHOE_START, slot == S_BURN, slot == S_CUT,
-             slot == S_SHOE_END, slot == S_CLOSE],
-            [np.zeros_like(ev_ts), shoe_start, shoe_start + self.burn_gap[ev_t, ev_s],
-             ev_round_ms, shoe_end_ms, close_ms],
-            ev_ts,
-        )
-        ev_type = SLOT_TYPE[slot]
-        n_ev = len(slot)
-        counts = np.bincount(ev_t, minlength=self.count)
-        starts = np.cumsum(counts) - counts
-        seq = np.arange(n_ev) - starts[ev_t] + 1
+        """Write one file per table; (files, rounds, events, deviations).
 
-        # Pieces of this batch: tables, shoes, dealers, and the few table and shoe lines.
+        The deal and the times were computed for the whole batch; the lines are laid out a
+        table at a time so the working arrays stay small (fresh memory is slow to touch)."""
+        sim, pc = self.sim, self.sim.pieces
+        tt, ss, rr = self.tt, self.ss, self.rr
         names = [sim.table_name(self.first + i) for i in range(self.count)]
-        extra: list[bytes] = [f'{t}","seq":'.encode() for t in names]
-        table_piece = 0
         shoe_ids = [f"{t}-{BULK_DATE:%m%d}-{s + 1:02d}" for t in names
                     for s in range(sim.max_shoes)]
-        shoe_piece = len(extra)
-        extra += [f',"shoe":"{s}","round":'.encode() for s in shoe_ids]
-        dealer_piece = len(extra)
-        extra += [f',"dealer":"{d}","origin":"{o}"'.encode() for t in self.tables
-                  for d in t.dealers for o in ("tms", "shoe")]
-        special = np.nonzero(np.isin(slot, [S_OPEN, S_SHOE_START, S_BURN, S_SHOE_END,
-                                            S_CLOSE]))[0]
-        special_piece = np.full(n_ev, -1, np.int64)
-        special_piece[special] = len(extra) + np.arange(len(special))
-        for e in special:
-            extra.append(self._special_line(int(slot[e]), int(ev_t[e]), int(ev_s[e]),
-                                            int(ev_ts[e]), shoe_ids, ev_row[e]).encode())
-        batch_pieces = np.empty(len(extra), object)
-        batch_pieces[:] = extra
-        pieces = np.concatenate([pc.array, batch_pieces])
-        off = len(pc.array)
-
-        idx = np.empty((n_ev, 8), np.int64)
-        idx[:, 0] = pc.sec + ev_ts // MS
-        idx[:, 1] = pc.mstype + ev_type * MS + ev_ts % MS
-        idx[:, 2] = off + table_piece + ev_t
-        idx[:, 3] = pc.num + seq
-        is_special = special_piece >= 0
-        idx[:, 4] = np.where(is_special, off + special_piece,
-                             off + shoe_piece + ev_t * sim.max_shoes + ev_s)
-        idx[:, 5] = np.where(is_special, pc.empty, pc.num + rr[ev_row] + 1)
-        dealer = (ev_round_ms // 3_600_000) % 4
-        origin = (ev_type == TY["card"]).astype(np.int64)
-        idx[:, 6] = np.where(is_special | (slot == S_CUT), pc.empty,
-                             off + dealer_piece + (ev_t * 4 + dealer) * 2 + origin)
-        idx[:, 7] = np.where(is_special, pc.empty, ev_tail)
+        # Pieces of this batch: the tables; per round what its events share after the seq
+        # (shoe, round, dealer, origin "tms" or "shoe"); the few table and shoe lines.
+        extra = _objects([f'{t}","seq":'.encode() for t in names])
+        shoe_part = _objects([f',"shoe":"{s}","round":'.encode() for s in shoe_ids])
+        dealer_part = _objects([f',"dealer":"{d}","origin":"{o}"'.encode()
+                                for t in self.tables for d in t.dealers for o in ("tms", "shoe")])
+        head = shoe_part[tt * sim.max_shoes + ss] + pc.array[pc.num + 1 + rr]
+        dealer = tt * 4 + (self.round_ms // 3_600_000) % 4
+        round_parts = [extra, head + dealer_part[dealer * 2], head + dealer_part[dealer * 2 + 1]]
+        self.round_piece = len(pc.array) + len(extra)
+        first_row = np.r_[True, tt[1:] != tt[:-1]]
+        special_rows = (
+            (S_OPEN, first_row),
+            (S_SHOE_START, rr == 0),
+            (S_BURN, rr == 0),
+            (S_CUT, self.deal.cut_round[tt * sim.max_shoes + ss] == rr),
+            (S_SHOE_END, rr == self.played[tt, ss] - 1),
+            (S_CLOSE, np.r_[tt[1:] != tt[:-1], True]),
+        )
+        base = len(pc.array) + len(extra) + 2 * len(tt)
+        lines: list[bytes] = []
+        self.special = np.full((len(tt), len(SPECIAL_SLOTS)), -1, np.int64)
+        for col, (slot, rows) in enumerate(special_rows):
+            for row in np.nonzero(rows)[0]:
+                self.special[row, col] = base + len(lines)
+                lines.append(self._special_line(slot, int(row), shoe_ids).encode())
+        pieces = np.concatenate([pc.array, *round_parts, _objects(lines)])
 
         files: list[Path] = []
+        events = 0
+        bounds = np.searchsorted(tt, np.arange(self.count + 1))
+        kinds = []
         for i, name in enumerate(names):
             path = sim.out / f"{BULK_DATE:%Y-%m-%d}_{name}.jsonl"
-            if counts[i]:
-                a, b = starts[i], starts[i] + counts[i]
-                data = b"".join(pieces.take(idx[a:b]).ravel().tolist())
-            else:  # no round fits in the hours: the table opens and closes
-                data = self._empty_table(i, name)
-            path.write_bytes(data)
+            lo, hi = bounds[i], bounds[i + 1]
+            with path.open("wb") as fh:
+                if hi > lo:
+                    idx, kind = self._table_pieces(lo, hi)
+                    # Joined a few hundred KB at a time: memory the allocator reuses, where
+                    # one buffer per table would be fresh pages to fault in every time.
+                    for a in range(0, len(idx), JOIN_LINES):
+                        fh.write(b"".join(pieces.take(idx[a:a + JOIN_LINES]).ravel().tolist()))
+                    events += len(idx)
+                    kinds.append(kind)
+                else:  # no round fits in the hours: the table opens and closes
+                    fh.write(self._empty_table(i, name))
+                    events += 2
             files.append(path)
-        planted = np.nonzero(kind >= 0)[0]
+        kind = np.concatenate(kinds) if kinds else np.zeros(0, np.int64)
         deviations = [
             {"code": BULK_CODES[BULK_KINDS[kind[j]]], "table": names[tt[j]],
              "shoe": shoe_ids[tt[j] * sim.max_shoes + ss[j]], "round": int(rr[j]) + 1,
              "kind": BULK_KINDS[kind[j]]}
-            for j in planted
+            for j in np.nonzero(kind >= 0)[0]
         ]
-        events = n_ev + 2 * int((counts == 0).sum())
         return files, len(tt), events, deviations
+
+    def _table_pieces(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """One table's lines as rows of six piece indices, and its rounds' kinds."""
+        sim, pc = self.sim, self.sim.pieces
+        order, valid, delta, tail, kind = self.rows(lo, hi)
+        t = int(self.tt[lo])
+        ss, round_ms = self.ss[lo:hi], self.round_ms[lo:hi]
+        valid = np.take_along_axis(valid, order, axis=1)
+        per_round = valid.sum(axis=1)
+        ev_row = np.repeat(np.arange(hi - lo), per_round)
+        slot = order.ravel()[valid.ravel()]
+        cell = ev_row * NSLOTS + slot  # the event's cell in the semantic layout
+        # Each event's time: its round's start plus the deltas of the round's events so far.
+        elapsed = np.cumsum(delta.ravel()[cell])
+        ends = np.cumsum(per_round)
+        before = np.r_[0, elapsed[ends[:-1] - 1]]
+        ev_ts = round_ms[ev_row] + elapsed - before[ev_row]
+        ev_type = SLOT_TYPE[slot]
+        # The table and shoe events: their own times (as the reference places them) and
+        # their own line after the seq.
+        sp = np.nonzero(SPECIAL_COL[slot] >= 0)[0]
+        sp_slot, sp_row = slot[sp], ev_row[sp]
+        sp_shoe = ss[sp_row]
+        shoe_start = self.shoe_start[t, sp_shoe]
+        shoe_end = round_ms[sp_row] + 30 * MS
+        ev_ts[sp] = np.select(
+            [sp_slot == S_OPEN, sp_slot == S_SHOE_START, sp_slot == S_BURN, sp_slot == S_CUT,
+             sp_slot == S_SHOE_END],
+            [np.zeros_like(shoe_end), shoe_start, shoe_start + self.burn_gap[t, sp_shoe],
+             round_ms[sp_row], shoe_end],
+            np.minimum(shoe_end + self.brk[t, sp_shoe], sim.end_ms - MS),  # table_close
+        )
+        idx = np.empty((len(slot), 6), np.int64)
+        idx[:, 0] = pc.sec + ev_ts // MS
+        idx[:, 1] = pc.mstype + ev_type * MS + ev_ts % MS
+        idx[:, 2] = len(pc.array) + t
+        idx[:, 3] = pc.num + 1 + np.arange(len(slot))
+        idx[:, 4] = self.round_piece + (ev_type == TY["card"]) * len(self.tt) + lo + ev_row
+        idx[:, 5] = tail.ravel()[cell]
+        idx[sp, 4] = self.special[lo + sp_row, SPECIAL_COL[sp_slot]]
+        idx[sp, 5] = pc.empty
+        return idx, kind
 
     def _dealer(self, t: int, ms: int) -> str:
         return self.tables[t].dealers[(ms // 3_600_000) % 4]
 
-    def _special_line(self, slot: int, t: int, s: int, ms: int, shoe_ids: list[str],
-                      row: int) -> str:
+    def _special_line(self, slot: int, row: int, shoe_ids: list[str]) -> str:
         """The rest of a table or shoe event's line after its seq (few per shoe)."""
         sim = self.sim
+        t, s = int(self.tt[row]), int(self.ss[row])
+        ms = int(self.round_ms[row])
+        if slot in (S_SHOE_START, S_BURN):
+            ms = int(self.shoe_start[t, s]) + (int(self.burn_gap[t, s]) if slot == S_BURN else 0)
+        elif slot == S_OPEN:
+            ms = 0
+        elif slot == S_CLOSE:
+            ms = min(ms + 30 * MS + int(self.brk[t, s]), sim.end_ms - MS)
         shoe = shoe_ids[t * sim.max_shoes + s]
         dealer = self._dealer(t, ms)
         if slot == S_OPEN:
@@ -558,6 +599,8 @@ class _Batch:
         if slot == S_BURN:
             cards = ",".join(f'"{CARD_NAMES[c]}"' for c in self.deal.cards[k, :self.deal.burn_n[k]])
             return f',"shoe":"{shoe}","cards":[{cards}],"dealer":"{dealer}","origin":"shoe"}}\n'
+        if slot == S_CUT:
+            return f',"shoe":"{shoe}","round":{int(self.rr[row]) + 1},"origin":"shoe"}}\n'
         if slot == S_SHOE_END:
             remaining = SHOE_CARDS - int(self.deal.pos_after[k, self.rr[row]])
             return f',"shoe":"{shoe}","remaining":{remaining},"origin":"shoe"}}\n'
@@ -600,7 +643,8 @@ class _Sim:
         self.max_shoes = max(1, self.end_ms // ((66 * 40 + 170) * MS) + 2)
         self.width = max(4, len(str(tables)))
         self.procedures = [_pit_procedure(seed, g // PIT_SIZE) for g in range(tables)]
-        self.pieces = _Pieces(self.start, self.end_ms // MS + 1, self.max_rounds * NSLOTS)
+        # seq numbers: at most 26 events a round and the 6 table and shoe events.
+        self.pieces = _Pieces(self.start, self.end_ms // MS + 1, self.max_rounds * 32 + 2)
 
     def table_name(self, g: int) -> str:
         return f"MB-{g + 1:0{self.width}d}"

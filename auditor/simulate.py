@@ -22,6 +22,7 @@ from pathlib import Path
 
 from auditor.cards import RANKS, SUITS, rank_value
 from auditor.replay.draw import banker_draws, is_natural, player_draws
+from auditor.replay.shoes import FACE_UP_RULE_JURISDICTIONS, ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rulepack import RulePack, load_pack
 
@@ -70,6 +71,7 @@ class NoticeChange:
     effective: str  # local time
     lead_minutes: int
     recipients: tuple[str, ...] = ("division", "surveillance")
+    kind: str = ""  # simulate: the planted deviation this change carries, if any
 
 
 @dataclass
@@ -116,9 +118,11 @@ class Stream:
         self.tz = dt.timezone(offset)
         self.seq = first_seq - 1
         self.lines: list[str] = []
+        self.last: dt.datetime | None = None  # the time of the last event written
 
     def emit(self, when: dt.datetime, event_type: str, **fields: object) -> dict:
         self.seq += 1
+        self.last = when
         ts = when.astimezone(self.tz).isoformat(timespec="milliseconds")
         event = {"v": 1, "ts": ts, "type": event_type, **self.key, "seq": self.seq}
         event.update({k: v for k, v in fields.items() if v is not None})
@@ -202,7 +206,46 @@ def _qualifies(pack: RulePack, kind: str, o: Outcome, spec: TableSpec) -> bool:
         return o.winner == "banker" and not (len(o.banker) == 3 and o.banker_count == 7)
     if kind in ("pay_short", "collect_after_pay", "total_cards_missing"):
         return o.winner == "player"
+    if kind == "panda8_missing":
+        return _is_panda8(o)
+    if kind == "irregular_disposition":  # both stand on two cards: no third card authorised
+        return not natural and len(o.player) == 2 and len(o.banker) == 2
     return True
+
+
+def _is_panda8(o: Outcome) -> bool:
+    return o.winner == "player" and len(o.player) == 3 and o.player_count == 8
+
+
+def _panda8_due(pack: RulePack, variant: str) -> bool:
+    """Whether the pack makes "panda 8" due at this variant (no shipped pack does; a house
+    pack may)."""
+    rule = pack.announcements.get("panda_8")
+    return rule is not None and rule.value == "panda8_hand" and (
+        rule.variants is None or variant in rule.variants
+    )
+
+
+def _with_player_card(o: Outcome, card: str) -> Outcome:
+    """The round with one more card dealt to the Player (an irregularity left in the hand:
+    the replay settles a round with an irregularity on the cards as dealt)."""
+    player = [*o.player, card]
+    pc = _count(player)
+    winner = "player" if pc > o.banker_count else "banker" if o.banker_count > pc else "tie"
+    return Outcome(player, o.banker, [*o.order, "player"], pc, o.banker_count, winner)
+
+
+@dataclass
+class ShoePlan:
+    """How a shoe is made up and dealt: the regular way unless simulate plants a shoe-level
+    deviation (fewer decks, a batch repeated, a wrong burn, the cutting card elsewhere, rounds
+    dealt past it)."""
+
+    decks: int
+    batch: str
+    burn_delta: int = 0  # cards burned beyond (or short of) what the exposed card calls for
+    cut_left: int | None = None  # cards behind the cutting card; None: the house's 14-16
+    rounds_after_cut: int = 1  # finish the round, then one more (the packs' house option)
 
 
 class TableNight:
@@ -221,6 +264,13 @@ class TableNight:
         self.bank = Decimal(1000)
         self.suivi_seat: int | None = None  # who equalled and lost the Banker's last wager
         self.chemin_rounds = 0
+        self.chemin_rnd = 0  # the chemin de fer round being played, within its shoe
+        self.unjudged = False  # the last counted chemin de fer round's cards were not judged
+        self.applied: list[NoticeChange] = []  # the procedure changes this table made
+        self.round_is_last = False  # the round being played is the shoe's last
+        self.cut_round: int | None = None  # the round of this shoe the cutting card came in
+        self.face_up: tuple[str, list[str]] | None = None  # found face up before the cards
+        self.other_order = False  # dealers pay in another procedure's order than declared
 
     def local(self, hhmm: str, next_day: bool = False) -> dt.datetime:
         h, m = map(int, hhmm.split(":"))
@@ -261,61 +311,94 @@ class TableNight:
         self.out.emit(t, "table_close", dealer=self.dealer(t), origin="tms")
         return self.out.lines
 
+    def apply_changes(
+        self, t: dt.datetime, changes: list[NoticeChange], on_time: bool = False
+    ) -> None:
+        """A change takes effect between rounds: logged just before the first round played
+        under it, after the last event of the round before (`on_time`: at its effective time,
+        or at the last event if that came later)."""
+        for c in changes:
+            if t >= self.at(c.effective) and self.procedure != c.procedure:
+                self.procedure = c.procedure
+                self.applied.append(c)
+                at = t - dt.timedelta(seconds=1)
+                if on_time:
+                    at = max(self.at(c.effective), self.out.last or at)
+                self.out.emit(
+                    at,
+                    "procedure_change",
+                    procedure=c.procedure,
+                    dealer=self.dealer(at),
+                    origin="pit",
+                )
+
+    def between_shoes(self, t: dt.datetime, changes: list[NoticeChange]) -> None:
+        """A hook for simulate, before each shoe starts at `t` (nothing here)."""
+
+    def plan_shoe(self, shoe_id: str) -> ShoePlan:
+        """The regular shoe: the table's decks, its batches in turn."""
+        s = self.spec
+        batch = s.batches[self.batch_index % len(s.batches)]
+        self.batch_index += 1
+        return ShoePlan(s.decks, batch)
+
+    def tamper(self, shoe_id: str, cards: list[str], pos: int) -> None:
+        """A hook for simulate to change the shoe's cards after the burn (none here)."""
+
+    def shoe_done(self, shoe_id: str, cards: list[str], pos: int, rnd: int) -> None:
+        """A hook for simulate, called as the shoe ends (`pos` cards out, `rnd` rounds)."""
+
     def play_shoe(
         self, shoe_id: str, t: dt.datetime, end: dt.datetime, changes: list[NoticeChange]
     ) -> dt.datetime:
         s, rng = self.spec, self.rng
-        batch = s.batches[self.batch_index % len(s.batches)]
-        self.batch_index += 1
-        cards = _shoe(rng, s.decks)
+        self.between_shoes(t, changes)
+        plan = self.plan_shoe(shoe_id)
+        cards = _shoe(rng, plan.decks)
         self.out.emit(
             t,
             "shoe_start",
             shoe=shoe_id,
-            decks=s.decks,
+            decks=plan.decks,
             shuffle=s.shuffle,
-            batch=batch,
+            batch=plan.batch,
             dealer=self.dealer(t),
             origin="shoe",
         )
         t += dt.timedelta(seconds=rng.randint(20, 40))
         exposed = _value(cards[0])
-        burn_n = 1 + (exposed if exposed else 10)
+        burn_n = 1 + (exposed if exposed else 10) + plan.burn_delta
         self.out.emit(
             t, "burn", shoe=shoe_id, cards=cards[:burn_n], dealer=self.dealer(t), origin="shoe"
         )
         pos = burn_n
+        self.tamper(shoe_id, cards, pos)
         cut_at = len(cards) - rng.randint(14, 16)
+        if plan.cut_left is not None:
+            cut_at = len(cards) - plan.cut_left
         cut_seen = False
+        self.cut_round = None
         rnd = 0
-        last_after_cut = False
+        after_cut = 0  # rounds played after the one the cutting card came out in
         while t < end:
             t += dt.timedelta(seconds=rng.randint(*s.seconds_per_round))
-            # A change takes effect between rounds: logged just before the first round
-            # played under it, after the last event of the round before.
-            for c in changes:
-                if t >= self.at(c.effective) and self.procedure != c.procedure:
-                    self.procedure = c.procedure
-                    at = t - dt.timedelta(seconds=1)
-                    self.out.emit(
-                        at,
-                        "procedure_change",
-                        procedure=c.procedure,
-                        dealer=self.dealer(at),
-                        origin="pit",
-                    )
+            self.apply_changes(t, changes)
             rnd += 1
+            self.round_is_last = t >= end or (cut_seen and after_cut + 1 >= plan.rounds_after_cut)
             used = self.play_round(shoe_id, rnd, cards, pos, t)
             if used is None:
+                rnd -= 1
                 break
             pos += used
             if not cut_seen and pos >= cut_at:
                 cut_seen = True
+                self.cut_round = rnd
                 self.out.emit(t, "cut_card", shoe=shoe_id, round=rnd, origin="shoe")
             elif cut_seen:
-                last_after_cut = True
-            if cut_seen and last_after_cut:
+                after_cut += 1
+            if cut_seen and after_cut >= plan.rounds_after_cut:
                 break
+        self.shoe_done(shoe_id, cards, pos, rnd)
         t += dt.timedelta(seconds=30)
         self.out.emit(t, "shoe_end", shoe=shoe_id, remaining=len(cards) - pos, origin="shoe")
         return t + dt.timedelta(seconds=rng.randint(120, 300))
@@ -340,6 +423,8 @@ class TableNight:
         if kind in ("banker_missed", "player_extra", "player_missed", "banker_extra"):
             o = deal(self.pack, cards, pos, kind)
             assert o is not None
+        if kind == "irregular_disposition":  # a card to the Player in error, kept there
+            o = _with_player_card(o, cards[pos + o.cards])
         if dev:
             dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
         self.banking_round(shoe_id, rnd, o, t, kind)
@@ -422,6 +507,10 @@ class TableNight:
         for seat, bet, amt in wagers:
             emit(rng.uniform(0.5, 3), "wager", seat=seat, bet=bet, amount=_amount(amt))
         emit(2, "no_more_bets")
+        if self.face_up is not None:  # simulate: found face up, burned with its value
+            card, burned = self.face_up
+            self.face_up = None
+            emit(1, "face_up_in_shoe", card=card, burned=burned)
         pi = bi = 0
         order = o.order
         if kind == "deal_order":  # the first two cards both to the Player
@@ -430,6 +519,9 @@ class TableNight:
             card = o.player[pi] if hand == "player" else o.banker[bi]
             pi, bi = (pi + 1, bi) if hand == "player" else (pi, bi + 1)
             emit(1.2, "card", to=hand, card=card)
+        if kind == "irregular_disposition":  # resolved as if the Banker had to draw
+            emit(1, "irregularity", kind="player_extra_card", card=o.player[2],
+                 disposition="banker_third_card")
         winner = o.winner
         if kind == "wrong_winner":
             winner = "player"
@@ -446,6 +538,8 @@ class TableNight:
         dragon = o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
         if dragon and s.variant == "no_vig_dragon7" and kind != "dragon_missing":
             emit(0.5, "announce", kind="dragon_7")
+        if _panda8_due(self.pack, s.variant) and _is_panda8(o) and kind != "panda8_missing":
+            emit(0.5, "announce", kind="panda_8")
         if any(b.startswith("total_cards") for b in s.side_bets) and kind != "total_cards_missing":
             count = o.cards
             if kind == "total_cards_wrong":
@@ -486,7 +580,7 @@ class TableNight:
             for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
                 emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
         procedure = self.procedure or 3
-        if kind == "procedure_order":
+        if kind == "procedure_order" or self.other_order:
             procedure = {1: 3, 2: 4, 3: 1, 4: 2}[procedure]
         seats = sorted(set(pays) | set(vigs), reverse=True)
 
@@ -536,6 +630,7 @@ class TableNight:
         o = deal_chemin(self.pack, cards, pos, *choices)
         if o is None:
             return None
+        self.chemin_rnd = rnd
         dev = None
         for d in self.pending:
             if t >= self.at(d.after) and self.chemin_qualifies(d.kind, o):
@@ -547,8 +642,18 @@ class TableNight:
         if kind == "option_not_allowed":  # the Player, who must draw, declares "stay"
             o = deal_chemin(self.pack, cards, pos, *choices, force_player=False)
             assert o is not None
+        if kind == "option_flipped":  # the cards go against the Player's declared choice
+            o.options = [(h, {"card": "stay", "stay": "card"}[c] if h == "player" else c)
+                         for h, c in o.options]
+        if kind == "bank_unlogged":  # the next seat puts up the bank; no bank_pass logged
+            self.bank_seat = self.bank_seat % self.spec.seats + 1
+            self.bank, self.suivi_seat = Decimal(1000), None
         self.chemin_round(shoe_id, rnd, o, t, kind)
         self.chemin_rounds += 1
+        if kind == "unknown_irregularity":
+            self.unjudged = True
+        elif o.winner != "tie":
+            self.unjudged = False
         return o.cards
 
     def chemin_qualifies(self, kind: str, o: Outcome) -> bool:
@@ -560,8 +665,13 @@ class TableNight:
         if kind == "commission_short":
             return o.winner == "banker"
         if kind == "suivi_not_entitled":  # nobody is entitled, and the audit can tell
-            return self.suivi_seat is None and self.chemin_rounds > 0
-        return kind in ("partial_order", "over_bank", "late_wager")
+            return self.suivi_seat is None and self.chemin_rounds > 0 and not self.unjudged
+        if kind == "option_flipped":
+            return any(hand == "player" for hand, _ in o.options)
+        if kind == "bank_unlogged":  # a previous round of the shoe says who holds the bank
+            return self.chemin_rnd > 1
+        return kind in ("partial_order", "over_bank", "late_wager", "unknown_irregularity",
+                        "disposition_wrong_h")
 
     def chemin_wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
         """Wagers against the bank in the order of 13:69F-4.7(b)-(d): a banco suivi by the
@@ -633,6 +743,9 @@ class TableNight:
         for hand in ("player", "banker"):  # decisions to stay, after the last card
             if hand in options:
                 emit(1, "option", hand=hand, choice=options.pop(hand))
+        if kind in CHEMIN_IRREGULARITIES:
+            irr_kind, disposition = CHEMIN_IRREGULARITIES[kind]
+            emit(1, "irregularity", kind=irr_kind, disposition=disposition)
         emit(
             2,
             "announce",
@@ -675,6 +788,15 @@ class TableNight:
             self.suivi_seat = full[0] if full else None
             self.bank += won - commission
         # A stand off is not the Banker's preceding wager (4.7(b)): suivi_seat stays.
+
+
+# Planted chemin de fer irregularities: (kind, disposition), no card named. A kind the pack does
+# not list (its cards are not judged), and a 4.12(h) procedure other than the pre-selected one
+# (burn_value, the NJ pack's default), which leaves the cards as dealt.
+CHEMIN_IRREGULARITIES = {
+    "unknown_irregularity": ("shoe_dropped", "burned"),
+    "disposition_wrong_h": ("card_drawn_disclosed", "burn_one_face_down"),
+}
 
 
 def deal_chemin(
@@ -1150,6 +1272,8 @@ BANKING_KINDS = {
     "vig_missing": "vig.missing",
     "collect_after_pay": "order.collect_after_pay",
     "procedure_order": "order.procedure_mismatch",
+    "panda8_missing": "announce.panda8_missing",  # only where a (house) pack makes it due
+    "irregular_disposition": "irregularity.disposition",  # NZ rule 12.2
 }
 CHEMIN_KINDS = {
     "partial_order": "chemin.priority",
@@ -1158,8 +1282,36 @@ CHEMIN_KINDS = {
     "option_not_allowed": "chemin.option",
     "commission_short": "chemin.commission",
     "suivi_not_entitled": "chemin.priority",
+    "option_flipped": "chemin.option_not_followed",
+    "bank_unlogged": "chemin.bank_pass",
+    "unknown_irregularity": "irregularity.unknown_kind",
+    "disposition_wrong_h": "irregularity.chemin_disposition",
 }
-KIND_CODES = BANKING_KINDS | CHEMIN_KINDS
+# Shoe-level kinds: each one, independently, in a shoe with probability R.
+SHOE_KINDS = {
+    "few_decks": "shoe.too_few_decks",  # two decks fewer than the pack requires
+    "extra_card": "shoe.composition",  # decks + 1 copies of one card early in the shoe
+    "batch_repeated": "shoe.batch_not_alternated",  # the previous shoe's batch again
+    "burn_wrong": "shoe.burn",  # one card short of, or one or two beyond, the burn
+    "cut_misplaced": "shoe.cut_card",  # the cutting card 40-60 cards from the end
+    "past_cut": "shoe.end_of_shoe",  # two rounds after the cutting card's instead of one
+    "face_up_last": "shoe.void_required",  # a card face up in the last round, settled
+}
+# Table- and pit-level kinds: per NJ pit (the notices, one table changing alone) or per table
+# (a run of rounds paid in another procedure's order), each with probability R.
+PROCEDURE_KINDS = {
+    "notice_missing": "procedure.notice_missing",  # the pit's change notified to one recipient
+    "notice_late": "procedure.notice_late",  # its notices 20 minutes ahead
+    "lone_change": "procedure.pit_inconsistent",  # one table changes a quarter in, notified
+    "undeclared": "procedure.undeclared_change",  # three paying rounds in another order
+}
+# Log-level kinds: each one, independently, per table file with probability R.
+LOG_KINDS = {
+    "seq_skipped": "log.seq_gap",  # a seq number skipped before table_close
+    "bad_line": "log.malformed",  # a round_start written first without its UTC offset
+    "resent_changed": "log.altered",  # a second file resends events, one payout changed
+}
+KIND_CODES = BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
 GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
 DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
 SIM_DATE = dt.date(2026, 12, 1)
@@ -1187,9 +1339,14 @@ def table_kinds(spec: TableSpec) -> tuple[str, ...]:
     """The deviation kinds the generator can plant at a table of this layout."""
     if spec.game == "chemin_de_fer":
         return tuple(CHEMIN_KINDS)
-    vig = bool(load_pack(spec.jurisdiction, spec.game).variant(spec.variant).vigorish_rate)
+    pack = load_pack(spec.jurisdiction, spec.game)
+    vig = bool(pack.variant(spec.variant).vigorish_rate)
     out = []
     for kind in BANKING_KINDS:
+        if kind == "panda8_missing" and not _panda8_due(pack, spec.variant):
+            continue
+        if kind == "irregular_disposition" and not pack.value("irregularities.player_extra_card"):
+            continue
         if kind == "dragon_missing" and spec.variant != "no_vig_dragon7":
             continue
         if kind in ("total_cards_missing", "total_cards_wrong") and (
@@ -1206,10 +1363,34 @@ def table_kinds(spec: TableSpec) -> tuple[str, ...]:
     return tuple(out)
 
 
-def simulated_night(tables: int, hours: float, seed: int, games: tuple[str, ...]) -> Night:
+def shoe_kinds(spec: TableSpec) -> tuple[str, ...]:
+    """The shoe-level kinds the generator can plant at a table of this layout."""
+    rules = ShoeRules.of(load_pack(spec.jurisdiction, spec.game))
+    out = ["few_decks", "extra_card"]
+    if spec.shuffle == "automated" and rules.alternate_batches and len(spec.batches) > 1:
+        out.append("batch_repeated")
+    if rules.burn is not None and rules.burn.get("burn") == "card_value":
+        out.append("burn_wrong")
+    if rules.cut_from_end is not None:
+        out.append("cut_misplaced")
+    if rules.end_of_shoe == "finish_round_then_one_more":
+        out.append("past_cut")
+    if spec.jurisdiction in FACE_UP_RULE_JURISDICTIONS and spec.game != "chemin_de_fer":
+        out.append("face_up_last")
+    return tuple(out)
+
+
+def simulated_night(
+    tables: int, hours: float, seed: int, games: tuple[str, ...], rate: float = 0.0
+) -> Night:
     """The tables (games in turn, NJ banking tables PIT_SIZE to a pit with one procedure,
     chemin de fer and NZ tables in pits of their own) and one procedure change per NJ pit at
-    half time, with written notices 45 minutes before (on time)."""
+    half time, with written notices 45 minutes before (on time).
+
+    With `rate`, each NJ pit's change is, with probability `rate`, notified to the Division
+    only (notice_missing) or 20 minutes ahead (notice_late); and, independently with
+    probability `rate`, one table of a pit of two or more changes alone a quarter into the
+    night, duly notified (lone_change: the pit is inconsistent until the others follow)."""
     if tables < 1:
         raise ValueError("tables must be at least 1")
     if not 0 < hours <= MAX_HOURS:
@@ -1264,29 +1445,132 @@ def simulated_night(tables: int, hours: float, seed: int, games: tuple[str, ...]
                      effective, 45)
         for pit, proc in pit_procedure.items()
     ]
-    return Night(SIM_DATE, dt.timedelta(hours=-5), specs, [], changes)
+    dev = random.Random(f"{seed}:night:deviations")
+    quarter = h0 * 60 + m0 + round(hours * 15)
+    lone: list[NoticeChange] = []  # first: their notices come first in the pit's stream
+    for c in changes:
+        if dev.random() < rate:
+            c.kind = dev.choice(("notice_missing", "notice_late"))
+            if c.kind == "notice_missing":
+                c.recipients = ("division",)
+            else:
+                c.lead_minutes = 20
+        # The lone table must differ from the others for longer than the 3-minute changeover.
+        if dev.random() < rate and len(c.tables) > 1 and half - quarter >= 10:
+            lone.append(NoticeChange(
+                c.pit, (dev.choice(c.tables),), c.procedure,
+                f"{quarter // 60 % 24:02d}:{quarter % 60:02d}", 45, kind="lone_change",
+            ))
+    return Night(SIM_DATE, dt.timedelta(hours=-5), specs, [], lone + changes)
 
 
 class SimTableNight(TableNight):
     """A table whose rounds each get a deviation with probability `rate`, of a kind chosen at
     random among the table's kinds; one the round's cards cannot show cleanly waits for the
-    next round that can (`_qualifies`, `chemin_qualifies`)."""
+    next round that can (`_qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
+    are drawn per shoe and per table (see `simulate`). `planted` is the ground truth: where
+    the audit must find each deviation, keyed as its finding is."""
 
     def __init__(self, night: Night, spec: TableSpec, rng: random.Random, dev_rng: random.Random,
                  rate: float) -> None:
         super().__init__(night, spec, rng)
         self.dev_rng, self.rate = dev_rng, rate
         self.kinds = table_kinds(spec)
+        self.shoe_kinds = shoe_kinds(spec)
+        self.shoe_rules = ShoeRules.of(self.pack)
         self.rounds = 0
         self.planted: list[dict] = []
         # procedure_order rounds since the last round that shows the declared procedure (two
         # Banker winners and their vigorish): three in a row would be an undeclared change.
         self.order_streak = 0
         self.last_wagers: list[tuple[int, str, Decimal]] = []
+        self.this_shoe: set[str] = set()  # the shoe-level kinds planted in the shoe dealt
+        self.batches: list[str] = []  # the batches of this opening's shoes, in turn
+        self.extra_last = -1  # where the last copy of the duplicated card lies in the shoe
+        # An undeclared change: after `undeclared_at` rounds, the dealers pay in another
+        # procedure's order until three rounds with several winners showed it (`stretch`).
+        vig = bool(self.variant.vigorish_rate) and spec.procedure is not None
+        self.undeclared_at = (
+            dev_rng.randint(1, 60) if vig and dev_rng.random() < rate else None
+        )
+        self.stretch: list[tuple[str, int]] | None = None
+        self.stretch_declared: int | None = None
+        self.resent: list[str] = []  # events sent again, one changed (log.altered)
+
+    def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
+              table: str | None = "") -> None:
+        """One line of ground truth; `table` None for a finding that names no table."""
+        self.planted.append({"code": KIND_CODES[kind],
+                             "table": self.spec.table if table == "" else table,
+                             "shoe": shoe, "round": rnd, "kind": kind})
+
+    # --- shoes ---------------------------------------------------------------------------
+
+    def between_shoes(self, t: dt.datetime, changes: list[NoticeChange]) -> None:
+        """A change due during the break between shoes is logged when it fell due: logged at
+        the next round, it could lag the pit's other tables by more than the changeover."""
+        self.apply_changes(t, changes, on_time=True)
+
+    def plan_shoe(self, shoe_id: str) -> ShoePlan:
+        plan = super().plan_shoe(shoe_id)
+        drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
+        if not self.batches:
+            drawn.discard("batch_repeated")  # the first shoe of the opening has no previous
+        self.this_shoe = drawn
+        if "few_decks" in drawn:
+            plan.decks = max(1, required_decks(self.spec.shuffle, self.shoe_rules)[0] - 2)
+            self.truth("few_decks", shoe_id)
+        if "batch_repeated" in drawn:  # and the batch the shoe skipped is the next one's
+            plan.batch = self.batches[-1]
+            self.batch_index -= 1
+        if self.spec.shuffle == "automated" and self.shoe_rules.alternate_batches:
+            self.batches.append(plan.batch)
+            if _alternation_broken(self.batches):
+                self.truth("batch_repeated", shoe_id)
+        if "burn_wrong" in drawn:
+            plan.burn_delta = self.dev_rng.choice((-1, 1, 2))
+            self.truth("burn_wrong", shoe_id)
+        if "cut_misplaced" in drawn:
+            plan.cut_left = self.dev_rng.randint(40, 60)
+        if "past_cut" in drawn:
+            plan.rounds_after_cut = 2
+        return plan
+
+    def tamper(self, shoe_id: str, cards: list[str], pos: int) -> None:
+        """extra_card: every copy of the first card dealt, and one more in place of another
+        card, within the next 40 cards, so that the audit sees them all come out."""
+        self.extra_last = -1
+        if "extra_card" not in self.this_shoe:
+            return
+        x, window = cards[pos], range(pos, min(len(cards), pos + 40))
+        free = [i for i in window if cards[i] != x]
+        self.dev_rng.shuffle(free)
+        for i in range(window.stop, len(cards)):
+            if cards[i] == x:
+                j = free.pop()
+                cards[i], cards[j] = cards[j], cards[i]
+        cards[free.pop()] = x
+        self.extra_last = max(i for i, c in enumerate(cards) if c == x)
+
+    def shoe_done(self, shoe_id: str, cards: list[str], pos: int, rnd: int) -> None:
+        """Ground truth for what the shoe's end shows: the duplicated card (if it came out),
+        the misplaced cutting card (if it came out), a round past the allowed last one."""
+        if 0 <= self.extra_last < pos:
+            self.truth("extra_card", shoe_id)
+        if "cut_misplaced" in self.this_shoe and self.cut_round is not None:
+            self.truth("cut_misplaced", shoe_id, self.cut_round)
+        if "past_cut" in self.this_shoe and self.cut_round is not None and (
+            rnd >= self.cut_round + 2
+        ):
+            self.truth("past_cut", shoe_id, self.cut_round + 2)
+
+    # --- rounds --------------------------------------------------------------------------
 
     def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
         for d in self.pending:
-            if d.kind == "procedure_order" and self.order_streak >= MIN_UNDECLARED_ROUNDS - 1:
+            if d.kind == "procedure_order" and (
+                self.order_streak >= MIN_UNDECLARED_ROUNDS - 1 or self.stretch is not None
+            ):
                 continue
             if _qualifies(self.pack, d.kind, o, self.spec):
                 self.pending.remove(d)
@@ -1298,13 +1582,38 @@ class SimTableNight(TableNight):
         return self.last_wagers
 
     def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
+        if self.stretch is not None and self.procedure != self.stretch_declared:
+            self.stretch_cut_short()  # a declared change ends the run against the old one
+        if (self.stretch is None and self.undeclared_at is not None
+                and self.rounds >= self.undeclared_at and self.order_streak == 0
+                and kind != "procedure_order"):
+            self.undeclared_at = None
+            self.stretch, self.stretch_declared = [], self.procedure
+        self.other_order = self.stretch is not None
+        first = len(self.out.lines)
         super().banking_round(shoe_id, rnd, o, t, kind)
+        self.other_order = False
+        if self.stretch is not None:
+            if _several_winners(self.out.lines[first:]):
+                self.stretch.append((shoe_id, rnd))
+            if len(self.stretch) >= MIN_UNDECLARED_ROUNDS:
+                self.truth("undeclared", *self.stretch[0])
+                self.stretch = None
+                self.order_streak = MIN_UNDECLARED_ROUNDS - 1  # wait for the declared order
+            return
         if kind == "procedure_order":
             self.order_streak += 1
         elif not kind and o.winner == "banker" and self.variant.vigorish_rate:
             vig_seats = {seat for seat, bet, _ in self.last_wagers if bet == "banker"}
             if len(vig_seats) >= 2:
                 self.order_streak = 0
+
+    def stretch_cut_short(self) -> None:
+        """Fewer than three rounds in the other order: each is a procedure mismatch."""
+        for shoe_id, rnd in self.stretch or []:
+            self.truth("procedure_order", shoe_id, rnd)
+        self.stretch = None
+        self.order_streak = MIN_UNDECLARED_ROUNDS - 1
 
     def play_round(
         self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
@@ -1315,21 +1624,77 @@ class SimTableNight(TableNight):
                 Deviation(self.spec.table, kind, self.spec.opens, KIND_CODES[kind], "")
             )
         waiting = list(self.pending)
-        used = super().play_round(shoe_id, rnd, cards, pos, t)
+        burned = 0
+        if "face_up_last" in self.this_shoe and self.round_is_last:
+            # 4.12(j): found face up and burned with its value; the last round must be void.
+            burned = 1 + _value(cards[pos])
+            if pos + burned + 6 <= len(cards):
+                self.face_up = (cards[pos], cards[pos + 1:pos + burned])
+                self.this_shoe.discard("face_up_last")
+                self.truth("face_up_last", shoe_id, rnd)
+            else:
+                burned = 0
+        used = super().play_round(shoe_id, rnd, cards, pos + burned, t)
         if used is not None:
             self.rounds += 1
         for d in waiting:
             if d.planted:
-                self.planted.append(
-                    {"code": d.code, "table": d.table, "shoe": shoe_id, "round": rnd,
-                     "kind": d.kind}
-                )
-        return used
+                self.truth(d.kind, shoe_id, rnd)
+        return None if used is None else used + burned
+
+    # --- the file ------------------------------------------------------------------------
+
+    def run(self) -> list[str]:
+        """The table's lines, with the log-level deviations drawn for it."""
+        lines = super().run()
+        if self.stretch is not None:
+            self.stretch_cut_short()
+        rng = self.dev_rng
+        if rng.random() < self.rate:  # seq jumps before table_close: outside every shoe
+            close = json.loads(lines[-1])
+            close["seq"] += 1
+            lines[-1] = json.dumps(close, separators=(",", ":"))
+            self.truth("seq_skipped")
+        if rng.random() < self.rate:
+            starts = [i for i, line in enumerate(lines) if '"type":"round_start"' in line]
+            if starts:
+                i = rng.choice(starts)
+                bad = json.loads(lines[i])
+                bad["ts"] = bad["ts"][:-6]  # the UTC offset cut off: rejected
+                lines.insert(i, json.dumps(bad, separators=(",", ":")))
+                self.truth("bad_line", bad["shoe"], bad["round"])
+        if rng.random() < self.rate:
+            pays = [i for i, line in enumerate(lines) if '"type":"pay"' in line]
+            if pays:
+                i = rng.choice(pays)
+                changed = json.loads(lines[i])
+                changed["amount"] = _amount(Decimal(str(changed["amount"])) + 10)
+                self.resent = [*lines[max(0, i - 2):i],
+                               json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
+                self.truth("resent_changed", table=None)
+        return lines
+
+
+def _alternation_broken(batches: list[str]) -> bool:
+    """Whether the last shoe's batch breaks the alternation of two batches: the previous
+    shoe's batch, or not the batch of the shoe before that."""
+    if len(batches) < 2:
+        return False
+    if batches[-1] == batches[-2]:
+        return True
+    return len(batches) >= 3 and batches[-1] != batches[-3]
+
+
+def _several_winners(lines: list[str]) -> bool:
+    """Whether a round's payments show the procedure: two or more seats paid or charged
+    vigorish, and some vigorish."""
+    moves = [json.loads(line) for line in lines if '"type":"pay"' in line or '"type":"vig"' in line]
+    return len({e["seat"] for e in moves}) >= 2 and any(e["type"] == "vig" for e in moves)
 
 
 @dataclass
 class SimulationResult:
-    files: list[Path]  # the event logs (one per table, and the pits' notices)
+    files: list[Path]  # the event logs (one per table, the pits' notices, then files resent)
     ground_truth: Path
     tables: int
     rounds: int
@@ -1352,15 +1717,30 @@ def simulate(
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 (the games
     in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their notices, and
-    `ground_truth.ndjson`: one line per planted deviation (code, table, shoe, round, kind).
-    Each round gets a deviation with probability `deviation_rate`. The same arguments write
-    the same bytes. The ground truth is JSON Lines under another suffix, so `bacc-audit
-    ingest DIR` takes only the logs."""
+    `ground_truth.ndjson`: one line per finding the planted deviations must raise (code,
+    table, shoe, round, kind), keyed as the finding is: null where it names no table, shoe or
+    round. The same arguments write the same bytes. The ground truth is JSON Lines under
+    another suffix, so `bacc-audit ingest DIR` takes only the logs.
+
+    `deviation_rate` R is the probability of each deviation where it can happen:
+    - round-level kinds (BANKING_KINDS, CHEMIN_KINDS): per round; a kind the round's cards
+      cannot show cleanly waits for the next round that can (at most MAX_PENDING waiting);
+    - shoe-level kinds (SHOE_KINDS): each one, independently, per shoe; those that need the
+      shoe's end (the cutting card, rounds after it, the last round) count only where the
+      night reaches it, and a repeated batch also breaks the alternation at the next shoe;
+    - procedure kinds (PROCEDURE_KINDS): per NJ pit, its half-time change badly notified,
+      and one table changing alone a quarter in; per table with procedures and vigorish, one
+      undeclared change (three rounds with several winners paid in another order; cut short
+      by the night's end or a declared change, they stay procedure mismatches);
+    - log-level kinds (LOG_KINDS): each one per table file. A resent file is written as
+      DATE_TABLE.resent.jsonl, after its table's file in name order.
+    announce.panda8_missing is planted only where the rule pack makes "panda 8" due (no
+    shipped pack does; point BACC_AUDIT_RULES at packs that do)."""
     if not 0 <= deviation_rate <= 1:
         raise ValueError("deviation_rate must be between 0 and 1")
     started = time.perf_counter()
     out = Path(out_dir)
-    night = simulated_night(tables, hours, seed, tuple(games))
+    night = simulated_night(tables, hours, seed, tuple(games), deviation_rate)
     players: list[SimTableNight] = []
 
     def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
@@ -1371,16 +1751,34 @@ def simulate(
     written, _ = write_night(night, out, seed, make)
     files = [written[s.table] for s in night.tables] + ([written["pits"]] if "pits" in written
                                                         else [])
-    events = sum(len(p.out.lines) for p in players) + (
-        len(notices(night)) if "pits" in written else 0
-    )
-    deviations = [d for p in players for d in p.planted]
+    for p in players:
+        if p.resent:
+            path = out / f"{night.date:%Y-%m-%d}_{p.spec.table}.resent.jsonl"
+            path.write_text("\n".join(p.resent) + "\n")
+            files.append(path)
+    events = sum(len(f.read_text().splitlines()) for f in files)
+    deviations = [d for p in players for d in p.planted] + _notice_truth(night, players)
     truth = out / "ground_truth.ndjson"
     truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
     return SimulationResult(
         files, truth, len(night.tables), sum(p.rounds for p in players), events, deviations,
         time.perf_counter() - started,
     )
+
+
+def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:
+    """Ground truth of the planted pit changes: a badly notified change at each table that
+    made it; the pit inconsistent (a finding naming no table) when its lone table changed."""
+    out = []
+    for c in night.changes:
+        if not c.kind:
+            continue
+        made = [p.spec.table for p in players if c in p.applied]
+        if c.kind == "lone_change":
+            made = [None] if made else []
+        out += [{"code": KIND_CODES[c.kind], "table": table, "shoe": None, "round": None,
+                 "kind": c.kind} for table in made]
+    return out
 
 
 if __name__ == "__main__":

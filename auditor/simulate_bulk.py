@@ -485,14 +485,16 @@ class _Batch:
         dealer = tt * 4 + (self.round_ms // 3_600_000) % 4
         round_parts = [extra, head + dealer_part[dealer * 2], head + dealer_part[dealer * 2 + 1]]
         self.round_piece = len(pc.array) + len(extra)
-        first_row = np.r_[True, tt[1:] != tt[:-1]]
+        new_table = tt[1:] != tt[:-1]
+        first_row, last_row = np.ones(len(tt), bool), np.ones(len(tt), bool)
+        first_row[1:], last_row[:-1] = new_table, new_table
         special_rows = (
             (S_OPEN, first_row),
             (S_SHOE_START, rr == 0),
             (S_BURN, rr == 0),
             (S_CUT, self.deal.cut_round[tt * sim.max_shoes + ss] == rr),
             (S_SHOE_END, rr == self.played[tt, ss] - 1),
-            (S_CLOSE, np.r_[tt[1:] != tt[:-1], True]),
+            (S_CLOSE, last_row),
         )
         base = len(pc.array) + len(extra) + 2 * len(tt)
         lines: list[bytes] = []

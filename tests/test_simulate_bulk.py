@@ -157,3 +157,22 @@ def test_third_cards_follow_the_draw_rules_except_the_planted_errors(tmp_path):
         else:
             assert dealt == expected, key
     assert set(wrong) == DRAW_KINDS & set(planted.values()) and wrong
+
+
+def test_tables_without_time_for_a_round_open_and_close(tmp_path):
+    r = simulate_bulk(tmp_path / "logs", 8, 0.055, seed=1)  # 3.3 minutes: some tables play
+    per_table = [[json.loads(line)["type"] for line in p.read_text().splitlines()]
+                 for p in r.files]
+    assert ["table_open", "table_close"] in per_table
+    assert any("round_start" in types for types in per_table)
+    quarantined, rounds, rows = _audit(r, tmp_path / "a.duckdb")
+    assert (quarantined, rounds, rows) == (0, r.rounds, [])
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="tables"):
+        simulate_bulk(tmp_path, 0, 1)
+    with pytest.raises(ValueError, match="hours"):
+        simulate_bulk(tmp_path, 1, 24.5)
+    with pytest.raises(ValueError, match="deviation_rate"):
+        simulate_bulk(tmp_path, 1, 1, deviation_rate=1.5)

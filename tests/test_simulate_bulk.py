@@ -176,3 +176,18 @@ def test_bad_arguments(tmp_path):
         simulate_bulk(tmp_path, 1, 24.5)
     with pytest.raises(ValueError, match="deviation_rate"):
         simulate_bulk(tmp_path, 1, 1, deviation_rate=1.5)
+
+
+def test_cli_simulate_bulk(tmp_path, monkeypatch, capsys):
+    from auditor import cli
+
+    monkeypatch.setattr("sys.argv", ["bacc-audit", "simulate", "--bulk", "--out", str(tmp_path),
+                                     "--tables", "5", "--hours", "0.5", "--deviation-rate",
+                                     "0.1"])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    text = capsys.readouterr().out
+    assert e.value.code in (0, None)
+    assert "5 tables" in text and "rounds/s" in text and "ground_truth.ndjson" in text
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [
+        f"2026-12-01_MB-000{i}.jsonl" for i in range(1, 6)]

@@ -232,6 +232,15 @@ def _draw_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.array(draw.banker, bool))
 
 
+def _outcome(p2: np.ndarray, b2: np.ndarray, v: np.ndarray, pd: np.ndarray, bd: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Final counts and winner of rounds whose hands drew as `pd` / `bd` (the Player's third
+    card is the fifth out of the shoe, the Banker's the next one)."""
+    pc = (p2 + np.where(pd, v[:, 4], 0)) % 10
+    bc = (b2 + np.where(bd, np.where(pd, v[:, 5], v[:, 4]), 0)) % 10
+    return pc, bc, np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
+
+
 class _Deal:
     """All shoes of a batch dealt in lockstep; per (shoe, round) arrays."""
 
@@ -240,66 +249,52 @@ class _Deal:
         natural, player_t, banker_t = _draw_tables()
         n_shoes = cards.shape[0]
         shape = (n_shoes, MAX_ROUNDS_PER_SHOE)
-        padded = np.zeros((n_shoes, SHOE_CARDS + 8), np.int64)
-        padded[:, :SHOE_CARDS] = cards
-        values = VALUES[padded]
-        exposed = values[:, 0]
-        self.burn_n = 1 + np.where(exposed == 0, 10, exposed).astype(np.int64)
+        values = np.zeros((n_shoes, SHOE_CARDS + 8), np.int8)
+        values[:, :SHOE_CARDS] = VALUES[cards]
+        exposed = values[:, 0].astype(np.int64)
+        self.burn_n = 1 + np.where(exposed == 0, 10, exposed)
         cut_at = SHOE_CARDS - cut_from_end
         pos = self.burn_n.copy()
-        self.first_card = np.zeros(shape, np.int64)
-        self.n_cards = np.zeros(shape, np.int64)
+        self.first_card = np.zeros(shape, np.int16)
+        self.n_cards = np.zeros(shape, np.int8)
         self.p_drew = np.zeros(shape, bool)
-        self.p_count = np.zeros(shape, np.int64)
-        self.b_count = np.zeros(shape, np.int64)
-        self.winner = np.zeros(shape, np.int64)
-        self.kind = np.full(shape, -1, np.int64)
-        self.pos_after = np.zeros(shape, np.int64)
+        self.p_count = np.zeros(shape, np.int8)
+        self.b_count = np.zeros(shape, np.int8)
+        self.winner = np.zeros(shape, np.int8)
+        self.kind = np.full(shape, -1, np.int8)
+        self.pos_after = np.zeros(shape, np.int16)
         self.rounds = np.zeros(n_shoes, np.int64)
         self.cut_round = np.full(n_shoes, -1, np.int64)
         active = np.ones(n_shoes, bool)
         rows = np.arange(n_shoes)[:, None]
+        six = np.arange(6)
         for r in range(MAX_ROUNDS_PER_SHOE):
             active &= pos + 6 <= SHOE_CARDS
             if not active.any():
                 break
-            v = values[rows, pos[:, None] + np.arange(6)]
+            v = values[rows, pos[:, None] + six].astype(np.int64)
             p2, b2 = (v[:, 0] + v[:, 2]) % 10, (v[:, 1] + v[:, 3]) % 10
             nat = natural[p2] | natural[b2]
             pd = ~nat & player_t[p2]
             bd = ~nat & banker_t[b2 * 11 + np.where(pd, v[:, 4], 10)]
-            pc = (p2 + np.where(pd, v[:, 4], 0)) % 10
-            bc = (b2 + np.where(bd, np.where(pd, v[:, 5], v[:, 4]), 0)) % 10
-            win = np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
-            dragon = bd & (bc == 7) & (win == BANKER)
-            q = np.zeros((n_shoes, len(BULK_KINDS)), bool)
-            q[:, K["banker_missed"]] = ~nat & bd & ~pd
-            q[:, K["player_extra"]] = ~nat & ~pd & (b2 == 7)
-            q[:, K["player_missed"]] = ~nat & pd & (banker_t[b2 * 11 + 10] == bd)
-            q[:, K["banker_extra"]] = ~nat & ~bd
-            for k in ("pay_short", "collect_after_pay"):
-                q[:, K[k]] = win == PLAYER
-            for k in ("vig_missing", "vig_short", "wrong_winner"):
-                q[:, K[k]] = (win == BANKER) & ~dragon
-            q[:, K["tie_missing"]] = win == TIE
-            u = dev_u[:, r]
-            nq = q.sum(axis=1)
-            j = np.floor(u / rate * nq).astype(np.int64) if rate > 0 else np.zeros(n_shoes, int)
-            chosen = (u < rate) & (nq > 0) & active
-            kind = np.where(chosen, np.argmax(q.cumsum(axis=1) > j[:, None], axis=1), -1)
-            # A planted draw error: the hand's decision is reversed and the Banker's follows
-            # the table from the new Player's hand, as the reference deals it.
-            flip_p = (kind == K["player_extra"]) | (kind == K["player_missed"])
-            flip_b = (kind == K["banker_missed"]) | (kind == K["banker_extra"])
-            pd2 = pd ^ flip_p
-            bd2 = (~nat & banker_t[b2 * 11 + np.where(pd2, v[:, 4], 10)]) ^ flip_b
-            pc = (p2 + np.where(pd2, v[:, 4], 0)) % 10
-            bc = (b2 + np.where(bd2, np.where(pd2, v[:, 5], v[:, 4]), 0)) % 10
-            win = np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
-            used = 4 + pd2 + bd2
+            pc, bc, win = _outcome(p2, b2, v, pd, bd)
+            kind = np.full(n_shoes, -1, np.int64)
+            c = np.nonzero(active & (dev_u[:, r] < rate))[0]
+            if len(c):  # the rounds drawn for a deviation: a kind their cards show cleanly
+                kind[c] = _choose_kind(dev_u[c, r] / rate, nat[c], pd[c], bd[c], b2[c],
+                                       bc[c], win[c], banker_t)
+                # A planted draw error: the hand's decision is reversed and the Banker's
+                # follows the table from the new Player's hand, as the reference deals it.
+                k = kind[c]
+                pd2 = pd[c] ^ ((k == K["player_extra"]) | (k == K["player_missed"]))
+                bd2 = (~nat[c] & banker_t[b2[c] * 11 + np.where(pd2, v[c, 4], 10)]) ^ (
+                    (k == K["banker_missed"]) | (k == K["banker_extra"]))
+                pd[c], bd[c] = pd2, bd2
+                pc[c], bc[c], win[c] = _outcome(p2[c], b2[c], v[c], pd2, bd2)
+            used = 4 + pd + bd
             self.first_card[:, r] = pos
             self.n_cards[:, r] = used
-            self.p_drew[:, r] = pd2
+            self.p_drew[:, r] = pd
             self.p_count[:, r], self.b_count[:, r], self.winner[:, r] = pc, bc, win
             self.kind[:, r] = kind
             was_cut = self.cut_round >= 0
@@ -310,6 +305,27 @@ class _Deal:
             self.cut_round[newly] = r
             active &= ~was_cut  # the round after the cutting card's is the shoe's last
         self.cards = cards
+
+
+def _choose_kind(share: np.ndarray, nat: np.ndarray, pd: np.ndarray, bd: np.ndarray,
+                 b2: np.ndarray, bc: np.ndarray, win: np.ndarray, banker_t: np.ndarray
+                 ) -> np.ndarray:
+    """Per round, the kind at `share` (in [0, 1)) of the kinds its clean deal lets show as
+    exactly their own finding (`_qualifies` in auditor.simulate); -1 when none does."""
+    dragon = bd & (bc == 7) & (win == BANKER)
+    q = np.zeros((len(share), len(BULK_KINDS)), bool)
+    q[:, K["banker_missed"]] = ~nat & bd & ~pd
+    q[:, K["player_extra"]] = ~nat & ~pd & (b2 == 7)
+    q[:, K["player_missed"]] = ~nat & pd & (banker_t[b2 * 11 + 10] == bd)
+    q[:, K["banker_extra"]] = ~nat & ~bd
+    for k in ("pay_short", "collect_after_pay"):
+        q[:, K[k]] = win == PLAYER
+    for k in ("vig_missing", "vig_short", "wrong_winner"):
+        q[:, K[k]] = (win == BANKER) & ~dragon
+    q[:, K["tie_missing"]] = win == TIE
+    n = q.sum(axis=1)
+    j = np.floor(share * n).astype(np.int64)
+    return np.where(n > 0, np.argmax(q.cumsum(axis=1) > j[:, None], axis=1), -1)
 
 
 class _Table:
@@ -389,8 +405,8 @@ class _Batch:
         tt, ss, rr = self.tt[lo:hi], self.ss[lo:hi], self.rr[lo:hi]
         shoe = tt * sim.max_shoes + ss
         R = hi - lo
-        kind = deal.kind[shoe, rr]
-        win = deal.winner[shoe, rr]
+        kind = deal.kind[shoe, rr].astype(np.int64)  # the deal keeps small types
+        win = deal.winner[shoe, rr].astype(np.int64)
         raw = self.raw_round[lo:hi]
         n_w = 1 + _field(raw[:, 0], 16, 5)
         subset = _field(raw[:, 0], 32, 1 << 16) % _NSUBSETS[n_w]
@@ -433,7 +449,7 @@ class _Batch:
         valid[:, S_WAGER:S_WAGER + SEATS] = present
         sba = pc.sba + (seats * 3 + bet) * pc.n_amounts
         tail[:, S_WAGER:S_WAGER + SEATS] = sba + pc.amount_index[stake]
-        n_cards = deal.n_cards[shoe, rr]
+        n_cards = deal.n_cards[shoe, rr].astype(np.int64)
         k6 = np.arange(6)
         valid[:, S_CARD:S_CARD + 6] = k6 < n_cards[:, None]
         card_ids = deal.cards[shoe[:, None], np.minimum(deal.first_card[shoe, rr][:, None] + k6,
@@ -443,7 +459,8 @@ class _Batch:
         tail[:, S_CARD:S_CARD + 6] = pc.card + to * 52 + card_ids
         announced = np.where(kind == K["wrong_winner"], PLAYER, win)
         tail[:, S_RESULT] = pc.result + (
-            (deal.p_count[shoe, rr] * 10 + deal.b_count[shoe, rr]) * 3 + announced
+            (deal.p_count[shoe, rr].astype(np.int64) * 10 + deal.b_count[shoe, rr]) * 3
+            + announced
         )
         valid[:, S_TIE] = (win == TIE) & (kind != K["tie_missing"])
         tail[:, S_TIE] = pc.tie

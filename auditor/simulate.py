@@ -1594,9 +1594,13 @@ class SimTableNight(TableNight):
         super().banking_round(shoe_id, rnd, o, t, kind)
         self.other_order = False
         if self.stretch is not None:
-            if _several_winners(self.out.lines[first:]):
+            shows = _shows_order(self.out.lines[first:], self.stretch_declared or 3)
+            if shows == "other":
                 self.stretch.append((shoe_id, rnd))
-            if len(self.stretch) >= MIN_UNDECLARED_ROUNDS:
+            elif shows == "declared":  # several winners, yet both orders agree: the run breaks
+                self.stretch_cut_short()
+                self.stretch, self.stretch_declared = [], self.procedure
+            if self.stretch is not None and len(self.stretch) >= MIN_UNDECLARED_ROUNDS:
                 self.truth("undeclared", *self.stretch[0])
                 self.stretch = None
                 self.order_streak = MIN_UNDECLARED_ROUNDS - 1  # wait for the declared order
@@ -1685,11 +1689,25 @@ def _alternation_broken(batches: list[str]) -> bool:
     return len(batches) >= 3 and batches[-1] != batches[-3]
 
 
-def _several_winners(lines: list[str]) -> bool:
-    """Whether a round's payments show the procedure: two or more seats paid or charged
-    vigorish, and some vigorish."""
-    moves = [json.loads(line) for line in lines if '"type":"pay"' in line or '"type":"vig"' in line]
-    return len({e["seat"] for e in moves}) >= 2 and any(e["type"] == "vig" for e in moves)
+def _shows_order(lines: list[str], declared: int) -> str:
+    """What a round's payments (its `lines`) say of the procedure followed: "none" with fewer
+    than two seats paid or charged vigorish, or no vigorish (every procedure looks alike);
+    else "declared" when they are in the declared procedure's order, "other" when not."""
+    moves = [(e["type"], e["seat"]) for e in map(json.loads, lines) if e["type"] in ("pay", "vig")]
+    seats = sorted({seat for _, seat in moves}, reverse=True)
+    if len(seats) < 2 or not any(kind == "vig" for kind, _ in moves):
+        return "none"
+
+    def at(seat: int, kind: str) -> list[tuple[str, int]]:
+        return [m for m in moves if m == (kind, seat)]
+
+    first, then = ("vig", "pay") if declared in (2, 4) else ("pay", "vig")
+    if declared in (1, 2):  # all of one kind, seat by seat, then all of the other
+        want = [m for seat in seats for m in at(seat, first)]
+        want += [m for seat in seats for m in at(seat, then)]
+    else:  # seat by seat, both kinds
+        want = [m for seat in seats for m in at(seat, first) + at(seat, then)]
+    return "declared" if moves == want else "other"
 
 
 @dataclass

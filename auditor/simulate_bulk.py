@@ -378,10 +378,14 @@ class _Batch:
         gaps = (40 + _field(raw[:, :, 0], 0, 36)) * MS
         g_cum = np.zeros((count, rmax + 1), np.int64)
         np.cumsum(gaps, axis=1, out=g_cum[:, 1:])
+        def at(i: np.ndarray) -> np.ndarray:
+            """g_cum at each table's round indices i (any shape after the table axis)."""
+            flat = np.minimum(i, rmax).reshape(count, -1)
+            return np.take_along_axis(g_cum, flat, axis=1).reshape(i.shape)
+
         def gsum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             """Sum of the gaps of the table's rounds [a, b) (beyond rmax: none fit)."""
-            ti = np.arange(count).reshape((count,) + (1,) * (b.ndim - 1))
-            return g_cum[ti, np.minimum(b, rmax)] - g_cum[ti, np.minimum(a, rmax)]
+            return at(b) - at(np.broadcast_to(a, b.shape))
 
         duration = burn_gap + gsum(roff, roff + n) + 30 * MS + brk
         shoe_start = np.cumsum(duration, axis=1) - duration
@@ -678,14 +682,14 @@ def simulate_bulk(
     hours: float,
     seed: int = 1,
     deviation_rate: float = 0.0,
-    batch_tables: int = 100,
+    batch_tables: int = 200,
 ) -> SimulationResult:
     """Write one event log per NJ mini-baccarat table (`<date>_<table>.jsonl`, tables
     MB-0001..., four to a pit, one procedure per pit), open `hours` hours from 06:00 on
     2026-12-01 (at most 24: one gaming day), and `ground_truth.ndjson`. Each round carries a
     deviation with probability `deviation_rate`, of a kind among BULK_KINDS its cards let
     show cleanly. The same arguments write the same bytes, whatever `batch_tables` (which
-    only bounds memory: about 10 MB a table for 24 hours)."""
+    only bounds memory: peak RSS about 350 MB with 200 tables of 24 hours)."""
     if tables < 1:
         raise ValueError("tables must be at least 1")
     if not 0 < hours <= MAX_HOURS:

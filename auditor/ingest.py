@@ -28,6 +28,7 @@ from auditor.validate import staging_select
 SUFFIXES = (".jsonl", ".jsonl.gz")
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 64 << 20
+SMALL_FILE = 16 << 20  # files below this are validated together (see `ingest`)
 BATCH_ROWS = 1 << 16
 EVENT_COLUMNS = (
     "source_id",
@@ -39,6 +40,12 @@ EVENT_COLUMNS = (
     "type",
     *(f.column for f in FIELDS.values()),
     "raw",
+)
+
+INSERT_SOURCE = (
+    "INSERT INTO sources (id, path, sha256, size, lines, events, quarantined, duplicates, "
+    "first_ts, last_ts, ingested_at, run_id, status, note) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, 'ingested', '')"
 )
 
 Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
@@ -215,20 +222,56 @@ def ingest(
     run_id: int,
     progress: Progress | None = None,
 ) -> IngestResult:
-    """Ingest every log file under `paths`; one file's failure does not stop the others."""
+    """Ingest every log file under `paths`; one file's failure does not stop the others.
+
+    Files under SMALL_FILE bytes are validated together, up to CHUNK_BYTES at a time, in one
+    transaction (the bulk check has a fixed cost per statement that thousands of table files
+    a day would otherwise pay one by one); bigger files load alone, each in its own."""
     files, errors = discover(paths)
-    results = []
+    results: list[FileResult] = []
+    batch: list[_Offer] = []
+
+    def flush() -> None:
+        if batch:
+            results.extend(_ingest_batch(con, batch, run_id, progress))
+            batch.clear()
+
     for f in files:
         try:
-            results.append(ingest_file(con, f, run_id, progress))
+            offer = _offer(con, f, run_id)
+            if isinstance(offer, FileResult):
+                results.append(offer)
+            elif offer.size >= SMALL_FILE:
+                flush()
+                results.append(_ingest_offer(con, offer, run_id, progress))
+            else:
+                if any(o.sha == offer.sha or o.resolved == offer.resolved for o in batch):
+                    flush()  # the earlier copy must be committed for this one to be judged
+                    results.append(ingest_file(con, f, run_id, progress))
+                    continue
+                batch.append(offer)
+                if sum(o.size for o in batch) >= CHUNK_BYTES:
+                    flush()
         except UserError as e:
             results.append(FileResult(f, "unreadable", message=str(e)))
+    flush()
+    order = {f: i for i, f in enumerate(files)}
+    results.sort(key=lambda r: order.get(r.path, len(order)))
     return IngestResult(run_id, results, errors)
 
 
-def ingest_file(
-    con: duckdb.DuckDBPyConnection, path: Path, run_id: int, progress: Progress | None = None
-) -> FileResult:
+@dataclass
+class _Offer:
+    """A file that passed the manifest checks and is to be loaded."""
+
+    path: Path
+    resolved: str
+    sha: str
+    size: int
+
+
+def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | FileResult:
+    """Check a file against the manifest: already ingested, or altered since, end here."""
     try:
         sha, size = sha256_of(path)
     except OSError as e:
@@ -262,18 +305,183 @@ def ingest_file(
             f"then, {sha[:12]}... now)"
         )
         return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
+    return _Offer(path, resolved, sha, size)
 
+
+def ingest_file(
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: int, progress: Progress | None = None
+) -> FileResult:
+    """One file, in its own transaction."""
+    offer = _offer(con, path, run_id)
+    if isinstance(offer, FileResult):
+        return offer
+    return _ingest_offer(con, offer, run_id, progress)
+
+
+def _ingest_offer(
+    con: duckdb.DuckDBPyConnection, o: _Offer, run_id: int, progress: Progress | None
+) -> FileResult:
     con.execute("BEGIN TRANSACTION")
     try:
-        result = _load(con, path, resolved, sha, size, run_id, progress)
+        result = _load(con, o.path, o.resolved, o.sha, o.size, run_id, progress)
     except BaseException:
         con.execute("ROLLBACK")
         raise
     if result.status == "refused_altered":
         con.execute("ROLLBACK")
-        return _refuse_altered(con, path, resolved, sha, size, run_id, result.message)
+        return _refuse_altered(con, o.path, o.resolved, o.sha, o.size, run_id, result.message)
     con.execute("COMMIT")
     return result
+
+
+def _ingest_batch(
+    con: duckdb.DuckDBPyConnection,
+    offers: list[_Offer],
+    run_id: int,
+    progress: Progress | None,
+) -> list[FileResult]:
+    """Small files in one statement and one transaction. Only the common case is done in
+    bulk: when a file repeats a seq or shares a stream's seq range with another file (here
+    or already ingested), the batch is rolled back and each file goes alone, so duplicates
+    and altered files are judged exactly as `ingest_file` judges them."""
+    readable: list[tuple[_Offer, list[pa.Table]]] = []
+    results: list[FileResult] = []
+    for o in offers:
+        try:
+            parts: list[pa.Table] = []
+            lines = 0
+            for block, read in iter_blocks(o.path):
+                parts.append(lines_table(block, lines + 1))
+                lines += parts[-1].num_rows
+                if progress:
+                    progress(o.path, read)
+        except UserError as e:
+            results.append(FileResult(o.path, "unreadable", message=str(e)))
+            continue
+        readable.append((o, parts))
+    if not readable:
+        return results
+    con.execute("BEGIN TRANSACTION")
+    try:
+        ids = [int(one(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
+        parts = [
+            t.append_column("source_id", pa.array(np.full(t.num_rows, i, dtype=np.int64)))
+            for i, (_, tables) in zip(ids, readable, strict=True)
+            for t in tables
+        ]
+        if parts:
+            con.register("chunk", pa.concat_tables(parts))
+            cols = ", ".join((*EVENT_COLUMNS, "rejected"))
+            select = staging_select("chunk", "source_id")
+            con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+            con.unregister("chunk")
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events "
+            f"WHERE source_id IN ({', '.join(map(str, ids))})"
+        )
+        one_by_one = _batch_needs_one_by_one(con)
+        if not one_by_one:
+            lines = [sum(t.num_rows for t in tables) for _, tables in readable]
+            results += _finish_batch(
+                con, [(o, i, n) for (o, _), i, n in zip(readable, ids, lines, strict=True)],
+                run_id,
+            )
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    if one_by_one:
+        con.execute("ROLLBACK")
+        return results + [_ingest_offer(con, o, run_id, progress) for o, _ in readable]
+    con.execute("COMMIT")
+    return results
+
+
+def _batch_needs_one_by_one(con: duckdb.DuckDBPyConnection) -> bool:
+    """A seq repeated within a file, or a stream seq range shared with another file of the
+    batch or an earlier one: cases the per-file path judges line by line."""
+    return bool(
+        one(
+            con,
+            """
+            WITH ranges AS (
+              SELECT source_id, stream, min(seq) AS lo, max(seq) AS hi, count(*) AS n,
+                     count(DISTINCT seq) AS seqs
+              FROM this WHERE rejected IS NULL GROUP BY source_id, stream
+            )
+            SELECT (SELECT count(*) FROM ranges WHERE n <> seqs)
+                 + (SELECT count(*) FROM ranges a JOIN ranges b
+                      ON a.stream = b.stream AND a.source_id < b.source_id
+                     AND a.lo <= b.hi AND b.lo <= a.hi)
+                 + (SELECT count(*) FROM ranges a JOIN stream_sources r
+                      ON a.stream = r.stream AND r.min_seq <= a.hi AND a.lo <= r.max_seq)
+            """,
+        )[0]
+    )
+
+
+def _finish_batch(
+    con: duckdb.DuckDBPyConnection, files: list[tuple[_Offer, int, int]], run_id: int
+) -> list[FileResult]:
+    """The manifest, quarantine, log findings and summaries of a batch with no overlaps, in
+    a few statements over all its files (the view `this`)."""
+    counts = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT source_id, count(*) FILTER (rejected IS NULL), "
+            "count(*) FILTER (rejected IS NOT NULL), min(ts) FILTER (rejected IS NULL), "
+            "max(ts) FILTER (rejected IS NULL) FROM this GROUP BY source_id"
+        ).fetchall()
+    }
+    rows = []
+    for o, source_id, lines in files:
+        events, quarantined, first_ts, last_ts = counts.get(source_id, (0, 0, None, None))
+        rows.append((source_id, o.resolved, o.sha, o.size, lines, events, quarantined, 0,
+                     first_ts, last_ts, run_id))
+    con.executemany(INSERT_SOURCE, rows)
+    problems: dict[int, list[tuple[int, str]]] = {}
+    for source_id, line_no, reason in con.execute(
+        "SELECT source_id, line_no, rejected FROM this WHERE rejected IS NOT NULL "
+        "ORDER BY source_id, line_no"
+    ).fetchall():
+        problems.setdefault(source_id, []).append((line_no, reason))
+    if problems:
+        con.execute(
+            "INSERT INTO quarantine SELECT source_id, line_no, rejected, raw FROM this "
+            "WHERE rejected IS NOT NULL ORDER BY source_id, line_no"
+        )
+        for o, source_id, _ in files:
+            if source_id in problems:
+                con.execute(
+                    "CREATE OR REPLACE TEMP VIEW this_file AS SELECT * FROM events "
+                    f"WHERE source_id = {source_id}"
+                )
+                _record_malformed(con, run_id, o.resolved, o.sha, view="this_file")
+        ids = ", ".join(str(i) for i in problems)
+        con.execute(
+            f"DELETE FROM events WHERE source_id IN ({ids}) AND rejected IS NOT NULL"
+        )
+    con.execute(
+        "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), count(*) "
+        "FROM this GROUP BY stream, source_id"
+    )
+    record_seq_gaps(con, run_id, "SELECT DISTINCT stream FROM this")
+    per_stream: dict[int, dict[str, int]] = {}
+    for source_id, stream, n in con.execute(
+        "SELECT source_id, stream, count(*) FROM this GROUP BY ALL ORDER BY ALL"
+    ).fetchall():
+        per_stream.setdefault(source_id, {})[stream] = n
+    out = []
+    for o, source_id, lines in files:
+        events, quarantined = counts.get(source_id, (0, 0))[:2]
+        out.append(
+            FileResult(
+                o.path, "ingested", o.sha, o.size, lines, events, quarantined, 0,
+                message=f"{o.path}: {events} events, {quarantined} quarantined",
+                per_stream=per_stream.get(source_id, {}),
+                problems=[f"{o.path}:{n}: {r}" for n, r in problems.get(source_id, [])],
+            )
+        )
+    return out
 
 
 def _load(
@@ -317,9 +525,7 @@ def _load(
         "min(ts) FILTER (rejected IS NULL), max(ts) FILTER (rejected IS NULL) FROM this",
     )
     con.execute(
-        "INSERT INTO sources (id, path, sha256, size, lines, events, quarantined, duplicates, "
-        "first_ts, last_ts, ingested_at, run_id, status, note) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, 'ingested', '')",
+        INSERT_SOURCE,
         [
             source_id,
             resolved,
@@ -465,7 +671,9 @@ def _refuse_altered(
     return FileResult(path, "refused_altered", sha, size, message=message)
 
 
-def _record_malformed(con: duckdb.DuckDBPyConnection, run_id: int, path: str, sha: str) -> None:
+def _record_malformed(
+    con: duckdb.DuckDBPyConnection, run_id: int, path: str, sha: str, view: str = "this"
+) -> None:
     """One `log.malformed` per quarantined line, timed by the line or the good line before it."""
     findings.record(
         con,
@@ -485,8 +693,8 @@ def _record_malformed(con: duckdb.DuckDBPyConnection, run_id: int, path: str, sh
                to_json({{'reason': q.reason, 'line': left(q.raw, 500)}}) AS observed,
                {_sql_str(path)} || ':' || q.line_no AS source,
                to_json({{'line_no': q.line_no}}) AS evidence
-        FROM (SELECT *, rejected AS reason FROM this WHERE rejected IS NOT NULL) q
-        ASOF LEFT JOIN (SELECT line_no, ts FROM this WHERE rejected IS NULL) g
+        FROM (SELECT *, rejected AS reason FROM {view} WHERE rejected IS NOT NULL) q
+        ASOF LEFT JOIN (SELECT line_no, ts FROM {view} WHERE rejected IS NULL) g
           ON q.line_no >= g.line_no
         """,
     )

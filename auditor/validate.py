@@ -322,7 +322,8 @@ STRUCT_SPEC = "{" + ", ".join(f'"{n}": "JSON"' for n in ("v", "ts", "type", "seq
 
 
 def staging_select(chunk: str, source_id_sql: str) -> str:
-    """SELECT over a chunk(line_no, line, utf8_ok) giving the stage table's rows."""
+    """SELECT over a chunk(line_no, line, utf8_ok[, source_id]) giving the events' rows;
+    `source_id_sql` is a constant, or the chunk's column when it holds several files."""
     raws = ", ".join(
         f"CAST(j.{n} AS VARCHAR) AS {raw(n)}"
         for n in ("v", "ts", "type", "seq", *FIELDS)
@@ -337,19 +338,20 @@ def staging_select(chunk: str, source_id_sql: str) -> str:
     amounts = ", ".join(_written_sql(f.name) for f in FIELDS.values() if f.kind == AMOUNT)
     return f"""
 WITH parsed AS (
-  SELECT line_no, rtrim(line, chr(13) || chr(10)) AS line, utf8_ok,
+  SELECT {source_id_sql} AS source_id, line_no, rtrim(line, chr(13) || chr(10)) AS line,
+         utf8_ok,
          try(json_transform(line, {q(STRUCT_SPEC)})) AS j
   FROM {chunk}
   WHERE length(rtrim(line, ' ' || chr(9) || chr(13) || chr(10))) > 0
 ), fields AS (
-  SELECT line_no, line, utf8_ok, j, {raws} FROM parsed
+  SELECT source_id, line_no, line, utf8_ok, j, {raws} FROM parsed
 ), typed AS (
   SELECT *, CASE WHEN left(r_type, 1) = '"' THEN substr(r_type, 2, length(r_type) - 2) END
             AS type,
          {amounts}
   FROM fields
 )
-SELECT {source_id_sql} AS source_id, line_no,
+SELECT source_id, line_no,
   CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql()} END AS rejected,
   CASE WHEN type IN ({pit_types}) THEN 'pit:' || {field_value(FIELDS["pit"])}
        ELSE 'table:' || {field_value(FIELDS["table"])} END AS stream,

@@ -982,11 +982,7 @@ def test_failure_mid_file_leaves_nothing_of_that_file(
     assert audit.counts() == {"events": 12, "quarantine": 1, "sources": 1, "findings": 2}
 
 
-def test_failure_in_one_file_keeps_the_files_before_it(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    a = audit.write("a.jsonl", [*L[:3], "bad"])
-    b = audit.write("b.jsonl", ["bad", *L[5:]])
+def _fail_on_second_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
     real = ingest_mod._record_malformed
     calls: list[str] = []
 
@@ -997,11 +993,38 @@ def test_failure_in_one_file_keeps_the_files_before_it(
         real(*args, **kwargs)
 
     monkeypatch.setattr(ingest_mod, "_record_malformed", fail_on_second)
+
+
+def test_failure_in_one_file_keeps_the_files_before_it(
+    audit: Audit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = audit.write("a.jsonl", [*L[:3], "bad"])
+    b = audit.write("b.jsonl", ["bad", *L[5:]])
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 1)  # every small file a batch of its own
+    _fail_on_second_malformed(monkeypatch)
     with pytest.raises(RuntimeError):
         audit.ingest(a, b)
     assert [s["path"] for s in audit.sources()] == [str(a.resolve())]
     assert audit.counts() == {"events": 3, "quarantine": 1, "sources": 1, "findings": 1}
     assert [q["line_no"] for q in audit.quarantine()] == [4]
+
+
+def test_small_files_load_in_one_batch_whole_or_not_at_all(
+    audit: Audit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = audit.write("a.jsonl", [*L[:3], "bad"])
+    b = audit.write("b.jsonl", ["bad", *L[5:]])
+    _fail_on_second_malformed(monkeypatch)
+    with pytest.raises(RuntimeError):
+        audit.ingest(a, b)
+    assert audit.counts() == {"events": 0, "quarantine": 0, "sources": 0, "findings": 0}
+    monkeypatch.undo()
+    result = audit.ingest(a, b)
+    assert [(f.path, f.events, f.quarantined) for f in result.files] == [(a, 3, 1), (b, 10, 1)]
+    assert audit.counts() == {"events": 13, "quarantine": 2, "sources": 2, "findings": 3}
+    assert sorted(f["code"] for f in audit.findings()) == [
+        "log.malformed", "log.malformed", "log.seq_gap"  # b's first good seq is 6, a's last 3
+    ]
 
 
 # --------------------------------------------------------------------------------------------

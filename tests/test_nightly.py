@@ -424,7 +424,8 @@ CRASH_CHILD = textwrap.dedent(
     if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
         auditor.ingest.CHUNK_BYTES = 256 << 10
         wrap(auditor.ingest, "lines_table", after=False)
-    elif point == "ingest-before-commit":  # the file's rows and manifest written, no COMMIT
+    elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
+        auditor.ingest.CHUNK_BYTES = 256 << 10  # about a file a batch
         wrap(auditor.ingest, "record_seq_gaps", after=True)
     elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
         wrap(auditor.audit, "_store", after=True)
@@ -461,7 +462,7 @@ CRASH_CHILD = textwrap.dedent(
 # (where, which call): in this order each run picks up what the killed one left.
 CRASH_POINTS = [
     ("ingest-mid-file", 6),  # CF-01 is 3 blocks: the 3rd block of MB-01, 2 already inserted
-    ("ingest-before-commit", 2),  # MB-01 commits, MB-02 dies before its COMMIT
+    ("ingest-before-commit", 2),  # one batch commits, the next dies before its COMMIT
     ("replay-before-commit", 1),
     ("table-pass-before-commit", 1),
     ("between-table-pass-and-supersede", 1),

@@ -59,6 +59,8 @@ DECKS = 8
 SHOE_CARDS = 52 * DECKS
 MAX_ROUNDS_PER_SHOE = 110  # 4 cards a round at least: (416 - 2 - 14) / 4 + 1 < 110
 LAST_ROUND_MARGIN_MS = 120_000  # the last round starts this long before the day ends
+CHANGE_MIN_HOURS = 2.0  # shorter days have no procedure change
+NOTICE_LEAD_MS = 45 * 60 * 1000  # written notices this long before the change (30 required)
 MS = 1000
 JOIN_LINES = 2048  # lines joined and written at a time
 
@@ -72,28 +74,29 @@ STAKE_VALUES = np.array(STAKES, np.int64)
 TYPES = (
     "table_open", "shoe_start", "burn", "round_start", "wager", "no_more_bets", "card",
     "announce", "collect", "pay", "push", "vig", "round_end", "cut_card", "shoe_end",
-    "table_close",
+    "table_close", "procedure_change",
 )
 TY = {t: i for i, t in enumerate(TYPES)}
 
 # Semantic slots of a round's row: where each possible event of the round sits before the
 # settlement block is put in its procedure's order.
-S_OPEN, S_SHOE_START, S_BURN, S_ROUND_START = 0, 1, 2, 3
-S_WAGER = 4  # seats 1-7: 4..10
-S_NMB = 11
-S_CARD = 12  # cards in shoe order: 12..17
-S_RESULT, S_TIE = 18, 19
-S_SETTLE = 20  # seat i (0-based): 20 + 4i + (collect, pay, push, vig)
+S_OPEN, S_CHANGE, S_SHOE_START, S_BURN, S_ROUND_START = 0, 1, 2, 3, 4
+S_WAGER = 5  # seats 1-7: 5..11
+S_NMB = 12
+S_CARD = 13  # cards in shoe order: 13..18
+S_RESULT, S_TIE = 19, 20
+S_SETTLE = 21  # seat i (0-based): 21 + 4i + (collect, pay, push, vig)
 COLLECT, PAY, PUSH, VIG = 0, 1, 2, 3
-S_ROUND_END, S_CUT, S_SHOE_END, S_CLOSE = 48, 49, 50, 51
-NSLOTS = 52
+S_ROUND_END, S_CUT, S_SHOE_END, S_CLOSE = 49, 50, 51, 52
+NSLOTS = 53
 # The events written whole after their seq (a few per shoe), and their column in _Batch.special.
-SPECIAL_SLOTS = (S_OPEN, S_SHOE_START, S_BURN, S_CUT, S_SHOE_END, S_CLOSE)
+SPECIAL_SLOTS = (S_OPEN, S_CHANGE, S_SHOE_START, S_BURN, S_CUT, S_SHOE_END, S_CLOSE)
 SPECIAL_COL = np.full(NSLOTS, -1, np.int64)
 SPECIAL_COL[list(SPECIAL_SLOTS)] = np.arange(len(SPECIAL_SLOTS))
 
 SLOT_TYPE = np.array(
-    [TY["table_open"], TY["shoe_start"], TY["burn"], TY["round_start"]]
+    [TY["table_open"], TY["procedure_change"], TY["shoe_start"], TY["burn"],
+     TY["round_start"]]
     + [TY["wager"]] * SEATS
     + [TY["no_more_bets"]]
     + [TY["card"]] * 6
@@ -355,6 +358,11 @@ def _pit_procedure(seed: int, pit: int) -> int:
     return int(np.random.default_rng([seed, pit, 3]).integers(1, 5))
 
 
+def _new_procedure(seed: int, pit: int, old: int) -> int:
+    return int(np.random.default_rng([seed, pit, 4]).choice([p for p in (1, 2, 3, 4)
+                                                             if p != old]))
+
+
 class _Batch:
     """Tables [first, first + count): dealt, timed, laid out as event rows and written."""
 
@@ -482,7 +490,12 @@ class _Batch:
         delta = np.empty((R, NSLOTS), np.int64)  # read only where valid
         delta[:] = SLOT_DELTA
         delta[:, S_WAGER:S_WAGER + SEATS] = jitter
-        procedure = self.sim.procedures[int(tt[0]) + self.first]
+        g = int(tt[0]) + self.first
+        procedure = np.full(R, sim.procedures[g])
+        if sim.change_ms is not None:  # the pit's change, from the first round at or after it
+            after = self.round_ms[lo:hi] >= sim.change_ms
+            procedure[after] = sim.new_procedures[g]
+            valid[:, S_CHANGE] = after & ~np.r_[False, after[:-1]]
         order = ORDERS[(procedure - 1) * 2 + (kind == K["collect_after_pay"])]
         return order, valid, delta, tail, kind
 
@@ -509,8 +522,13 @@ class _Batch:
         new_table = tt[1:] != tt[:-1]
         first_row, last_row = np.ones(len(tt), bool), np.ones(len(tt), bool)
         first_row[1:], last_row[:-1] = new_table, new_table
+        changes = np.zeros(len(tt), bool)
+        if sim.change_ms is not None:
+            after = self.round_ms >= sim.change_ms
+            changes = after & (first_row | ~np.r_[False, after[:-1]])
         special_rows = (
             (S_OPEN, first_row),
+            (S_CHANGE, changes),
             (S_SHOE_START, rr == 0),
             (S_BURN, rr == 0),
             (S_CUT, self.deal.cut_round[tt * sim.max_shoes + ss] == rr),
@@ -520,9 +538,9 @@ class _Batch:
         base = len(pc.array) + len(extra) + 2 * len(tt)
         lines: list[bytes] = []
         self.special = np.full((len(tt), len(SPECIAL_SLOTS)), -1, np.int64)
-        for col, (slot, rows) in enumerate(special_rows):
+        for slot, rows in special_rows:
             for row in np.nonzero(rows)[0]:
-                self.special[row, col] = base + len(lines)
+                self.special[row, SPECIAL_COL[slot]] = base + len(lines)
                 lines.append(self._special_line(slot, int(row), shoe_ids).encode())
         pieces = np.concatenate([pc.array, *round_parts, _objects(lines)])
 
@@ -581,9 +599,9 @@ class _Batch:
         shoe_end = round_ms[sp_row] + 30 * MS
         ev_ts[sp] = np.select(
             [sp_slot == S_OPEN, sp_slot == S_SHOE_START, sp_slot == S_BURN, sp_slot == S_CUT,
-             sp_slot == S_SHOE_END],
+             sp_slot == S_SHOE_END, sp_slot == S_CHANGE],
             [np.zeros_like(shoe_end), shoe_start, shoe_start + self.burn_gap[t, sp_shoe],
-             round_ms[sp_row], shoe_end],
+             round_ms[sp_row], shoe_end, np.full_like(shoe_end, sim.change_ms or 0)],
             np.minimum(shoe_end + self.brk[t, sp_shoe], sim.end_ms - MS),  # table_close
         )
         idx = np.empty((len(slot), 6), np.int64)
@@ -611,6 +629,10 @@ class _Batch:
             ms = 0
         elif slot == S_CLOSE:
             ms = min(ms + 30 * MS + int(self.brk[t, s]), sim.end_ms - MS)
+        elif slot == S_CHANGE:
+            ms = sim.change_ms or 0
+            return (f',"procedure":{sim.new_procedures[self.first + t]},'
+                    f'"dealer":"{self._dealer(t, ms)}","origin":"pit"}}\n')
         shoe = shoe_ids[t * sim.max_shoes + s]
         dealer = self._dealer(t, ms)
         if slot == S_OPEN:
@@ -666,11 +688,41 @@ class _Sim:
         self.max_shoes = max(1, self.end_ms // ((66 * 40 + 170) * MS) + 2)
         self.width = max(4, len(str(tables)))
         self.procedures = [_pit_procedure(seed, g // PIT_SIZE) for g in range(tables)]
+        # Every pit changes procedure at half time, on written notices given 45 minutes
+        # before (on time), as the reference night does; not in a day too short for it.
+        self.change_ms: int | None = None
+        self.new_procedures = self.procedures
+        if hours >= CHANGE_MIN_HOURS:
+            self.change_ms = round(hours * 30) * 60 * MS
+            new = [_new_procedure(seed, pit, self.procedures[pit * PIT_SIZE])
+                   for pit in range((tables + PIT_SIZE - 1) // PIT_SIZE)]
+            self.new_procedures = [new[g // PIT_SIZE] for g in range(tables)]
         # seq numbers: at most 26 events a round and the 6 table and shoe events.
         self.pieces = _Pieces(self.start, self.end_ms // MS + 1, self.max_rounds * 32 + 2)
 
     def table_name(self, g: int) -> str:
         return f"MB-{g + 1:0{self.width}d}"
+
+    def notices(self) -> list[str]:
+        """The pits' written notices of the change, to the Division and to surveillance."""
+        if self.change_ms is None:
+            return []
+        effective = (self.start + dt.timedelta(milliseconds=self.change_ms)).isoformat()
+        given = self.local(self.change_ms - NOTICE_LEAD_MS)
+        lines = []
+        for first in range(0, self.tables, PIT_SIZE):
+            pit = f"P{first // PIT_SIZE + 1}"
+            tables = [self.table_name(g) for g in range(first, min(first + PIT_SIZE,
+                                                                  self.tables))]
+            for seq, recipient in enumerate(("division", "surveillance"), start=1):
+                lines.append(json.dumps(
+                    {"v": 1, "ts": given, "type": "procedure_notice", "pit": pit, "seq": seq,
+                     "procedure": self.new_procedures[first], "effective": effective,
+                     "recipient": recipient, "written": True, "tables": tables,
+                     "origin": "pit"},
+                    separators=(",", ":"),
+                ))
+        return lines
 
     def local(self, ms: int) -> str:
         return (self.start + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
@@ -686,7 +738,8 @@ def simulate_bulk(
 ) -> SimulationResult:
     """Write one event log per NJ mini-baccarat table (`<date>_<table>.jsonl`, tables
     MB-0001..., four to a pit, one procedure per pit), open `hours` hours from 06:00 on
-    2026-12-01 (at most 24: one gaming day), and `ground_truth.ndjson`. Each round carries a
+    2026-12-01 (at most 24: one gaming day), the pits' notices of their procedure change at
+    half time (from 2 hours on) and `ground_truth.ndjson`. Each round carries a
     deviation with probability `deviation_rate`, of a kind among BULK_KINDS its cards let
     show cleanly. The same arguments write the same bytes, whatever `batch_tables` (which
     only bounds memory: peak RSS about 350 MB with 200 tables of 24 hours)."""
@@ -710,6 +763,12 @@ def simulate_bulk(
         rounds += r
         events += e
         deviations += d
+    notices = sim.notices()
+    if notices:
+        path = out / f"{BULK_DATE:%Y-%m-%d}_pit-notices.jsonl"
+        path.write_text("".join(line + "\n" for line in notices))
+        files.append(path)
+        events += len(notices)
     truth = out / "ground_truth.ndjson"
     truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
     return SimulationResult(files, truth, tables, rounds, events, deviations,

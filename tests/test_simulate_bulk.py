@@ -76,7 +76,7 @@ def test_every_event_has_the_reference_keys_order_and_value_types(tmp_path):
     assert {t for t, _ in seen} == {
         "table_open", "shoe_start", "burn", "round_start", "wager", "no_more_bets", "card",
         "announce", "collect", "pay", "push", "vig", "round_end", "cut_card", "shoe_end",
-        "table_close",
+        "table_close", "procedure_change", "procedure_notice",
     }
     first = _events(bulk)[0]
     assert first["ts"] == "2026-12-01T06:00:00.000-05:00"
@@ -108,6 +108,17 @@ def test_clean_day_audits_with_no_finding_and_full_shoes(tmp_path):
         assert max(cards.values()) <= 8
         assert sum(cards.values()) + remaining[shoe] == SHOE_CARDS
     assert all(len(p) == 1 for p in pits.values())  # one procedure per pit
+    # Each pit changes procedure at half time on written notices 45 minutes before.
+    notices = [e for e in _events(r) if e["type"] == "procedure_notice"]
+    changes = [e for e in _events(r) if e["type"] == "procedure_change"]
+    assert r.files[-1].name == "2026-12-01_pit-notices.jsonl"
+    assert len(notices) == 2 and {n["recipient"] for n in notices} == {"division", "surveillance"}
+    assert notices[0]["effective"] == "2026-12-01T08:00:00-05:00"
+    assert notices[0]["ts"] == "2026-12-01T07:15:00.000-05:00"
+    assert sorted(c["table"] for c in changes) == notices[0]["tables"]
+    assert {(c["ts"], c["procedure"]) for c in changes} == {
+        ("2026-12-01T08:00:00.000-05:00", notices[0]["procedure"])}
+    assert notices[0]["procedure"] not in pits["P1"]
 
 
 @pytest.mark.parametrize(("seed", "rate"), [(1, 0.05), (2, 0.3), (3, 0.3)])

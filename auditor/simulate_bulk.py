@@ -141,7 +141,7 @@ ORDERS = np.array(
         for p in (1, 2, 3, 4)
         for cap in (False, True)
     ],
-    np.int64,
+    np.int16,  # small types: these (rounds x slots) arrays are the bulk of the work
 )
 
 # Seat subsets by size, for drawing "n distinct seats out of 7" from one integer.
@@ -334,7 +334,8 @@ def _choose_kind(share: np.ndarray, nat: np.ndarray, pd: np.ndarray, bd: np.ndar
 class _Table:
     """One table's random draws, from Generators keyed by (seed, table) only."""
 
-    def __init__(self, seed: int, index: int, n_shoes: int, max_rounds: int) -> None:
+    def __init__(self, seed: int, index: int, n_shoes: int, max_rounds: int,
+                 deviations: bool) -> None:
         cards_rng = np.random.default_rng([seed, index, 1])
         self.dealers = [f"D{d}" for d in cards_rng.integers(1000, 10000, 4)]
         base = np.broadcast_to(np.tile(np.arange(52, dtype=np.int16), DECKS),
@@ -343,7 +344,9 @@ class _Table:
         self.cut_from_end = cards_rng.integers(14, 17, n_shoes)
         self.burn_gap = cards_rng.integers(20, 41, n_shoes) * MS
         self.brk = cards_rng.integers(120, 301, n_shoes) * MS
-        self.dev_u = cards_rng.random((n_shoes, MAX_ROUNDS_PER_SHOE))
+        # Drawn last from this Generator, so skipping them changes nothing else.
+        shape = (n_shoes, MAX_ROUNDS_PER_SHOE)
+        self.dev_u = cards_rng.random(shape) if deviations else np.ones(shape)
         round_rng = np.random.default_rng([seed, index, 2])
         # One 64-bit draw per round and one per seat, cut into fields (see _wagers).
         self.raw = round_rng.bit_generator.random_raw(max_rounds * 8).reshape(max_rounds, 8)
@@ -369,7 +372,8 @@ class _Batch:
     def __init__(self, sim: _Sim, first: int, count: int) -> None:
         self.sim, self.first, self.count = sim, first, count
         ms_shoes, rmax = sim.max_shoes, sim.max_rounds
-        tables = [_Table(sim.seed, first + i, ms_shoes, rmax) for i in range(count)]
+        tables = [_Table(sim.seed, first + i, ms_shoes, rmax, sim.rate > 0)
+                  for i in range(count)]
         self.tables = tables
         deal = _Deal(
             np.concatenate([t.cards for t in tables]),
@@ -452,7 +456,7 @@ class _Batch:
         vig_c[:, 4] -= np.where(kind == K["vig_short"], 100, 0)
 
         valid = np.zeros((R, NSLOTS), bool)
-        tail = np.full((R, NSLOTS), pc.empty, np.int64)
+        tail = np.full((R, NSLOTS), pc.empty, np.int32)
         valid[0, S_OPEN] = valid[-1, S_CLOSE] = True  # the rows are one table's
         valid[:, S_SHOE_START] = valid[:, S_BURN] = rr == 0
         valid[:, [S_ROUND_START, S_NMB, S_RESULT, S_ROUND_END]] = True
@@ -487,7 +491,7 @@ class _Batch:
         s_tail[:, :, VIG] = pc.vig + (seats * pc.n_vigs + pc.vig_index[vig_c]) * 2 + mark
         valid[:, S_CUT] = deal.cut_round[shoe] == rr
         valid[:, S_SHOE_END] = rr == self.played[tt, ss] - 1
-        delta = np.empty((R, NSLOTS), np.int64)  # read only where valid
+        delta = np.empty((R, NSLOTS), np.int32)  # read only where valid
         delta[:] = SLOT_DELTA
         delta[:, S_WAGER:S_WAGER + SEATS] = jitter
         g = int(tt[0]) + self.first
@@ -538,10 +542,10 @@ class _Batch:
         base = len(pc.array) + len(extra) + 2 * len(tt)
         lines: list[bytes] = []
         self.special = np.full((len(tt), len(SPECIAL_SLOTS)), -1, np.int64)
-        for slot, rows in special_rows:
-            for row in np.nonzero(rows)[0]:
-                self.special[row, SPECIAL_COL[slot]] = base + len(lines)
-                lines.append(self._special_line(slot, int(row), shoe_ids).encode())
+        for slot, mask in special_rows:
+            rows = np.nonzero(mask)[0]
+            self.special[rows, SPECIAL_COL[slot]] = base + len(lines) + np.arange(len(rows))
+            lines += [line.encode() for line in self._special_lines(slot, rows, shoe_ids)]
         pieces = np.concatenate([pc.array, *round_parts, _objects(lines)])
 
         files: list[Path] = []
@@ -618,38 +622,44 @@ class _Batch:
     def _dealer(self, t: int, ms: int) -> str:
         return self.tables[t].dealers[(ms // 3_600_000) % 4]
 
-    def _special_line(self, slot: int, row: int, shoe_ids: list[str]) -> str:
-        """The rest of a table or shoe event's line after its seq (few per shoe)."""
-        sim = self.sim
-        t, s = int(self.tt[row]), int(self.ss[row])
-        ms = int(self.round_ms[row])
-        if slot in (S_SHOE_START, S_BURN):
-            ms = int(self.shoe_start[t, s]) + (int(self.burn_gap[t, s]) if slot == S_BURN else 0)
-        elif slot == S_OPEN:
-            ms = 0
-        elif slot == S_CLOSE:
-            ms = min(ms + 30 * MS + int(self.brk[t, s]), sim.end_ms - MS)
-        elif slot == S_CHANGE:
-            ms = sim.change_ms or 0
-            return (f',"procedure":{sim.new_procedures[self.first + t]},'
-                    f'"dealer":"{self._dealer(t, ms)}","origin":"pit"}}\n')
-        shoe = shoe_ids[t * sim.max_shoes + s]
-        dealer = self._dealer(t, ms)
-        if slot == S_OPEN:
-            return self._open_rest(t, dealer)
-        if slot == S_SHOE_START:
-            return (f',"shoe":"{shoe}","decks":{DECKS},"shuffle":"manual","batch":"red",'
-                    f'"dealer":"{dealer}","origin":"shoe"}}\n')
+    def _special_lines(self, slot: int, rows: np.ndarray, shoe_ids: list[str]) -> list[str]:
+        """The rest after the seq of the table or shoe events `slot` of these round rows (a
+        few per shoe), in Python over plain lists."""
+        sim, deal = self.sim, self.deal
+        t, s = self.tt[rows], self.ss[rows]
         k = t * sim.max_shoes + s
+        ms = self.round_ms[rows]
+        if slot in (S_SHOE_START, S_BURN):
+            ms = self.shoe_start[t, s] + (self.burn_gap[t, s] if slot == S_BURN else 0)
+        elif slot in (S_OPEN, S_CHANGE):
+            ms = np.full(len(rows), 0 if slot == S_OPEN else sim.change_ms or 0)
+        elif slot == S_CLOSE:
+            ms = np.minimum(ms + 30 * MS + self.brk[t, s], sim.end_ms - MS)
+        dealers = [self.tables[i].dealers[h] for i, h in
+                   zip(t.tolist(), ((ms // 3_600_000) % 4).tolist(), strict=True)]
+        shoes = [shoe_ids[i] for i in k.tolist()]
+        if slot == S_OPEN:
+            return [self._open_rest(i, d) for i, d in zip(t.tolist(), dealers, strict=True)]
+        if slot == S_CHANGE:
+            return [f',"procedure":{sim.new_procedures[self.first + i]},"dealer":"{d}",'
+                    f'"origin":"pit"}}\n' for i, d in zip(t.tolist(), dealers, strict=True)]
+        if slot == S_SHOE_START:
+            return [f',"shoe":"{sh}","decks":{DECKS},"shuffle":"manual","batch":"red",'
+                    f'"dealer":"{d}","origin":"shoe"}}\n'
+                    for sh, d in zip(shoes, dealers, strict=True)]
         if slot == S_BURN:
-            cards = ",".join(f'"{CARD_NAMES[c]}"' for c in self.deal.cards[k, :self.deal.burn_n[k]])
-            return f',"shoe":"{shoe}","cards":[{cards}],"dealer":"{dealer}","origin":"shoe"}}\n'
+            burns = [",".join(f'"{CARD_NAMES[c]}"' for c in cards[:n]) for cards, n in
+                     zip(deal.cards[k, :11].tolist(), deal.burn_n[k].tolist(), strict=True)]
+            return [f',"shoe":"{sh}","cards":[{b}],"dealer":"{d}","origin":"shoe"}}\n'
+                    for sh, b, d in zip(shoes, burns, dealers, strict=True)]
         if slot == S_CUT:
-            return f',"shoe":"{shoe}","round":{int(self.rr[row]) + 1},"origin":"shoe"}}\n'
+            return [f',"shoe":"{sh}","round":{r + 1},"origin":"shoe"}}\n'
+                    for sh, r in zip(shoes, self.rr[rows].tolist(), strict=True)]
         if slot == S_SHOE_END:
-            remaining = SHOE_CARDS - int(self.deal.pos_after[k, self.rr[row]])
-            return f',"shoe":"{shoe}","remaining":{remaining},"origin":"shoe"}}\n'
-        return f',"dealer":"{dealer}","origin":"tms"}}\n'  # table_close
+            remaining = (SHOE_CARDS - deal.pos_after[k, self.rr[rows]].astype(np.int64)).tolist()
+            return [f',"shoe":"{sh}","remaining":{n},"origin":"shoe"}}\n'
+                    for sh, n in zip(shoes, remaining, strict=True)]
+        return [f',"dealer":"{d}","origin":"tms"}}\n' for d in dealers]  # table_close
 
     def _open_rest(self, t: int, dealer: str) -> str:
         g = self.first + t

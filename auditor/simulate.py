@@ -263,9 +263,10 @@ class TableNight:
         self.bank_seat = 1
         self.bank = Decimal(1000)
         self.suivi_seat: int | None = None  # who equalled and lost the Banker's last wager
-        self.chemin_rounds = 0
         self.chemin_rnd = 0  # the chemin de fer round being played, within its shoe
-        self.unjudged = False  # the last counted chemin de fer round's cards were not judged
+        # No counted chemin de fer round yet (ties do not count), or the last one's cards were
+        # not judged: the audit cannot tell who is entitled to banco suivi.
+        self.unjudged = True
         self.applied: list[NoticeChange] = []  # the procedure changes this table made
         self.round_is_last = False  # the round being played is the shoe's last
         self.cut_round: int | None = None  # the round of this shoe the cutting card came in
@@ -649,7 +650,6 @@ class TableNight:
             self.bank_seat = self.bank_seat % self.spec.seats + 1
             self.bank, self.suivi_seat = Decimal(1000), None
         self.chemin_round(shoe_id, rnd, o, t, kind)
-        self.chemin_rounds += 1
         if kind == "unknown_irregularity":
             self.unjudged = True
         elif o.winner != "tie":
@@ -665,7 +665,7 @@ class TableNight:
         if kind == "commission_short":
             return o.winner == "banker"
         if kind == "suivi_not_entitled":  # nobody is entitled, and the audit can tell
-            return self.suivi_seat is None and self.chemin_rounds > 0 and not self.unjudged
+            return self.suivi_seat is None and not self.unjudged
         if kind == "option_flipped":
             return any(hand == "player" for hand, _ in o.options)
         if kind == "bank_unlogged":  # a previous round of the shoe says who holds the bank

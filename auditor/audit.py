@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor import findings
+from auditor import db, findings
 from auditor.config import PropertyConfig
 from auditor.events import ROUND_EVENTS
 from auditor.replay.chemin import (
@@ -82,7 +82,7 @@ def audit(
     result = AuditResult(run_id)
     con.execute("BEGIN TRANSACTION")
     try:
-        for tables_in in table_batches(con):
+        for tables_in in db.table_batches(con):
             _select_rounds(con, config, rerun, tables_in)
             _replay(con, run_id, result)
         con.execute("COMMIT")
@@ -96,35 +96,6 @@ def audit(
     result.tables = table_findings(con, run_id, config)
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     return result
-
-
-# Rounds are replayed a batch of tables at a time, about this many events a batch: a shoe
-# never spans tables, so batches are independent, and memory stays flat however big the day.
-BATCH_EVENTS = 8_000_000
-
-
-def table_batches(
-    con: duckdb.DuckDBPyConnection, batch_events: int | None = None
-) -> list[tuple[str, str] | None]:
-    """Ranges of table ids (first, last), in order, each holding about `batch_events`
-    events; [None] (everything at once) when no table has events yet."""
-    limit = batch_events or BATCH_EVENTS
-    batches: list[tuple[str, str] | None] = []
-    first = last = None
-    size = 0
-    for table_id, n in con.execute(
-        "SELECT substr(stream, 7) AS t, sum(events) FROM stream_sources "
-        "WHERE starts_with(stream, 'table:') GROUP BY t ORDER BY t"
-    ).fetchall():
-        if first is not None and size + n > limit:
-            batches.append((first, last))
-            first, size = None, 0
-        first = table_id if first is None else first
-        last = table_id
-        size += n
-    if first is not None:
-        batches.append((first, last))
-    return batches or [None]
 
 
 def _select_rounds(
@@ -144,9 +115,7 @@ def _select_rounds(
     if rerun:
         window = "r.ts >= ? AND r.ts < ?"
         params = [rerun[0], rerun[1]]
-    these = "true"
-    if tables_in:
-        these = f"table_id BETWEEN {q(tables_in[0])} AND {q(tables_in[1])}"
+    these = db.table_range_sql(tables_in)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE todo AS

@@ -196,3 +196,41 @@ def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) ->
     (DuckDB 2 refuses new work on a connection with an unread result)."""
     rows = con.execute(sql, params or []).fetchall()
     return rows[0] if rows else None
+
+
+# The audit works a batch of tables at a time, about this many events a batch: a shoe never
+# spans tables, so batches are independent, and memory stays flat however big the day.
+BATCH_EVENTS = 8_000_000
+
+
+def table_batches(
+    con: duckdb.DuckDBPyConnection, batch_events: int | None = None
+) -> list[tuple[str, str] | None]:
+    """Ranges of table ids (first, last), in order, each holding about `batch_events`
+    events; [None] (everything at once) when no table has events yet."""
+    limit = batch_events or BATCH_EVENTS
+    batches: list[tuple[str, str] | None] = []
+    first = last = None
+    size = 0
+    for table_id, n in con.execute(
+        "SELECT substr(stream, 7) AS t, sum(events) FROM stream_sources "
+        "WHERE starts_with(stream, 'table:') GROUP BY t ORDER BY t"
+    ).fetchall():
+        if first is not None and size + n > limit:
+            batches.append((first, last))
+            first, size = None, 0
+        first = table_id if first is None else first
+        last = table_id
+        size += n
+    if first is not None:
+        batches.append((first, last))
+    return batches or [None]
+
+
+def table_range_sql(tables_in: tuple[str, str] | None, column: str = "table_id") -> str:
+    """A WHERE condition for one of `table_batches` (constants, so DuckDB skips the row
+    groups of other tables)."""
+    if tables_in is None:
+        return "true"
+    lo, hi = (v.replace("'", "''") for v in tables_in)
+    return f"{column} BETWEEN '{lo}' AND '{hi}'"

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor import findings
+from auditor import db, findings
 from auditor import notices as hand_notices
 from auditor.config import PropertyConfig
 from auditor.replay import shoes as shoe_checks
@@ -126,13 +126,25 @@ def compute(
         ))
     episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
     found += table_checks.pit_findings(episodes, zone)
-    rounds = table_checks.load_round_orders(con, timeline, lambda t: charged.get(t))
-    runs = table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+    # Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
+    # table, and a day of millions of rounds would not fit in memory at once.
+    runs: list[table_checks.Run] = []
+    counts: Counter[str] = Counter()
+    for tables_in in db.table_batches(con):
+        rounds = table_checks.load_round_orders(
+            con, timeline, lambda t: charged.get(t), tables_in
+        )
+        counts["rounds"] += len(rounds)
+        runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+        del rounds
+        shoes = shoe_checks.load_shoes(con, shoe_rules, tables_in)
+        excess, used = shoe_checks.load_composition(con, tables_in)
+        last_cards = shoe_checks.load_last_round_cards(con, shoes)
+        found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+        counts["shoes"] += len(shoes)
+        counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
+        counts["gap"] += sum(1 for s in shoes if s.gap)
     found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
-    shoes = shoe_checks.load_shoes(con, shoe_rules)
-    excess, used = shoe_checks.load_composition(con)
-    last_cards = shoe_checks.load_last_round_cards(con, shoes)
-    found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
     irregular, unjudged = irregularity_findings(load_irregularities(con), pack_of)
     found += irregular
     stats = {
@@ -141,11 +153,11 @@ def compute(
         "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
         "notices": len(notices),
         "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
-        "rounds_with_payout_order": len(rounds),
+        "rounds_with_payout_order": counts["rounds"],
         "undeclared_runs": len(runs),
-        "shoes": len(shoes),
-        "shoes_without_rule_pack": sum(1 for s in shoes if s.rules is None),
-        "shoes_with_seq_gap": sum(1 for s in shoes if s.gap),
+        "shoes": counts["shoes"],
+        "shoes_without_rule_pack": counts["no_pack"],
+        "shoes_with_seq_gap": counts["gap"],
         "irregularities_not_judged": unjudged,
         "rule_packs_missing": sorted(packs.missing),
     }

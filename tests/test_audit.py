@@ -114,13 +114,11 @@ def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_p
 
 def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, monkeypatch):
     """A big day is replayed a few tables at a time; the batches must not change a thing."""
-    import auditor.audit as audit_mod
-
     con, whole = audited
-    monkeypatch.setattr(audit_mod, "BATCH_EVENTS", 9_000)  # about one table a batch
+    monkeypatch.setattr(db, "BATCH_EVENTS", 9_000)  # about one table a batch
     small = db.connect(tmp_path / "small.duckdb")
     ingest(small, [SAMPLE], runs.start(small, "ingest", {}))
-    batches = audit_mod.table_batches(small)
+    batches = db.table_batches(small)
     assert len(batches) >= 7 and batches[0][0] == "CF-01" and batches[-1][1] == "PB-01"
     result = audit(small, runs.start(small, "audit", {}), config.PropertyConfig())
     findings_sql = (
@@ -132,6 +130,9 @@ def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, 
     )
     audits_sql = "SELECT table_id, shoe, round, events, findings FROM round_audits ORDER BY ALL"
     assert small.execute(audits_sql).fetchall() == con.execute(audits_sql).fetchall()
+    # The table pass too: the same shoes, rounds and counts, batch by batch.
+    assert result.tables == whole.tables | {"run_id": result.run_id}
+    assert result.tables["shoes"] > 20 and result.tables["rounds_with_payout_order"] > 1000
     small.close()
 
 

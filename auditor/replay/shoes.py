@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from auditor.cards import parse_card, rank_value
+from auditor.db import table_range_sql
 from auditor.replay.hands import Hands, deal_error, required_draws
 from auditor.replay.tables import TableFinding, iso
 from auditor.rulepack import DrawTables, RulePack
@@ -598,17 +599,20 @@ _NORM_CARD = (
 def load_shoes(
     con: duckdb.DuckDBPyConnection,
     rules_for: Callable[[str | None, str | None], ShoeRules | None],
+    tables_in: tuple[str, str] | None = None,
 ) -> list[Shoe]:
-    """Every (table, shoe) with its shoe-level events, round spans, rules and opening."""
+    """Every (table, shoe) with its shoe-level events, round spans, rules and opening (of the
+    tables in `tables_in`, one of db.table_batches, or of all)."""
+    these = table_range_sql(tables_in, "e.table_id")
     rows = con.execute(
-        """
+        f"""
         WITH t AS (
           SELECT e.table_id, e.seq, e.ts, e.type, s.path || ':' || e.line_no AS source,
                  e.shoe, e.pit, e.game, e.jurisdiction, e.decks, e.shuffle, e.batch, e.cards,
                  e.card, e.burned, e.round, e.remaining
           FROM events e JOIN sources s ON s.id = e.source_id
           WHERE e.type IN ('table_open', 'table_close', 'shoe_start', 'burn', 'face_up_in_shoe',
-                           'cut_card', 'shoe_end')
+                           'cut_card', 'shoe_end') AND {these}
         )
         SELECT *, lead(type) OVER (PARTITION BY table_id ORDER BY seq) AS next_type
         FROM t ORDER BY table_id, seq
@@ -648,13 +652,13 @@ def load_shoes(
         elif type_ == "shoe_end" and s.end is None:
             s.end = ev
     for table, shoe_id, rnd, first_seq, last_seq, ts, source, cards, void in con.execute(
-        """
+        f"""
         SELECT e.table_id, e.shoe, e.round, min(e.seq), max(e.seq), min(e.ts),
                arg_min(s.path || ':' || e.line_no, e.seq),
                count(*) FILTER (e.type = 'card'), bool_or(e.type = 'void')
         FROM events e JOIN sources s ON s.id = e.source_id
         WHERE e.shoe IS NOT NULL AND e.round IS NOT NULL
-          AND e.type NOT IN ('cut_card')
+          AND e.type NOT IN ('cut_card') AND {these}
         GROUP BY ALL ORDER BY e.table_id, min(e.seq)
         """
     ).fetchall():
@@ -663,7 +667,7 @@ def load_shoes(
             shoes[key] = Shoe(table, shoe_id)
             order.append(key)
         shoes[key].rounds.append(RoundSpan(rnd, first_seq, last_seq, ts, source, cards, void))
-    _mark_gaps(con, shoes)
+    _mark_gaps(con, shoes, tables_in)
     return [shoes[k] for k in sorted(order, key=lambda k: (k[0], _first_seq(shoes[k])))]
 
 
@@ -673,13 +677,17 @@ def _first_seq(shoe: Shoe) -> int:
     return min(seqs, default=0)
 
 
-def _mark_gaps(con: duckdb.DuckDBPyConnection, shoes: Mapping[tuple[str, str], Shoe]) -> None:
+def _mark_gaps(
+    con: duckdb.DuckDBPyConnection,
+    shoes: Mapping[tuple[str, str], Shoe],
+    tables_in: tuple[str, str] | None,
+) -> None:
     gaps: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for table, prev, seq in con.execute(
-        """
+        f"""
         SELECT table_id, prev, seq FROM (
           SELECT table_id, seq, lag(seq) OVER (PARTITION BY stream ORDER BY seq) AS prev
-          FROM events WHERE table_id IS NOT NULL
+          FROM events WHERE table_id IS NOT NULL AND {table_range_sql(tables_in)}
         ) WHERE seq > prev + 1
         """
     ).fetchall():
@@ -693,6 +701,7 @@ def _mark_gaps(con: duckdb.DuckDBPyConnection, shoes: Mapping[tuple[str, str], S
 
 def load_composition(
     con: duckdb.DuckDBPyConnection,
+    tables_in: tuple[str, str] | None = None,
 ) -> tuple[dict[tuple[str, str], list[Excess]], dict[tuple[str, str], int]]:
     """Per (table, shoe): the cards seen more often than its decks allow, and the number of
     cards dealt, burned or found face up (one SQL aggregate over every card of every shoe)."""
@@ -706,6 +715,7 @@ def load_composition(
                              ELSE list_prepend(card, coalesce(burned, []::VARCHAR[])) END) AS c
           FROM events
           WHERE type IN ('card', 'burn', 'face_up_in_shoe') AND shoe IS NOT NULL
+            AND {table_range_sql(tables_in)}
         )
         """
     )
@@ -717,13 +727,13 @@ def load_composition(
     }
     excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
     for table, shoe, card, n, seqs, decks in con.execute(
-        """
+        f"""
         WITH decks AS (
           SELECT table_id, shoe, arg_min(decks, seq) AS decks FROM events
-          WHERE type = 'shoe_start' GROUP BY ALL
+          WHERE type = 'shoe_start' AND {table_range_sql(tables_in)} GROUP BY ALL
         )
         SELECT c.table_id, c.shoe, c.card, count(*),
-               list({'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id, 'line': c.line_no}
+               list({{'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id, 'line': c.line_no}}
                     ORDER BY c.seq),
                d.decks
         FROM shoe_cards c JOIN decks d USING (table_id, shoe)

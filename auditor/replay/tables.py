@@ -15,10 +15,12 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import duckdb
 
+from auditor.db import table_range_sql
 from auditor.replay import order as order_rules
 from auditor.rulepack import RulePack
 
@@ -782,6 +784,18 @@ class RoundOrder:
                 "consistent_procedures": sorted(self.fits)}
 
 
+@lru_cache(maxsize=1 << 16)
+def _order_facts(
+    pairs: tuple[tuple[str, int], ...], vig_charged: bool
+) -> tuple[frozenset[int], bool]:
+    """The procedures a payment order fits, and whether it tells them apart. Rounds repeat
+    a few hundred orders between them, so a day of millions of rounds computes each once."""
+    steps = order_rules.steps(pairs, vig_charged)
+    seats = {seat for _, seat in steps}
+    informative = len(seats) >= 2 and any(k == order_rules.VIG for k, _ in steps)
+    return order_rules.consistent_procedures(pairs, vig_charged), informative
+
+
 def round_order(
     table: str,
     shoe: str,
@@ -795,11 +809,9 @@ def round_order(
     None for a round without payments."""
     if not moves:
         return None
-    pairs = [(kind, seat) for kind, seat, _, _, _ in moves]
-    steps = order_rules.steps(pairs, vig_charged)
-    seats = {seat for _, seat in steps}
-    informative = len(seats) >= 2 and any(k == order_rules.VIG for k, _ in steps)
-    fits = order_rules.consistent_procedures(pairs, vig_charged)
+    fits, informative = _order_facts(
+        tuple((kind, seat) for kind, seat, _, _, _ in moves), vig_charged
+    )
     _, _, seq, ts, source = moves[0]
     return RoundOrder(table, shoe, rnd, first_seq, seq, ts, source, declared, fits, informative)
 
@@ -1020,21 +1032,27 @@ def load_round_orders(
     con: duckdb.DuckDBPyConnection,
     timeline: Timeline,
     vig_charged: Callable[[str], bool | None],
+    tables_in: tuple[str, str] | None = None,
 ) -> list[RoundOrder]:
-    """Each non-void round's payout order at tables with procedures, in seq order.
+    """Each non-void round's payout order at tables with procedures, in seq order (of the
+    tables in `tables_in`, one of db.table_batches, or of all).
 
     `vig_charged(table)` says whether the table's variant charges vigorish (None: unknown
     variant, the table is skipped).
     """
-    tables = sorted(t for t in timeline.declared if t in timeline.rules)
+    tables = sorted(
+        t for t in timeline.declared
+        if t in timeline.rules and (tables_in is None or tables_in[0] <= t <= tables_in[1])
+    )
     if not tables:
         return []
+    these, these_e = table_range_sql(tables_in), table_range_sql(tables_in, "e.table_id")
     rows = con.execute(
-        """
+        f"""
         WITH r AS (
           SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
           FROM events
-          WHERE shoe IS NOT NULL AND round IS NOT NULL
+          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
             AND table_id IN (SELECT unnest(?::VARCHAR[]))
           GROUP BY ALL
         )
@@ -1042,7 +1060,7 @@ def load_round_orders(
                s.path || ':' || e.line_no
         FROM events e JOIN r USING (table_id, shoe, round)
         JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ('pay', 'vig') AND NOT r.void
+        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
         ORDER BY e.table_id, r.first_seq, e.seq
         """,
         [tables],

@@ -131,12 +131,16 @@ def compute(
     runs: list[table_checks.Run] = []
     counts: Counter[str] = Counter()
     for tables_in in db.table_batches(con):
-        rounds = table_checks.load_round_orders(
+        suspects, n = table_checks.tables_with_other_orders(
             con, timeline, lambda t: charged.get(t), tables_in
         )
-        counts["rounds"] += len(rounds)
-        runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
-        del rounds
+        counts["rounds"] += n
+        if suspects:
+            rounds = table_checks.load_round_orders(
+                con, timeline, lambda t: charged.get(t), tables_in, only=suspects
+            )
+            runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+            del rounds
         shoes = shoe_checks.load_shoes(con, shoe_rules, tables_in)
         excess, used = shoe_checks.load_composition(con, tables_in)
         last_cards = shoe_checks.load_last_round_cards(con, shoes)

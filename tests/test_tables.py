@@ -392,6 +392,36 @@ def test_three_rounds_paid_by_procedure_4_under_declared_3_are_one_undeclared_ch
     assert "from shoe S1 round 2 to shoe S1 round 4" in f["message"]
 
 
+def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
+    tmp_path, monkeypatch
+):
+    """The table pass reads payment orders round by round (times, sources) only at tables
+    where a run can start: an informative round fitting another procedure, not the declared."""
+    import auditor.replay.tables as table_checks
+
+    log = Log()
+    for t in ("MB-01", "MB-02", "MB-03"):
+        log.open(t, "P2", "22:00", procedure=3)
+        log.shoe_start(t, "22:01", "S1")
+        log.burn(t, "S1", ["Ac", "Kd"])
+    rounds(log, "MB-01", "S1", [ORDER[3], ORDER[4], ORDER[4], ORDER[4], ORDER[3]])
+    rounds(log, "MB-02", "S1", [ORDER[3]] * 4 + [[("vig", 5), ("pay", 5)]])  # one winner: 2 or 4
+    rounds(log, "MB-03", "S1", [ORDER[3], ORDER[4], ORDER[4], ORDER[3], ORDER[3]])
+    seen: list = []
+    real = table_checks.load_round_orders
+
+    def spy(*args, **kw):
+        seen.append(kw.get("only"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(table_checks, "load_round_orders", spy)
+    a = audited(tmp_path, log)
+    assert seen == [["MB-01", "MB-03"]]
+    [f] = a.findings("procedure.undeclared_change")
+    assert (f["table_id"], f["round"]) == ("MB-01", 2)
+    assert a.run()["rounds_with_payout_order"] == 15
+
+
 def test_two_rounds_in_another_procedures_order_stay_single_round_mismatches(tmp_path):
     log = Log()
     table_on_three(log)

@@ -1028,22 +1028,84 @@ def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
     return out
 
 
+def _procedure_tables(timeline: Timeline, tables_in: tuple[str, str] | None) -> list[str]:
+    return sorted(
+        t for t in timeline.declared
+        if t in timeline.rules and (tables_in is None or tables_in[0] <= t <= tables_in[1])
+    )
+
+
+def tables_with_other_orders(
+    con: duckdb.DuckDBPyConnection,
+    timeline: Timeline,
+    vig_charged: Callable[[str], bool | None],
+    tables_in: tuple[str, str] | None = None,
+) -> tuple[list[str], int]:
+    """The tables where an undeclared run can start, and the rounds with payments seen.
+
+    A run starts only at an informative round whose order fits some procedure but not the
+    declared one; at any other table `undeclared_runs` finds nothing. One row per round with
+    its order as text (no times, no sources) keeps this cheap for a day of millions of rounds.
+    """
+    tables = _procedure_tables(timeline, tables_in)
+    if not tables:
+        return [], 0
+    these, these_e = table_range_sql(tables_in), table_range_sql(tables_in, "e.table_id")
+    suspects: set[str] = set()
+    rounds = 0
+    reader = con.sql(
+        f"""
+        WITH r AS (
+          SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
+          FROM events
+          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
+            AND table_id IN (SELECT unnest(?::VARCHAR[]))
+          GROUP BY ALL
+        )
+        SELECT e.table_id, r.first_seq,
+               string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
+        FROM events e JOIN r USING (table_id, shoe, round)
+        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
+        GROUP BY e.table_id, e.shoe, e.round, r.first_seq
+        """,
+        params=[tables],
+    ).to_arrow_reader(1 << 16)
+    for batch in reader:
+        cols = batch.to_pydict()
+        for table, first_seq, moves in zip(
+            cols["table_id"], cols["first_seq"], cols["moves"], strict=True
+        ):
+            charged = vig_charged(table)
+            if charged is None:
+                continue
+            rounds += 1
+            if table in suspects:
+                continue
+            words = moves.split(" ")
+            pairs = tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
+            fits, informative = _order_facts(pairs, charged)
+            declared = declared_at(timeline.declared[table], first_seq, None)
+            if informative and fits and declared is not None and declared not in fits:
+                suspects.add(table)
+    return sorted(suspects), rounds
+
+
 def load_round_orders(
     con: duckdb.DuckDBPyConnection,
     timeline: Timeline,
     vig_charged: Callable[[str], bool | None],
     tables_in: tuple[str, str] | None = None,
+    only: Sequence[str] | None = None,
 ) -> list[RoundOrder]:
     """Each non-void round's payout order at tables with procedures, in seq order (of the
-    tables in `tables_in`, one of db.table_batches, or of all).
+    tables in `tables_in`, one of db.table_batches, or of all; and of `only` if given).
 
     `vig_charged(table)` says whether the table's variant charges vigorish (None: unknown
     variant, the table is skipped).
     """
-    tables = sorted(
-        t for t in timeline.declared
-        if t in timeline.rules and (tables_in is None or tables_in[0] <= t <= tables_in[1])
-    )
+    tables = _procedure_tables(timeline, tables_in)
+    if only is not None:
+        tables = sorted(set(tables) & set(only))
     if not tables:
         return []
     these, these_e = table_range_sql(tables_in), table_range_sql(tables_in, "e.table_id")

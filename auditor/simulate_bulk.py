@@ -9,14 +9,18 @@ format) from numpy arrays:
   the bytes do not depend on how tables are batched;
 - all the shoes of a batch are dealt in lockstep, one numpy step per round of a shoe, by the
   pack's draw tables (the same tuples `auditor.replay.draw` reads);
-- each round is a fixed row of event slots (table_open ... table_close), compressed by a
-  validity mask into the table's event stream, so no sort is needed;
-- a line is the concatenation of eight pieces taken from one dictionary of byte strings
-  (timestamp to the second, milliseconds + type, table + seq, ...), joined per table with
-  one `bytes.join`.
+- each round is a fixed row of event slots (table_open ... table_close), the settlement
+  slots put in the procedure's order by a permutation, compressed by a validity mask into
+  the table's event stream, so no sort is needed;
+- a line is the concatenation of six pieces taken from one dictionary of byte strings (the
+  timestamp to the second; milliseconds, offset and type; table; seq; what the round's
+  events share: shoe, round, dealer, origin; the event's own fields), joined a few thousand
+  lines at a time with `bytes.join` (about half of the time goes there).
 
-Only a subset of deviation kinds is planted: those that show as exactly one finding of
-their own code and can be decided from the round's cards alone (`BULK_KINDS`).
+Each pit changes procedure at half time on written notices 45 minutes ahead, as the
+reference night does. Only a subset of deviation kinds is planted: those that show as
+exactly one finding of their own code and can be decided from the round's cards alone
+(`BULK_KINDS`); settlement kinds use the reference's fixed wagers, which make them visible.
 """
 
 from __future__ import annotations
@@ -224,8 +228,7 @@ class _Pieces:
             f',"seat":{s},"amount":{_cents(c)},"mode":"{m}"}}\n'.encode()
             for s in range(1, SEATS + 1) for c in vigs for m in ("collect", "mark")
         ]
-        self.array = np.empty(len(parts), object)
-        self.array[:] = parts
+        self.array = _objects(parts)
 
 
 def _draw_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -348,7 +351,7 @@ class _Table:
         shape = (n_shoes, MAX_ROUNDS_PER_SHOE)
         self.dev_u = cards_rng.random(shape) if deviations else np.ones(shape)
         round_rng = np.random.default_rng([seed, index, 2])
-        # One 64-bit draw per round and one per seat, cut into fields (see _wagers).
+        # One 64-bit draw per round and one per seat, cut into 16-bit fields (_Batch.rows).
         self.raw = round_rng.bit_generator.random_raw(max_rounds * 8).reshape(max_rounds, 8)
 
 
@@ -390,6 +393,7 @@ class _Batch:
         gaps = (40 + _field(raw[:, :, 0], 0, 36)) * MS
         g_cum = np.zeros((count, rmax + 1), np.int64)
         np.cumsum(gaps, axis=1, out=g_cum[:, 1:])
+
         def at(i: np.ndarray) -> np.ndarray:
             """g_cum at each table's round indices i (any shape after the table axis)."""
             flat = np.minimum(i, rmax).reshape(count, -1)
@@ -404,6 +408,8 @@ class _Batch:
         r_idx = np.arange(MAX_ROUNDS_PER_SHOE)
         g3 = roff[:, :, None] + r_idx  # the table's round index of each (shoe, round)
         t3 = (shoe_start + burn_gap)[:, :, None] + gsum(roff[:, :, None], g3 + 1)
+        # Rounds are played while they start early enough; the rest of the dealt shoes (dealt
+        # for the most rounds that could fit) is never used.
         valid = (r_idx < n[:, :, None]) & (t3 <= sim.last_start_ms)
         played = valid.sum(axis=2)
         self.played = played
@@ -450,6 +456,7 @@ class _Batch:
         pushes = present & tie & (bet != TIE)
         collects = present & ~pays & ~pushes
         vigs = pays & (bet == BANKER) & (kind != K["vig_missing"])[:, None]
+        # The standard variant's defaults: 1 to 1, Tie 8 to 1, vigorish 5% of the winnings.
         pay_amt = np.where(bet == TIE, 8 * stake, stake)
         pay_amt[:, 6] -= np.where(kind == K["pay_short"], 10, 0)
         vig_c = stake * 5

@@ -1035,6 +1035,16 @@ def _procedure_tables(timeline: Timeline, tables_in: tuple[str, str] | None) -> 
     )
 
 
+def _rounds_sql(tables_in: tuple[str, str] | None) -> str:
+    """Rounds (first seq, void or not) of the tables listed in the query's one parameter."""
+    return f"""
+          SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
+          FROM events
+          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {table_range_sql(tables_in)}
+            AND table_id IN (SELECT unnest(?::VARCHAR[]))
+          GROUP BY ALL"""
+
+
 def tables_with_other_orders(
     con: duckdb.DuckDBPyConnection,
     timeline: Timeline,
@@ -1050,18 +1060,12 @@ def tables_with_other_orders(
     tables = _procedure_tables(timeline, tables_in)
     if not tables:
         return [], 0
-    these, these_e = table_range_sql(tables_in), table_range_sql(tables_in, "e.table_id")
+    these_e = table_range_sql(tables_in, "e.table_id")
     suspects: set[str] = set()
     rounds = 0
     reader = con.sql(
         f"""
-        WITH r AS (
-          SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
-          FROM events
-          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
-            AND table_id IN (SELECT unnest(?::VARCHAR[]))
-          GROUP BY ALL
-        )
+        WITH r AS ({_rounds_sql(tables_in)})
         SELECT e.table_id, r.first_seq,
                string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
         FROM events e JOIN r USING (table_id, shoe, round)
@@ -1108,16 +1112,10 @@ def load_round_orders(
         tables = sorted(set(tables) & set(only))
     if not tables:
         return []
-    these, these_e = table_range_sql(tables_in), table_range_sql(tables_in, "e.table_id")
+    these_e = table_range_sql(tables_in, "e.table_id")
     rows = con.execute(
         f"""
-        WITH r AS (
-          SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
-          FROM events
-          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
-            AND table_id IN (SELECT unnest(?::VARCHAR[]))
-          GROUP BY ALL
-        )
+        WITH r AS ({_rounds_sql(tables_in)})
         SELECT e.table_id, e.shoe, e.round, r.first_seq, e.type, e.seat, e.seq, e.ts,
                s.path || ':' || e.line_no
         FROM events e JOIN r USING (table_id, shoe, round)

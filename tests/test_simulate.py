@@ -210,3 +210,45 @@ def test_ingesting_the_output_folder_takes_only_the_logs(tmp_path):
     assert sorted(f.path.name for f in result.files) == sorted(p.name for p in r.files)
     assert result.quarantined == sum(d["code"] == "log.malformed" for d in r.deviations)
     con.close()
+
+
+def test_log_deviations_are_where_the_ground_truth_says(tmp_path):
+    r = simulate(tmp_path, 6, 1, seed=2, deviation_rate=0.5, games=ALL_GAMES)
+    kinds = Counter(d["kind"] for d in r.deviations)
+    assert kinds["bad_line"] and kinds["seq_skipped"] and kinds["resent_changed"]
+    by_name = {p.name: p for p in r.files}
+    for d in r.deviations:
+        if d["kind"] == "bad_line":  # the round_start without its offset, then the real one
+            lines = by_name[f"2026-12-01_{d['table']}.jsonl"].read_text().splitlines()
+            bad = [i for i, line in enumerate(lines) if json.loads(line)["ts"][-6:-5] not in "+-"]
+            assert len(bad) == 1
+            e, again = json.loads(lines[bad[0]]), json.loads(lines[bad[0] + 1])
+            assert (e["type"], e["shoe"], e["round"]) == ("round_start", d["shoe"], d["round"])
+            assert e["seq"] == again["seq"] and again["ts"].startswith(e["ts"])
+        if d["kind"] == "seq_skipped":
+            seqs = [e["seq"] for e in _events(by_name[f"2026-12-01_{d['table']}.jsonl"])]
+            assert seqs[-1] == seqs[-2] + 2
+    resent = sorted(p for p in r.files if ".resent." in p.name)
+    assert len(resent) == kinds["resent_changed"]
+    for path in resent:  # after its table's file in name order, one event changed
+        table_file = path.with_name(path.name.replace(".resent", ""))
+        assert sorted([table_file.name, path.name])[0] == table_file.name
+        original = {e["seq"]: e for e in _events(table_file)}
+        changed = [e for e in _events(path) if original[e["seq"]] != e]
+        assert [e["type"] for e in changed] == ["pay"]
+
+
+def test_payments_show_the_order_only_when_procedures_differ():
+    from auditor.simulate import _shows_order
+
+    def lines(*moves: tuple[str, int]) -> list[str]:
+        return [json.dumps({"type": kind, "seat": seat}) for kind, seat in moves]
+
+    one_seat = lines(("pay", 5), ("vig", 5))
+    assert _shows_order(one_seat, 1) == "none"
+    assert _shows_order(lines(("pay", 7), ("pay", 4)), 3) == "none"  # no vigorish
+    by_seat = lines(("pay", 7), ("vig", 7), ("pay", 4), ("vig", 4))
+    assert _shows_order(by_seat, 3) == "declared" and _shows_order(by_seat, 1) == "other"
+    # A side wager paid at another seat: procedures 1 and 3 give the same order.
+    side = lines(("pay", 5), ("pay", 1), ("vig", 1))
+    assert _shows_order(side, 1) == _shows_order(side, 3) == "declared"

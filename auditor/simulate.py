@@ -1512,6 +1512,8 @@ class SimTableNight(TableNight):
         self.apply_changes(t, changes, on_time=True)
 
     def plan_shoe(self, shoe_id: str) -> ShoePlan:
+        """Draw the shoe-level kinds for this shoe; those seen at its start go in the ground
+        truth now, those that need its end in `shoe_done`."""
         plan = super().plan_shoe(shoe_id)
         drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
         if not self.batches:

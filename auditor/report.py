@@ -38,6 +38,7 @@ DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all ar
 # The appendix is fixed-width text in blocks: weasyprint lays out 10,000 table rows in about
 # a minute and a half, the same lines as preformatted blocks of 100 in a few seconds.
 APPENDIX_BLOCK = 100
+LISTING_ROWS = 150  # past this many tables, changes or sources, fixed-width lines, not a table
 SUITS = {"s": ("♠", "black"), "c": ("♣", "black"), "h": ("♥", "red"), "d": ("♦", "red")}
 
 
@@ -291,8 +292,11 @@ def _procedures(
     lanes, rows = [], []
     pit_of = {t["table_id"]: t["pit"] for t in tables}
     flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
+    by_table: dict[str, list[dict]] = defaultdict(list)
+    for c in changes:
+        by_table[c["table_id"]].append(c)
     for name in names:
-        mine = [c for c in changes if c["table_id"] == name]
+        mine = by_table[name]
         before = [c for c in mine if c["ts"] < scope.start]
         during = [c for c in mine if c["ts"] >= scope.start]
         current = (
@@ -332,19 +336,34 @@ def _procedures(
                 )
         if current is not None:
             spans.append((start, 1.0, str(current)))
-        marks = [
-            (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
-            for n in notices
-            if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
-        ]
-        lanes.append((name, spans, marks))
-    hours = _hour_ticks(scope)
-    svg = charts.timeline(
-        lanes,
-        [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in hours],
-        "Procedure in force per table (▼ written notice given)",
+        if len(names) <= LISTING_ROWS:
+            marks = [
+                (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
+                for n in notices
+                if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
+            ]
+            lanes.append((name, spans, marks))
+    svg = ""
+    if lanes:  # one lane a table: past LISTING_ROWS tables the changes are listed instead
+        svg = charts.timeline(
+            lanes,
+            [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in _hour_ticks(scope)],
+            "Procedure in force per table (▼ written notice given)",
+        )
+    listing = _listing([_change_line(c) for c in rows]) if len(rows) > LISTING_ROWS else []
+    return {"changes": rows, "timeline_svg": svg, "notices": notices, "listing": listing}
+
+
+def _change_line(c: dict) -> str:
+    notices = "; ".join(
+        f"{n['recipient']}{'' if n['written'] else ' (not written)'} {n['given']:%H:%M} "
+        f"({n['lead_minutes']:.0f} min)"
+        for n in c["notices"]
+    ) or "none"
+    return (
+        f"{c['table']:<10} {c['pit']:<6} {c['at']:%H:%M:%S} {c['seq']:>9} {c['procedure']:>3}  "
+        f"{notices}  [{', '.join(c['flagged']) or 'none'}]"
     )
-    return {"changes": rows, "timeline_svg": svg, "notices": notices}
 
 
 def _hour_ticks(scope: Scope) -> list[dt.datetime]:
@@ -488,13 +507,18 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
         "findings": found,
         "details": details,
         "detail_limit": DETAIL_LIMIT,
+        "listing_rows": LISTING_ROWS,
         "by_severity": [(s, by_sev.get(s, 0)) for s in SEVERITIES],
         "by_code": sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])),
         "rounds_with_findings": rounds_with,
         "per_thousand": (1000 * rounds_with / rounds) if rounds else 0.0,
         "procedures": _procedures(con, scope, tables, found),
         "appendix_blocks": _appendix_blocks(found),
+        "tables_listing": _listing([_table_line(t) for t in rows])
+        if len(rows) > LISTING_ROWS else [],
         "sources": sources,
+        "sources_listing": _listing([_source_line(x) for x in sources])
+        if len(sources) > LISTING_ROWS else [],
         "sources_digest": digest,
         "retention_days": retention,
         "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
@@ -545,13 +569,41 @@ def _ack_text(ack: dict | None) -> str:
 
 def _appendix_blocks(found: list[dict]) -> list[str]:
     """Every finding on one fixed-width line (wrapping only its message), in blocks."""
-    lines = [
+    return _listing([
         f"{f['ts'][11:19]} {f['severity']:<8} {f['code']:<28} {f['table'] or f['pit'] or '':<8} "
         f"{(f['shoe'] + '/' + str(f['round'])) if f['shoe'] else '':<18} {f['seq'] or '':>7}  "
         f"{f['message']}{_ack_text(f.get('ack'))}"
         for f in found
-    ]
+    ])
+
+
+def _listing(lines: list[str]) -> list[str]:
+    """Fixed-width lines in blocks of APPENDIX_BLOCK: a PDF table of thousands of rows takes
+    minutes and gigabytes to lay out, a preformatted block a fraction of that."""
     return ["\n".join(lines[i : i + APPENDIX_BLOCK]) for i in range(0, len(lines), APPENDIX_BLOCK)]
+
+
+def _table_line(t: dict) -> str:
+    rules = f"{(t['game'] or '?').replace('_', ' ')}, {t['jurisdiction'] or '?'}, " + (
+        f"{t['variant'] or '?'}" + (f", {t['decks']} decks" if t["decks"] else "")
+    )
+    return (
+        f"{t['pit'] or '':<6} {t['table_id']:<10} {rules:<38} {t['rounds']:>7,} "
+        f"{_money(t['handle']):>15} {_money(t['win']):>14} {_pct(t['hold']):>8} "
+        f"{_pct(t['theo_hold']):>8} {t['findings']:>6}"
+    )
+
+
+def _money(x: Any) -> str:
+    return "" if x is None else f"{Decimal(x):,.2f}"
+
+
+def _pct(x: float | None, n: int = 2) -> str:
+    return "n/a" if x is None else f"{x * 100:.{n}f}%"
+
+
+def _source_line(s: dict) -> str:
+    return f"{s['sha256']}  {s['lines']:>9} {s['events']:>9} {s['quarantined']:>5}  {s['path']}"
 
 
 def _json_lines(value: Any) -> str:
@@ -590,8 +642,8 @@ def _env():
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["money"] = lambda x: "" if x is None else f"{Decimal(x):,.2f}"
-    env.filters["pct"] = lambda x, n=2: "n/a" if x is None else f"{x * 100:.{n}f}%"
+    env.filters["money"] = _money
+    env.filters["pct"] = _pct
     env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
     env.globals["registry_title"] = lambda code: REGISTRY[code].title
     return env

@@ -143,3 +143,29 @@ def test_templates_fail_on_a_missing_value():
 
     with pytest.raises(jinja2.UndefinedError):
         report.render_html({})
+
+
+def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line(
+    night, monkeypatch
+):
+    """A property-wide day has thousands of tables; their rows are fixed-width lines then
+    (a PDF table that long takes minutes and gigabytes). Same facts, every row."""
+    monkeypatch.setattr(report, "LISTING_ROWS", 2)
+    con = db.connect(night, read_only=True)
+    conf = config.PropertyConfig()
+    context = report.gather(con, conf, report.scope_for(conf, con, date="2026-11-28"))
+    con.close()
+    html = report.render_html(context)
+    tables = "\n".join(context["tables_listing"])
+    assert len(tables.splitlines()) == len(context["tables"]) == 8
+    mb01 = next(t for t in context["tables"] if t["table_id"] == "MB-01")
+    line = next(x for x in tables.splitlines() if " MB-01 " in x)
+    assert f"{mb01['rounds']:,}" in line and f"{mb01['handle']:,.2f}" in line
+    assert f"{mb01['hold'] * 100:.2f}%" in line
+    changes = "\n".join(context["procedures"]["listing"]).splitlines()
+    assert [x.split()[0] for x in changes] == [c["table"] for c in context["procedures"]["changes"]]
+    assert {"MB-03", "MB-05"} <= {x.split()[0] for x in changes}
+    assert context["procedures"]["timeline_svg"] == ""
+    sources = "\n".join(context["sources_listing"]).splitlines()
+    assert [x.split()[0] for x in sources] == [s["sha256"] for s in context["sources"]]
+    assert '<table class="wide">' not in html and html.count('<pre class="listing">') >= 3

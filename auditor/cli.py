@@ -685,7 +685,11 @@ def simulate_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
     deviation_rate: Annotated[
         float,
-        typer.Option("--deviation-rate", help="Probability that a round carries a deviation."),
+        typer.Option(
+            "--deviation-rate",
+            help="Probability of a deviation per round (round codes), and per shoe, pit, "
+            "table or file for the kinds planted there (see README).",
+        ),
     ] = 0.0,
     games: Annotated[
         str,

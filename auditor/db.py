@@ -200,7 +200,7 @@ def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) ->
 
 # The audit works a batch of tables at a time, about this many events a batch: a shoe never
 # spans tables, so batches are independent, and memory stays flat however big the day.
-BATCH_EVENTS = 8_000_000
+BATCH_EVENTS = 4_000_000
 
 
 def table_batches(

@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test bench bench-replay sample clean
+.PHONY: demo test bench bench-replay bench-scale sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(BIN)/.installed
 
 bench-replay: $(BIN)/.installed
 	$(BIN)/python bench/replay.py
+
+# A whole gaming day of 10M rounds: about 30 GB of logs under bench/out/scale, ~30 minutes.
+bench-scale: $(BIN)/.installed
+	$(BIN)/python bench/scale.py --rounds 10000000 --memory-limit 2.5GB
 
 # Regenerate sample_logs/ from the simulator (deterministic: same seed, same bytes).
 sample: $(BIN)/.installed

@@ -44,7 +44,7 @@ bench-scale: $(BIN)/.installed
 # Regenerate sample_logs/ from the simulator (deterministic: same seed, same bytes).
 sample: $(BIN)/.installed
 	rm -f sample_logs/*.jsonl sample_logs/*.jsonl.gz
-	$(BIN)/python -m auditor.simulate sample_logs
+	$(BIN)/python -m auditor.simulate.sample sample_logs
 
 clean:
 	rm -rf $(VENV) out reports/out

@@ -5,7 +5,7 @@
 Generates (once, cached under bench/out/) a log of simulated tables with at least the asked
 number of events, then times, each in a fresh database file:
   bare:   CREATE TABLE AS SELECT * FROM read_json(file)   (DuckDB's floor: parse + store)
-  ingest: auditor.ingest.ingest(...)                     (validate, type, manifest, findings)
+  ingest: auditor.ingest.files.ingest(...)                     (validate, type, manifest, findings)
 and prints events/s for both and the ratio ingest / bare (target: at most 2).
 """
 
@@ -28,9 +28,9 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from auditor import db, runs  # noqa: E402
-from auditor.ingest import ingest  # noqa: E402
-from auditor.simulate import Night, TableNight, TableSpec  # noqa: E402
+from auditor.ingest.files import ingest  # noqa: E402
+from auditor.simulate.night import Night, TableNight, TableSpec  # noqa: E402
+from auditor.store import db, runs  # noqa: E402
 
 
 def make_log(path: Path, events: int, seed: int = 7) -> int:

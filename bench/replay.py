@@ -7,10 +7,10 @@ simulated mini-baccarat tables with at least the asked number of rounds, then ti
   python: what auditor/audit.py does per round: the round's events fetched through Arrow,
           turned into Event values and given to auditor.replay.round.check_round
           (on the first --python-rounds rounds: the whole would take minutes);
-  sql:    auditor.replay.sql.sql_round_findings over every round (findings, judged rounds and
+  sql:    auditor.audit.sql_replay.sql_round_findings over every round (findings, judged rounds and
           the rounds left to the reference, materialised as temp tables);
 and prints rounds/s for both, the ratio, and the peak memory. Both start from the same
-`todo` table that auditor.audit._select_rounds builds, so neither pays for finding the rounds.
+`todo` table that auditor.audit.run._select_rounds builds, so neither pays for finding the rounds.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from auditor import db, runs  # noqa: E402
-from auditor.audit import BATCH_ROWS, ROUND_TYPES, _context, _event, _select_rounds  # noqa: E402
+from auditor.audit.run import BATCH_ROWS, ROUND_TYPES, _context, _event, _select_rounds  # noqa: E402
+from auditor.audit.sql_replay import sql_round_findings  # noqa: E402
 from auditor.config import PropertyConfig  # noqa: E402
-from auditor.ingest import ingest  # noqa: E402
+from auditor.ingest.files import ingest  # noqa: E402
 from auditor.replay.model import TableContext  # noqa: E402
 from auditor.replay.round import check_round  # noqa: E402
-from auditor.replay.sql import sql_round_findings  # noqa: E402
-from auditor.simulate import Deviation, Night, TableNight, TableSpec  # noqa: E402
+from auditor.simulate.night import Deviation, Night, TableNight, TableSpec  # noqa: E402
+from auditor.store import db, runs  # noqa: E402
 
 NIGHT_DATE = dt.date(2026, 11, 28)
 TABLES_PER_FILE = 100

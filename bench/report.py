@@ -27,9 +27,10 @@ SHIFT = "2026-11-28/grave"
 
 
 def build(db_path: Path, n: int) -> None:
-    from auditor import config, db, runs
-    from auditor.audit import audit
-    from auditor.ingest import ingest
+    from auditor import config
+    from auditor.audit.run import audit
+    from auditor.ingest.files import ingest
+    from auditor.store import db, runs
 
     if db_path.exists():
         db_path.unlink()
@@ -59,7 +60,9 @@ def build(db_path: Path, n: int) -> None:
 
 
 def render(db_path: Path, out: Path) -> None:
-    from auditor import config, db, report
+    from auditor import config
+    from auditor.report import gather as report
+    from auditor.store import db
 
     con = db.connect(db_path, read_only=True)
     conf = config.PropertyConfig(name="Benchmark property")

@@ -5,7 +5,7 @@
 
 Each stage runs as its own process, the way the nightly job runs the commands, and is timed
 with its peak memory (the process's maximum resident set, from wait4):
-  simulate  auditor.simulate_bulk (the logs of N tables for H hours; not part of the day)
+  simulate  auditor.simulate.bulk (the logs of N tables for H hours; not part of the day)
   bare      DuckDB's own load of the same files: CREATE TABLE AS SELECT * FROM read_json(glob)
   ingest    bacc-audit ingest LOGS
   audit     bacc-audit audit
@@ -64,7 +64,7 @@ def stage_argv(*args: object) -> list[str]:
 def _stage(name: str, *args: str) -> None:
     """The stages that are not bacc-audit commands, each in a child process of its own."""
     if name == "simulate":
-        from auditor.simulate_bulk import simulate_bulk
+        from auditor.simulate.bulk import simulate_bulk
 
         logs, tables, hours, seed, rate = args
         r = simulate_bulk(logs, int(tables), float(hours), seed=int(seed),
@@ -88,12 +88,12 @@ def _stage(name: str, *args: str) -> None:
 
 
 def bacc_audit(*args: str) -> list[str]:
-    return [sys.executable, "-m", "auditor.cli", *args]
+    return [sys.executable, "-m", "auditor.cli.app", *args]
 
 
 def calibrate(hours: float, seed: int, work: Path) -> float:
     """Rounds one table deals in `hours` (the generator's pace), from a small run."""
-    from auditor.simulate_bulk import simulate_bulk
+    from auditor.simulate.bulk import simulate_bulk
 
     probe = work / "probe"
     r = simulate_bulk(probe, 8, hours, seed=seed)

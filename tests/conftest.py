@@ -1,10 +1,11 @@
 """Shared fixtures for the ingest, CLI and schema-agreement tests.
 
 `audit` is the one most tests use: a fresh audit database in tmp_path (opened with
-`auditor.db.connect`, so it has the real schema), a run id from `auditor.runs.start`, and small
-helpers to write log files (plain, CRLF, BOM, gzip, raw bytes) and read the tables back as
-dicts. `event()` and `line()` build valid events of every type from the examples in
-tests/test_schema.py, so the ingest tests and the schema tests share one notion of "valid".
+`auditor.store.db.connect`, so it has the real schema), a run id from
+`auditor.store.runs.start`, and small helpers to write log files (plain, CRLF, BOM, gzip,
+raw bytes) and read the tables back as dicts. `event()` and `line()` build valid events of
+every type from the examples in tests/test_schema.py, so the ingest tests and the schema
+tests share one notion of "valid".
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import duckdb
 import pytest
 from test_schema import CONTRACT_EXAMPLE, VALID_EVENTS
 
-import auditor.ingest as ingest_mod
-from auditor import db, runs
-from auditor.ingest import FileResult, IngestResult
+import auditor.ingest.files as ingest_mod
+from auditor.ingest.files import FileResult, IngestResult
+from auditor.store import db, runs
 
 UTC = dt.UTC
 
@@ -175,5 +176,5 @@ def audit(tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> Audit:
 
 def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
     """Make ingest read files in blocks of `n` bytes, through the documented knob
-    `auditor.ingest.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
+    `auditor.ingest.files.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
     mp.setattr(ingest_mod, "CHUNK_BYTES", n)

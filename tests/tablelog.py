@@ -16,9 +16,10 @@ from typing import Any
 
 import duckdb
 
-from auditor import db, ingest, runs
+from auditor.audit.table_pass import table_findings
 from auditor.config import PropertyConfig
-from auditor.tablecheck import table_findings
+from auditor.ingest import files as ingest
+from auditor.store import db, runs
 
 TZ = dt.timezone(dt.timedelta(hours=-5))
 NIGHT = dt.date(2026, 11, 28)

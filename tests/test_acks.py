@@ -15,10 +15,13 @@ import duckdb
 import pytest
 from rich.console import Console
 
-from auditor import acks, cli, config, db, report, runs
-from auditor.audit import audit
+from auditor import config
+from auditor.audit.run import audit
+from auditor.cli import app as cli
 from auditor.errors import UserError
-from auditor.ingest import ingest
+from auditor.ingest.files import ingest
+from auditor.report import gather as report
+from auditor.store import acks, db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 CONFIG = SAMPLE / "property.toml"

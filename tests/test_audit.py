@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor import config, db, runs
-from auditor.audit import audit
-from auditor.ingest import ingest
+from auditor import config
+from auditor.audit.run import audit
+from auditor.ingest.files import ingest
+from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 
@@ -185,7 +186,7 @@ def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp
 
 
 def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):
-    from auditor import cli
+    from auditor.cli import app as cli
 
     dbfile = tmp_path / "c.duckdb"
     shutil.copy(SAMPLE / "2026-11-28_MB-01.jsonl", tmp_path / "mb01.jsonl")

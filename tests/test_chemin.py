@@ -25,7 +25,7 @@ from auditor.replay.chemin import (
 )
 from auditor.replay.hands import count
 from auditor.replay.model import TableContext
-from auditor.rulepack import RulePack, RulePackError, load_pack, load_pack_file
+from auditor.rules.pack import RulePack, RulePackError, load_pack, load_pack_file
 
 REPO_RULES = Path(__file__).resolve().parent.parent / "rules"
 CF_TOML = (REPO_RULES / "nj-chemin_de_fer.toml").read_text()

@@ -1,4 +1,4 @@
-"""The `bacc-audit` command, run in-process through `auditor.cli.main` with sys.argv set:
+"""The `bacc-audit` command, run in-process through `auditor.cli.app.main` with sys.argv set:
 ingest exit codes and output, the --json summary, findings export (jsonl, csv, filters), and
 "database busy" when another process holds the database.
 """
@@ -24,8 +24,9 @@ import pytest
 from conftest import Audit, contract_lines, event, line, open_audit
 from rich.console import Console
 
-from auditor import cli, db
+from auditor.cli import app as cli
 from auditor.errors import DatabaseBusy, UserError
+from auditor.store import db
 
 L = contract_lines()
 

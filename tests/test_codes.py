@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from auditor.codes import REGISTRY, SEVERITIES, markdown
+from auditor.rules.codes import REGISTRY, SEVERITIES, markdown
 
 # Every code the findings contract (findings format v1) says every version must keep.
 CONTRACT_CODES = [

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.cards import card_value, point_count
-from auditor.replay.draw import (
+from auditor.rules.cards import card_value, point_count
+from auditor.rules.draw import (
     banker_draws,
     expected_hands,
     is_natural,
     play_round,
     player_draws,
 )
-from auditor.rulepack import RulePack, load_pack
+from auditor.rules.pack import RulePack, load_pack
 
 PACKS = [("NJ", "mini_baccarat"), ("NJ", "punto_banco"), ("NZ", "mini_baccarat")]
 

@@ -1,4 +1,4 @@
-"""Ingest (auditor.ingest) through the library: what loads, what is quarantined and why, the
+"""Ingest (auditor.ingest.files) through the library: what loads, what is quarantined and why, the
 manifest, the log findings, idempotency, altered files, seq gaps, transactions, chunking.
 
 Messages are asserted exactly, as a user reads them (`FileResult.problems`, `.message`, the
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from conftest import Audit, contract_lines, event, line, open_audit, set_chunk_bytes, utc
 
-import auditor.ingest as ingest_mod
+import auditor.ingest.files as ingest_mod
 from auditor.errors import UserError
-from auditor.ingest import FileResult, discover
+from auditor.ingest.files import FileResult, discover
 
 L = contract_lines()
 T_BAD = "2026-11-28T22:00:07-05:00"  # between contract lines 2 (22:00:05) and 3 (22:00:09)
@@ -838,7 +838,7 @@ def test_a_database_from_before_the_summary_gets_it_from_its_events(tmp_path: Pa
 
 
 def open_audit_again(directory: Path, before: Audit) -> Audit:
-    from auditor import db, runs
+    from auditor.store import db, runs
 
     con = db.connect(directory / "audit.duckdb")
     return Audit(before.dir, con, runs.start(con, "test", {"test": True}))

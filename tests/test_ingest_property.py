@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_schema import VALID_EVENTS
 
-from auditor import db, runs
-from auditor.events import FIELDS, INT
+from auditor.store import db, runs
+from auditor.store.events import FIELDS, INT
 
 TYPES = sorted(VALID_EVENTS)
 BLANK = " \t\r\n"

@@ -25,8 +25,11 @@ import pypdf
 import pytest
 from rich.console import Console
 
-from auditor import cli, config, nightly, runs
+from auditor import config
+from auditor.cli import app as cli
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, UserError
+from auditor.jobs import nightly
+from auditor.store import runs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_logs"
@@ -397,8 +400,9 @@ CRASH_CHILD = textwrap.dedent(
     """
     import datetime as dt, os, signal, sys
     from pathlib import Path
-    import auditor.audit, auditor.ingest, auditor.runs, auditor.tablecheck
-    from auditor import config, nightly
+    import auditor.audit.run, auditor.ingest.files, auditor.store.runs, auditor.audit.table_pass
+    from auditor import config
+    from auditor.jobs import nightly
 
     db, spool, archive, conf, point, nth = sys.argv[1:]
     nth, calls = int(nth), [0]
@@ -422,17 +426,17 @@ CRASH_CHILD = textwrap.dedent(
         setattr(module, name, hooked)
 
     if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
-        auditor.ingest.CHUNK_BYTES = 256 << 10
-        wrap(auditor.ingest, "lines_table", after=False)
+        auditor.ingest.files.CHUNK_BYTES = 256 << 10
+        wrap(auditor.ingest.files, "lines_table", after=False)
     elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
-        auditor.ingest.CHUNK_BYTES = 256 << 10  # about a file a batch
-        wrap(auditor.ingest, "record_seq_gaps", after=True)
+        auditor.ingest.files.CHUNK_BYTES = 256 << 10  # about a file a batch
+        wrap(auditor.ingest.files, "record_seq_gaps", after=True)
     elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
-        wrap(auditor.audit, "_store", after=True)
+        wrap(auditor.audit.run, "_store", after=True)
     elif point == "table-pass-before-commit":
-        wrap(auditor.tablecheck, "_store", after=True)
+        wrap(auditor.audit.table_pass, "_store", after=True)
     elif point == "between-table-pass-and-supersede":
-        wrap(auditor.tablecheck, "supersede_round_mismatches", after=False)
+        wrap(auditor.audit.table_pass, "supersede_round_mismatches", after=False)
     elif point == "render-half-written":  # half the PDF in the .partial file
         real_fsync = os.fsync
         def fsync(fd):
@@ -449,7 +453,7 @@ CRASH_CHILD = textwrap.dedent(
             return real_replace(src, dst, *args, **kw)
         os.replace = replace
     elif point == "before-run-record":  # all done but the run's final record
-        wrap(auditor.runs, "finish", after=False)
+        wrap(auditor.store.runs, "finish", after=False)
     else:
         raise SystemExit(f"unknown crash point {point}")
 

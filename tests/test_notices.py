@@ -1,5 +1,6 @@
-"""Procedure notices entered by hand (auditor.notices, `bacc-audit notice`): stored append-only
-with who entered them, read back, and counted by the notice checks of 13:69F-7.10(c)3."""
+"""Procedure notices entered by hand (auditor.store.notices, `bacc-audit notice`): stored
+append-only with who entered them, read back, and counted by the notice checks of
+13:69F-7.10(c)3."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from tablelog import Audit, Log, at
 from typer.testing import CliRunner
 
-from auditor import db, notices
-from auditor.cli_notice import notice_app, parse_time
+from auditor.cli.notice import notice_app, parse_time
 from auditor.errors import UserError
+from auditor.store import db, notices
 
 EST = dt.timezone(dt.timedelta(hours=-5))
 runner = CliRunner()

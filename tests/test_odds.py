@@ -31,10 +31,10 @@ from math import perm
 
 import pytest
 
-from auditor import odds
-from auditor.odds import EVENTS, enumerate_shoe, house_edges, probabilities, to_decimal
-from auditor.replay.draw import play_round
-from auditor.rulepack import RulePack, load_pack
+from auditor.rules import odds
+from auditor.rules.draw import play_round
+from auditor.rules.odds import EVENTS, enumerate_shoe, house_edges, probabilities, to_decimal
+from auditor.rules.pack import RulePack, load_pack
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from types import MappingProxyType
 
 import pytest
 
-from auditor.codes import REGISTRY
 from auditor.replay.round import (
     Event,
     RoundFinding,
@@ -25,7 +24,8 @@ from auditor.replay.round import (
     consistent_procedures,
 )
 from auditor.replay.settle import vigorish_owed
-from auditor.rulepack import Cited, RulePack, load_pack
+from auditor.rules.codes import REGISTRY
+from auditor.rules.pack import Cited, RulePack, load_pack
 
 NJ_MINI = load_pack("NJ", "mini_baccarat")
 NJ_PUNTO = load_pack("NJ", "punto_banco")

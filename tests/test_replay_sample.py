@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.codes import REGISTRY
 from auditor.replay.chemin import CheminEvent, History, replay_chemin_round
 from auditor.replay.round import Event, RoundFinding, TableContext, check_round
-from auditor.rulepack import RulePack, load_pack
+from auditor.rules.codes import REGISTRY
+from auditor.rules.pack import RulePack, load_pack
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 RoundKey = tuple[str, str, int]  # (table, shoe, round)

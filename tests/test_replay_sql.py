@@ -1,6 +1,6 @@
-"""The vectorised SQL replay (auditor.replay.sql) against the Python reference (check_round).
+"""The vectorised SQL replay (auditor.audit.sql_replay) against the Python reference (check_round).
 
-Both run over the same ingested events and the same `todo` rounds (auditor.audit's
+Both run over the same ingested events and the same `todo` rounds (auditor.audit.run's
 _select_rounds), and must give the same findings, field for field: code, seq, fingerprint,
 message, expected, observed, source, ts, evidence. The rounds are the sample night, and a
 simulated night with every deviation the simulator can plant plus random mutations of the
@@ -29,15 +29,15 @@ from typing import Any
 import duckdb
 import pytest
 
-from auditor import db, runs
-from auditor.audit import ROUND_TYPES, _event, _select_rounds
+from auditor.audit.run import ROUND_TYPES, _event, _select_rounds
+from auditor.audit.sql_replay import SqlReplay, sql_round_findings
 from auditor.config import PropertyConfig
-from auditor.ingest import ingest
+from auditor.ingest.files import ingest
 from auditor.replay.model import TableContext
 from auditor.replay.round import check_round
-from auditor.replay.sql import SqlReplay, sql_round_findings
-from auditor.rulepack import BankerException, RulePack, RulePackError, load_pack
-from auditor.simulate import Deviation, Night, NoticeChange, TableNight, TableSpec
+from auditor.rules.pack import BankerException, RulePack, RulePackError, load_pack
+from auditor.simulate.night import Deviation, Night, NoticeChange, TableNight, TableSpec
+from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 RoundKey = tuple[str, str, int]

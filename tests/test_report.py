@@ -9,10 +9,12 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from auditor import config, db, report, runs
-from auditor.audit import audit
+from auditor import config
+from auditor.audit.run import audit
 from auditor.errors import UserError
-from auditor.ingest import ingest
+from auditor.ingest.files import ingest
+from auditor.report import gather as report
+from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 SHIFT = "2026-11-28/grave"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.rulepack import (
+from auditor.rules.pack import (
     RULES_ENV,
     RulePack,
     RulePackError,

@@ -1,4 +1,4 @@
-"""The JSON Schema for one line of event log v1 (auditor/schema/event-log-v1.schema.json).
+"""The JSON Schema for one line of event log v1 (auditor/ingest/schema/event-log-v1.schema.json).
 
 Checks it against the contract: the contract's own example, one good event of every type, the
 variations the contract allows, and lines it forbids, each rejected for the field at fault.
@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_PATH = ROOT / "auditor" / "schema" / "event-log-v1.schema.json"
+SCHEMA_PATH = ROOT / "auditor" / "ingest" / "schema" / "event-log-v1.schema.json"
 DOCS_PATH = ROOT / "docs" / "event-log.md"
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))

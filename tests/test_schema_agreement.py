@@ -1,4 +1,4 @@
-"""The JSON Schema (auditor/schema/event-log-v1.schema.json) and the ingester must agree.
+"""The JSON Schema (auditor/ingest/schema/event-log-v1.schema.json) and the ingester must agree.
 
 Every line tests/test_schema.py calls valid (VALID_EVENTS, ACCEPTED, the contract's example,
 the docs' examples) must load as an event; every line it calls invalid (REJECTED, non-objects)

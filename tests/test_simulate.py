@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from auditor import config, db, runs
-from auditor.audit import audit
-from auditor.codes import REGISTRY
-from auditor.ingest import ingest
-from auditor.rulepack import RULES_ENV, default_rules_dir
-from auditor.simulate import (
+from auditor import config
+from auditor.audit.run import audit
+from auditor.ingest.files import ingest
+from auditor.rules.codes import REGISTRY
+from auditor.rules.pack import RULES_ENV, default_rules_dir
+from auditor.simulate.night import (
     BANKING_KINDS,
     CHEMIN_KINDS,
     GAMES,
@@ -27,6 +27,7 @@ from auditor.simulate import (
     simulated_night,
     table_kinds,
 )
+from auditor.store import db, runs
 
 ALL_GAMES = GAMES  # mini_baccarat, punto_banco, chemin_de_fer, nz
 ROUND_KINDS = set(BANKING_KINDS) | set(CHEMIN_KINDS)
@@ -180,7 +181,7 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
 
 
 def test_cli_simulate(tmp_path, monkeypatch, capsys):
-    from auditor import cli
+    from auditor.cli import app as cli
 
     def run(*args: str) -> int:
         monkeypatch.setattr("sys.argv", ["bacc-audit", *args])
@@ -202,7 +203,7 @@ def test_cli_simulate(tmp_path, monkeypatch, capsys):
 
 
 def test_ingesting_the_output_folder_takes_only_the_logs(tmp_path):
-    from auditor.ingest import ingest
+    from auditor.ingest.files import ingest
 
     r = simulate(tmp_path / "out", tables=2, hours=1, seed=3, deviation_rate=0.1)
     con = db.connect(tmp_path / "a.duckdb")
@@ -239,7 +240,7 @@ def test_log_deviations_are_where_the_ground_truth_says(tmp_path):
 
 
 def test_payments_show_the_order_only_when_procedures_differ():
-    from auditor.simulate import _shows_order
+    from auditor.simulate.night import _shows_order
 
     def lines(*moves: tuple[str, int]) -> list[str]:
         return [json.dumps({"type": kind, "seat": seat}) for kind, seat in moves]

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from auditor import config, db, runs
-from auditor.audit import audit
-from auditor.cards import RANKS, SUITS, card_value
-from auditor.ingest import ingest
-from auditor.replay.draw import play_round
-from auditor.rulepack import load_pack
-from auditor.simulate import KIND_CODES, SimulationResult, simulate
-from auditor.simulate_bulk import BULK_CODES, BULK_KINDS, SHOE_CARDS, simulate_bulk
+from auditor import config
+from auditor.audit.run import audit
+from auditor.ingest.files import ingest
+from auditor.rules.cards import RANKS, SUITS, card_value
+from auditor.rules.draw import play_round
+from auditor.rules.pack import load_pack
+from auditor.simulate.bulk import BULK_CODES, BULK_KINDS, SHOE_CARDS, simulate_bulk
+from auditor.simulate.night import KIND_CODES, SimulationResult, simulate
+from auditor.store import db, runs
 
 DRAW_KINDS = {"banker_missed", "player_extra", "player_missed", "banker_extra"}
 
@@ -190,7 +191,7 @@ def test_bad_arguments(tmp_path):
 
 
 def test_cli_simulate_bulk(tmp_path, monkeypatch, capsys):
-    from auditor import cli
+    from auditor.cli import app as cli
 
     monkeypatch.setattr("sys.argv", ["bacc-audit", "simulate", "--bulk", "--out", str(tmp_path),
                                      "--tables", "5", "--hours", "0.5", "--deviation-rate",

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from tablelog import Audit, Log, at
 
-from auditor import notices, runs
-from auditor.audit import audit
+from auditor.audit.run import audit
+from auditor.audit.table_pass import OWNED_CODES, covered_rounds, supersede_round_mismatches
 from auditor.config import PropertyConfig
-from auditor.ingest import ingest
+from auditor.ingest.files import ingest
 from auditor.replay.tables import (
     Change,
     Notice,
@@ -24,8 +24,8 @@ from auditor.replay.tables import (
     minutes,
     undeclared_runs,
 )
-from auditor.rulepack import load_pack
-from auditor.tablecheck import OWNED_CODES, covered_rounds, supersede_round_mismatches
+from auditor.rules.pack import load_pack
+from auditor.store import notices, runs
 
 NOTICE = "procedure.notice_"
 

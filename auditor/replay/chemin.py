@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, fields
 from decimal import ROUND_DOWN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import Any
 
-from auditor.replay.draw import STOOD
 from auditor.replay.hands import BANKER, PLAYER, TIE, Hands, count, deal_error, value
 from auditor.replay.model import Event, RoundFinding, TableContext
-from auditor.rulepack import DRAW, OPTION, STAND, RulePack, RulePackError
+from auditor.rules.draw import STOOD
+from auditor.rules.pack import DRAW, OPTION, STAND, RulePack, RulePackError
 
 __all__ = [
     "CheminEvent",

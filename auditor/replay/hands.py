@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from auditor.cards import RANKS, SUITS, card_value, rank_value
-from auditor.replay.draw import banker_draws
-from auditor.rulepack import DrawTables
+from auditor.rules.cards import RANKS, SUITS, card_value, rank_value
+from auditor.rules.draw import banker_draws
+from auditor.rules.pack import DrawTables
 
 PLAYER, BANKER, TIE = "player", "banker", "tie"
 MAX_CARDS = 3

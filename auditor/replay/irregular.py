@@ -16,10 +16,10 @@ from typing import Any
 
 import duckdb
 
-from auditor.cards import parse_card
 from auditor.replay.hands import Hands, count, deal_error
 from auditor.replay.tables import TableFinding, iso
-from auditor.rulepack import RulePack
+from auditor.rules.cards import parse_card
+from auditor.rules.pack import RulePack
 
 PLAYER_EXTRA_CARD = "player_extra_card"
 CODE = "irregularity.disposition"

@@ -13,8 +13,8 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from auditor.cards import parse_card
-from auditor.rulepack import RulePack, Variant
+from auditor.rules.cards import parse_card
+from auditor.rules.pack import RulePack, Variant
 
 # Event fields copied as they are, and the ones normalised on the way in.
 _PLAIN = ("to", "seat", "bet", "kind", "player", "banker", "winner", "count", "mode")

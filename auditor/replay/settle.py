@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from auditor.replay.hands import BANKER, PLAYER, TIE, Outcome
-from auditor.rulepack import RulePack, Variant
+from auditor.rules.pack import RulePack, Variant
 
 CENT = Decimal("0.01")
 PAY, COLLECT, PUSH = "pay", "collect", "push"

@@ -18,11 +18,11 @@ from typing import Any
 
 import duckdb
 
-from auditor.cards import parse_card, rank_value
-from auditor.db import table_range_sql
 from auditor.replay.hands import Hands, deal_error, required_draws
 from auditor.replay.tables import TableFinding, iso
-from auditor.rulepack import DrawTables, RulePack
+from auditor.rules.cards import parse_card, rank_value
+from auditor.rules.pack import DrawTables, RulePack
+from auditor.store.db import table_range_sql
 
 CARDS_PER_DECK = 52
 FACE_UP_RULE_JURISDICTIONS = ("NJ",)  # 13:69F-4.12(j),(k); NZ text on it is not in our sources

@@ -4,7 +4,7 @@ pit, and changes the payout order shows although the log never declared them.
 
 The rules are pure functions over small frozen values (`TableEvent`, `Notice`, `RoundOrder`);
 the loaders at the bottom read those values from the audit database, and
-`auditor.tablecheck.table_findings` records what the rules find. docs/procedures.md explains
+`auditor.audit.table_pass.table_findings` records what the rules find. docs/procedures.md explains
 every choice made where the regulation is silent.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import duckdb
 
-from auditor.db import table_range_sql
 from auditor.replay import order as order_rules
-from auditor.rulepack import RulePack
+from auditor.rules.pack import RulePack
+from auditor.store.db import table_range_sql
 
 MINI, PUNTO = "mini_baccarat", "punto_banco"
 DIVISION, SURVEILLANCE = "division", "surveillance"
@@ -88,7 +88,7 @@ class TableEvent:
 @dataclass(frozen=True)
 class Notice:
     """A written (or not) notice that `procedure` takes effect at `effective` in `pit`, or only
-    at `tables`; from a procedure_notice event or entered by hand (auditor.notices).
+    at `tables`; from a procedure_notice event or entered by hand (auditor.store.notices).
 
     `key` is stable: `pit:P1#3` (the pit stream's seq) or `hand:7` (the notices row id).
     """
@@ -908,7 +908,7 @@ def undeclared_findings(
     """One finding per run, at its first round, naming its first and last round. The rounds it
     covers are listed in evidence (`covered_rounds`): their order.procedure_mismatch findings
     are this one deviation seen round by round (see covered_rounds / supersede in
-    auditor.tablecheck)."""
+    auditor.audit.table_pass)."""
     out = []
     for run in runs:
         first, last = run.first, run.last
@@ -1003,7 +1003,7 @@ def _tables_list(text: str | None) -> tuple[str, ...] | None:
 
 def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
     """Notices from procedure_notice events and from the `notices` table (entered by hand)."""
-    from auditor import notices as hand
+    from auditor.store import notices as hand
 
     rows = con.execute(
         """

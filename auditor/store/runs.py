@@ -12,8 +12,8 @@ from typing import Any
 import duckdb
 
 from auditor import __version__
-from auditor.db import session
-from auditor.records import Run
+from auditor.store.db import session
+from auditor.store.records import Run
 
 
 def start(con: duckdb.DuckDBPyConnection, command: str, args: dict) -> int:
@@ -49,7 +49,7 @@ def rule_pack_hashes(rules_dir: Path | str | None = None) -> dict[str, str]:
     """SHA-256 of every rule pack file present, by file name: a run's record then says exactly
     which rules it applied, even after the packs are edited. Hashes the bytes without loading
     them, so a broken pack is still named (the audit itself refuses it with a sentence)."""
-    from auditor.rulepack import list_packs
+    from auditor.rules.pack import list_packs
 
     return {
         ref.path.name: hashlib.sha256(ref.path.read_bytes()).hexdigest()

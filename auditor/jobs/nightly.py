@@ -24,9 +24,8 @@ from typing import Any
 
 import duckdb
 
-from auditor import __version__, db, report, runs
-from auditor.audit import AuditResult, audit
-from auditor.codes import SEVERITIES
+from auditor import __version__
+from auditor.audit.run import AuditResult, audit
 from auditor.config import PropertyConfig
 from auditor.errors import (
     EXIT_FINDINGS,
@@ -36,7 +35,10 @@ from auditor.errors import (
     EXIT_OK,
     UserError,
 )
-from auditor.ingest import IngestResult, ingest
+from auditor.ingest.files import IngestResult, ingest
+from auditor.report import gather as report
+from auditor.rules.codes import SEVERITIES
+from auditor.store import db, runs
 
 DEFAULT_ARCHIVE = Path("reports") / "archive"
 # write_report's temporary name: `.NAME.pdf.partial` beside the final one.

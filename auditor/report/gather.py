@@ -23,16 +23,19 @@ from typing import Any
 
 import duckdb
 
-from auditor import __version__, charts, findings
-from auditor.acks import latest_acks
-from auditor.cards import RANKS, rank_value
-from auditor.codes import REGISTRY, SEVERITIES
+from auditor import __version__
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
 from auditor.replay.tables import load_notices
-from auditor.rulepack import RulePack, RulePackError, load_pack
+from auditor.report import charts
+from auditor.rules.cards import RANKS, rank_value
+from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.shipped import shipped
+from auditor.store import findings
+from auditor.store.acks import latest_acks
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
+TEMPLATES = shipped("reports/templates")
 DEFAULT_OUT = Path("reports") / "out"
 DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all are in the appendix
 # The appendix is fixed-width text in blocks: weasyprint lays out 10,000 table rows in about
@@ -390,7 +393,7 @@ def _generated_at(con: duckdb.DuckDBPyConnection) -> dt.datetime:
 
 def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
     """Everything the report shows, as plain values."""
-    from auditor.odds import house_edges, probabilities
+    from auditor.rules.odds import house_edges, probabilities
 
     tables = _tables_in_scope(con, scope)
     if not tables:

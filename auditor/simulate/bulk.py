@@ -1,6 +1,6 @@
 """A vectorised generator of event logs at volume: a whole gaming day of NJ mini-baccarat.
 
-`auditor.simulate` builds every round in Python (a few thousand rounds a second), which is
+`auditor.simulate.night` builds every round in Python (a few thousand rounds a second), which is
 the reference for shapes and rules but far too slow for the 10-million-round scale benchmark.
 This module writes the same event shapes (same types, key order, value types, timestamp
 format) from numpy arrays:
@@ -8,7 +8,7 @@ format) from numpy arrays:
 - every table draws its randomness from its own numpy Generators, keyed by (seed, table), so
   the bytes do not depend on how tables are batched;
 - all the shoes of a batch are dealt in lockstep, one numpy step per round of a shoe, by the
-  pack's draw tables (the same tuples `auditor.replay.draw` reads);
+  pack's draw tables (the same tuples `auditor.rules.draw` reads);
 - each round is a fixed row of event slots (table_open ... table_close), the settlement
   slots put in the procedure's order by a permutation, compressed by a validity mask into
   the table's event stream, so no sort is needed;
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from auditor.cards import RANKS, SUITS
-from auditor.rulepack import load_pack
-from auditor.simulate import BANKING_KINDS, STAKES, SimulationResult
+from auditor.rules.cards import RANKS, SUITS
+from auditor.rules.pack import load_pack
+from auditor.simulate.night import BANKING_KINDS, STAKES, SimulationResult
 
 # Kinds planted here, in a fixed order (their index is what the arrays carry).
 BULK_KINDS = (
@@ -317,7 +317,7 @@ def _choose_kind(share: np.ndarray, nat: np.ndarray, pd: np.ndarray, bd: np.ndar
                  b2: np.ndarray, bc: np.ndarray, win: np.ndarray, banker_t: np.ndarray
                  ) -> np.ndarray:
     """Per round, the kind at `share` (in [0, 1)) of the kinds its clean deal lets show as
-    exactly their own finding (`_qualifies` in auditor.simulate); -1 when none does."""
+    exactly their own finding (`_qualifies` in auditor.simulate.night); -1 when none does."""
     dragon = bd & (bc == 7) & (win == BANKER)
     q = np.zeros((len(share), len(BULK_KINDS)), bool)
     q[:, K["banker_missed"]] = ~nat & bd & ~pd

@@ -15,9 +15,9 @@ from typing import Any
 import duckdb
 from sqlmodel import select
 
-from auditor.db import one, session
 from auditor.errors import UserError
-from auditor.records import Acknowledgement
+from auditor.store.db import one, session
+from auditor.store.records import Acknowledgement
 
 
 def _has_table(con: duckdb.DuckDBPyConnection) -> bool:

@@ -1,7 +1,7 @@
 """The small relational records of the audit database (runs, ingested sources, acknowledgements),
 as sqlmodel classes.
 
-Bulk data (events, quarantine, findings) is plain DuckDB DDL in `auditor.db`; these are the
+Bulk data (events, quarantine, findings) is plain DuckDB DDL in `auditor.store.db`; these are the
 rows a person reads one at a time, so an ORM is worth its convenience here.
 """
 
@@ -75,7 +75,7 @@ class Acknowledgement(SQLModel, table=True):
     """A person's review of one finding: who looked at it, what they decided, and when.
 
     Append-only, like the findings it refers to: a changed decision is a new row, and the
-    latest row per fingerprint is the standing one (`auditor.acks.latest_acks`), so the
+    latest row per fingerprint is the standing one (`auditor.store.acks.latest_acks`), so the
     history of every review stays as evidence.
     """
 

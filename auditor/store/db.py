@@ -16,9 +16,9 @@ from duckdb_engine import ConnectionWrapper
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine
 
-from auditor import records  # noqa: F401  (registers the sqlmodel tables)
 from auditor.errors import DatabaseBusy, UserError
-from auditor.events import FIELDS
+from auditor.store import records  # noqa: F401  (registers the sqlmodel tables)
+from auditor.store.events import FIELDS
 
 DEFAULT_DB = "bacc-audit.duckdb"
 SCHEMA_VERSION = 1

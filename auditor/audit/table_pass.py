@@ -19,14 +19,14 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor import db, findings
-from auditor import notices as hand_notices
 from auditor.config import PropertyConfig
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings, load_irregularities
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules, TableFinding
-from auditor.rulepack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.store import db, findings
+from auditor.store import notices as hand_notices
 
 # The codes this pass raises: the only ones it ever withdraws.
 OWNED_CODES = (

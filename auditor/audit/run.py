@@ -1,5 +1,5 @@
 """Replay the ingested rounds against their rule packs and record the deviations; then the
-checks across rounds, tables and pits (auditor.tablecheck).
+checks across rounds, tables and pits (auditor.audit.table_pass).
 
 DuckDB finds the rounds not yet audited (or audited before more of their events arrived),
 the table each was played at and the procedure in force; the pure per-round replay
@@ -20,9 +20,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor import db, findings
+from auditor.audit.sql_replay import SqlReplay, sql_round_findings
 from auditor.config import PropertyConfig
-from auditor.events import ROUND_EVENTS
+from auditor.ingest.validate import q
 from auditor.replay.chemin import (
     CheminEvent,
     CheminRules,
@@ -33,9 +33,9 @@ from auditor.replay.chemin import (
 )
 from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.round import check_round
-from auditor.replay.sql import SqlReplay, sql_round_findings
-from auditor.rulepack import RulePack, RulePackError, load_pack
-from auditor.validate import q
+from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.store import db, findings
+from auditor.store.events import ROUND_EVENTS
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
 BATCH_ROWS = 200_000
@@ -77,7 +77,7 @@ def audit(
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
     started in it. One transaction: a crash leaves no partial audit behind. Then, unless
     `tables` is false, the table, pit and shoe pass."""
-    from auditor.tablecheck import supersede_round_mismatches, table_findings
+    from auditor.audit.table_pass import supersede_round_mismatches, table_findings
 
     result = AuditResult(run_id)
     con.execute("BEGIN TRANSACTION")
@@ -182,7 +182,7 @@ _EVENT_SELECT = (
 
 
 def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) -> None:
-    """Most rounds are judged in bulk by the SQL replay (auditor.replay.sql, tested field for
+    """Most rounds are judged in bulk by the SQL replay (auditor.audit.sql_replay, tested field for
     field against check_round); the rounds it leaves (void, irregularities, chemin de fer,
     tables without a usable pack) go through the Python reference, in table order."""
     sql = sql_round_findings(con, "todo")

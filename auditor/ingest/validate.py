@@ -8,8 +8,8 @@ lines a second this way is what lets ingest keep pace with DuckDB's own loader.
 
 from __future__ import annotations
 
-from auditor.cards import CARD_PATTERN_SQL
-from auditor.events import (
+from auditor.rules.cards import CARD_PATTERN_SQL
+from auditor.store.events import (
     AMOUNT,
     ANNOUNCE_FIELDS,
     ANY_EVENT,

@@ -45,8 +45,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor.events import ROUND_EVENTS
-from auditor.rulepack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.store.events import ROUND_EVENTS
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
 # Event types the SQL path leaves to the reference: a void round is judged on its returns
@@ -76,7 +76,7 @@ PackLoader = Callable[[str, str], RulePack]
 class SqlReplay:
     """What `sql_round_findings` left behind, as temp tables on the connection.
 
-    - `findings`: one row per finding, columns `auditor.findings.FINDING_COLUMNS` (expected,
+    - `findings`: one row per finding, columns `auditor.store.findings.FINDING_COLUMNS` (expected,
       observed and evidence as JSON), ready for `findings.record(con, run, f"SELECT * FROM
       {findings}")`.
     - `judged`: the rounds the SQL path judged: table_id, shoe, round, events, last_seq,

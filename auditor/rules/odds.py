@@ -21,8 +21,8 @@ from math import perm
 from types import MappingProxyType
 from typing import Any
 
-from auditor.replay.draw import banker_draws, is_natural, player_draws
-from auditor.rulepack import DrawTables, RulePack, Variant
+from auditor.rules.draw import banker_draws, is_natural, player_draws
+from auditor.rules.pack import DrawTables, RulePack, Variant
 
 # (player count, banker count, player cards, banker cards) at the end of a round.
 Outcome = tuple[int, int, int, int]

@@ -12,8 +12,8 @@ import json
 
 import duckdb
 
-from auditor.codes import REGISTRY
-from auditor.db import one
+from auditor.rules.codes import REGISTRY
+from auditor.store.db import one
 
 FINDING_COLUMNS = (
     "fingerprint",
@@ -133,7 +133,7 @@ def select(
             for c in codes
         ]
     if min_severity:
-        from auditor.codes import SEVERITIES
+        from auditor.rules.codes import SEVERITIES
 
         allowed = SEVERITIES[: SEVERITIES.index(min_severity) + 1]
         where.append(f"severity IN ({', '.join('?' for _ in allowed)})")

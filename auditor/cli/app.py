@@ -1,4 +1,4 @@
-"""The `bacc-audit` command: a thin skin over the library (auditor.ingest, .audit, .report,
+"""The `bacc-audit` command: a thin skin over the library (auditor.ingest.files, .audit, .report,
 .nightly, ...).
 
 Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above
@@ -21,9 +21,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
 
-from auditor import __version__, db, runs
+from auditor import __version__
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, UserError
-from auditor.ingest import IngestResult, discover, ingest
+from auditor.ingest.files import IngestResult, discover, ingest
+from auditor.store import db, runs
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above "
@@ -57,7 +58,7 @@ DbOption = Annotated[
 
 
 def _register_subcommands() -> None:
-    from auditor.cli_notice import notice_app
+    from auditor.cli.notice import notice_app
 
     app.add_typer(notice_app, name="notice")
 
@@ -225,8 +226,8 @@ def audit_cmd(
     force. Rerunning adds no duplicate findings.
     """
     from auditor import config as cfg
-    from auditor.audit import audit
-    from auditor.codes import SEVERITIES
+    from auditor.audit.run import audit
+    from auditor.rules.codes import SEVERITIES
 
     if fail_on not in SEVERITIES:
         raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
@@ -310,8 +311,8 @@ def findings_cmd(
     Times are shown in the property's time zone (config), else at the offset the logs carry.
     """
     from auditor import config as cfg
-    from auditor import findings
-    from auditor.codes import SEVERITIES
+    from auditor.rules.codes import SEVERITIES
+    from auditor.store import findings
 
     if severity and severity not in SEVERITIES:
         raise UserError(f"--severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
@@ -365,7 +366,7 @@ def codes_cmd(
     ] = False,
 ) -> None:
     """List every finding code with its severity, provision and explanation."""
-    from auditor.codes import REGISTRY, markdown
+    from auditor.rules.codes import REGISTRY, markdown
 
     if as_markdown:
         sys.stdout.write(markdown())
@@ -410,7 +411,7 @@ def report_cmd(
     findings attached as JSONL and CSV. The same database and arguments give the same bytes.
     """
     from auditor import config as cfg
-    from auditor import report
+    from auditor.report import gather as report
 
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
@@ -423,7 +424,7 @@ def report_cmd(
 @app.command("doctor")
 def doctor_cmd(db_path: DbOption = None) -> None:
     """Check what bacc-audit needs: PDF libraries, fonts, rule packs and the database."""
-    from auditor.doctor import checks
+    from auditor.cli.doctor import checks
 
     failed = 0
     for ok, what, advice in checks(db_path or db.default_db_path()):
@@ -449,8 +450,8 @@ def odds_cmd(
     Every ordered deal of the shoe is counted with the rule pack's own draw tables, so the
     figures are the pack's rules, not a textbook's.
     """
-    from auditor.odds import odds_report
-    from auditor.rulepack import RulePackError, load_pack
+    from auditor.rules.odds import odds_report
+    from auditor.rules.pack import RulePackError, load_pack
 
     try:
         pack = load_pack(jurisdiction, game)
@@ -530,7 +531,7 @@ def nightly_cmd(
     (a standalone command is writing); 5 another nightly run holds the lock.
     """
     from auditor import config as cfg
-    from auditor import nightly
+    from auditor.jobs import nightly
 
     try:
         conf = cfg.load(config_path)
@@ -566,8 +567,8 @@ def runs_cmd(
     A run whose process died before it finished (killed, power loss) still reads 'running'
     in its row; it is shown as 'interrupted' (the row itself is never edited).
     """
-    from auditor import nightly
     from auditor.errors import DatabaseBusy
+    from auditor.jobs import nightly
 
     path = db_path or db.default_db_path()
     holder = nightly.lock_holder(path)
@@ -626,7 +627,7 @@ def ack_cmd(
     A later acknowledgement of the same finding is a new row; the latest one stands and is
     the one the shift report prints beside the finding.
     """
-    from auditor import acks
+    from auditor.store import acks
 
     path = db_path or db.default_db_path()
     if list_all:
@@ -712,8 +713,8 @@ def simulate_cmd(
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs."""
-    from auditor.simulate import simulate
-    from auditor.simulate_bulk import simulate_bulk
+    from auditor.simulate.bulk import simulate_bulk
+    from auditor.simulate.night import simulate
 
     chosen = tuple(g.strip() for g in games.split(",") if g.strip())
     try:

@@ -47,7 +47,7 @@ def _fonts() -> Check:
 
 
 def _rule_packs() -> Check:
-    from auditor.rulepack import RulePackError, list_packs, load_pack_file
+    from auditor.rules.pack import RulePackError, list_packs, load_pack_file
 
     try:
         refs = list_packs()
@@ -66,8 +66,8 @@ def _rule_packs() -> Check:
 
 
 def _database(path: Path) -> Check:
-    from auditor import db
     from auditor.errors import UserError
+    from auditor.store import db
 
     if not Path(path).exists():
         return True, f"{path}: no database yet (bacc-audit ingest creates it)", ""

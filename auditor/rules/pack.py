@@ -18,7 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from auditor.cards import RANKS, rank_value
+from auditor.rules.cards import RANKS, rank_value
+from auditor.shipped import shipped
 
 PACK_FORMAT = 1
 RULES_ENV = "BACC_AUDIT_RULES"
@@ -203,15 +204,11 @@ class RulePack:
 
 
 def default_rules_dir() -> Path:
-    """`BACC_AUDIT_RULES`, else the repository's `rules/` next to the `auditor` package.
-
-    The package sits in the source tree both in a checkout and in an editable install, so the
-    parent of the package directory is the repository root in both cases.
-    """
+    """`BACC_AUDIT_RULES`, else the packs shipped with the tool (the repository's `rules/`)."""
     env = os.environ.get(RULES_ENV)
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parent.parent / "rules"
+    return shipped("rules")
 
 
 def pack_filename(jurisdiction: str, game: str) -> str:

@@ -15,8 +15,8 @@ import duckdb
 from sqlalchemy import BigInteger, Column, DateTime, Sequence, Text
 from sqlmodel import Field, SQLModel, select
 
-from auditor.db import ensure_schema, session
 from auditor.errors import UserError
+from auditor.store.db import ensure_schema, session
 
 RECIPIENTS = ("division", "surveillance")
 _ID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")

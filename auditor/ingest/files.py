@@ -2,7 +2,7 @@
 
 Each file is one transaction: its good lines become events, its bad lines go to quarantine
 with the reason, and its hash goes to the sources manifest. Lines are split in Python (a few
-vectorised numpy calls) and handed to DuckDB as Arrow, where `auditor.validate` checks them
+vectorised numpy calls) and handed to DuckDB as Arrow, where `auditor.ingest.validate` checks them
 all in one SELECT.
 """
 
@@ -19,11 +19,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from auditor import findings
-from auditor.db import one
 from auditor.errors import UserError
-from auditor.events import FIELDS
-from auditor.validate import staging_select
+from auditor.ingest.validate import staging_select
+from auditor.store import findings
+from auditor.store.db import one
+from auditor.store.events import FIELDS
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 GZIP_MAGIC = b"\x1f\x8b"

@@ -1,8 +1,8 @@
 """`bacc-audit notice`: enter and list procedure notices given outside the logs (a letter to the
 Division, an e-mail to surveillance), so the notice checks count them at the next audit.
 
-Registered in auditor.cli with `app.add_typer(notice_app, name="notice")`; a thin skin over
-auditor.notices.
+Registered in auditor.cli.app with `app.add_typer(notice_app, name="notice")`; a thin skin over
+auditor.store.notices.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from auditor import db, notices, runs
 from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.store import db, notices, runs
 
 notice_app = typer.Typer(
     help="Procedure notices entered by hand (written notices the logs do not carry).",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from auditor.rulepack import DrawTables, RulePack
+from auditor.rules.pack import DrawTables, RulePack
 
 Tables = RulePack | DrawTables
 

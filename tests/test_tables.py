@@ -397,7 +397,7 @@ def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
 ):
     """The table pass reads payment orders round by round (times, sources) only at tables
     where a run can start: an informative round fitting another procedure, not the declared."""
-    import auditor.replay.tables as table_checks
+    from auditor.audit import load
 
     log = Log()
     for t in ("MB-01", "MB-02", "MB-03"):
@@ -408,13 +408,13 @@ def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
     rounds(log, "MB-02", "S1", [ORDER[3]] * 4 + [[("vig", 5), ("pay", 5)]])  # one winner: 2 or 4
     rounds(log, "MB-03", "S1", [ORDER[3], ORDER[4], ORDER[4], ORDER[3], ORDER[3]])
     seen: list = []
-    real = table_checks.load_round_orders
+    real = load.load_round_orders
 
     def spy(*args, **kw):
         seen.append(kw.get("only"))
         return real(*args, **kw)
 
-    monkeypatch.setattr(table_checks, "load_round_orders", spy)
+    monkeypatch.setattr(load, "load_round_orders", spy)
     a = audited(tmp_path, log)
     assert seen == [["MB-01", "MB-03"]]
     [f] = a.findings("procedure.undeclared_change")

@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from auditor.audit.sql_replay import SqlReplay, sql_round_findings
 from auditor.config import PropertyConfig
-from auditor.ingest.validate import q
 from auditor.replay.chemin import (
     CheminEvent,
     CheminRules,
@@ -35,6 +34,7 @@ from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.round import check_round
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
+from auditor.store.db import q
 from auditor.store.events import ROUND_EVENTS
 
 ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)

@@ -19,10 +19,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from auditor.audit import load
 from auditor.config import PropertyConfig
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
-from auditor.replay.irregular import irregularity_findings, load_irregularities
+from auditor.replay.irregular import irregularity_findings
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules, TableFinding
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
@@ -110,12 +111,12 @@ def compute(
         return None if pack is None else shoe_checks.ShoeRules.of(pack, config.house_options)
 
     timeline = table_checks.table_timeline(
-        table_checks.load_table_events(con),
+        load.load_table_events(con),
         config.pit_procedures,
         procedure_rules,
-        table_checks.load_last_ts(con),
+        load.load_last_ts(con),
     )
-    notices = table_checks.load_notices(con)
+    notices = load.load_notices(con)
     verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
     found = table_checks.notice_findings(verdicts, zone)
     pack_of, charged = _table_packs(con, packs)
@@ -131,25 +132,25 @@ def compute(
     runs: list[table_checks.Run] = []
     counts: Counter[str] = Counter()
     for tables_in in db.table_batches(con):
-        suspects, n = table_checks.tables_with_other_orders(
+        suspects, n = load.tables_with_other_orders(
             con, timeline, lambda t: charged.get(t), tables_in
         )
         counts["rounds"] += n
         if suspects:
-            rounds = table_checks.load_round_orders(
+            rounds = load.load_round_orders(
                 con, timeline, lambda t: charged.get(t), tables_in, only=suspects
             )
             runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
-        shoes = shoe_checks.load_shoes(con, shoe_rules, tables_in)
-        excess, used = shoe_checks.load_composition(con, tables_in)
-        last_cards = shoe_checks.load_last_round_cards(con, shoes)
+        shoes = load.load_shoes(con, shoe_rules, tables_in)
+        excess, used = load.load_composition(con, tables_in)
+        last_cards = load.load_last_round_cards(con, shoes)
         found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
         counts["shoes"] += len(shoes)
         counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
         counts["gap"] += sum(1 for s in shoes if s.gap)
     found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
-    irregular, unjudged = irregularity_findings(load_irregularities(con), pack_of)
+    irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
     found += irregular
     stats = {
         "tables_with_procedures": len(timeline.rules),

@@ -9,6 +9,7 @@ lines a second this way is what lets ingest keep pace with DuckDB's own loader.
 from __future__ import annotations
 
 from auditor.rules.cards import CARD_PATTERN_SQL
+from auditor.store.db import q
 from auditor.store.events import (
     AMOUNT,
     ANNOUNCE_FIELDS,
@@ -48,11 +49,6 @@ CARD_RE = '"' + CARD_PATTERN_SQL.strip("^$") + '"'
 # inside its quotes. DECIMAL(18,2) holds 16 whole digits.
 AMOUNT_RE = r"\d{1,16}(\.\d{1,2})?"
 AMOUNT_EXP_RE = r"\d+(\.\d+)?[eE][+-]?\d{1,3}"
-
-
-def q(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def raw(name: str) -> str:

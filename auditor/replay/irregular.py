@@ -14,11 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-
 from auditor.replay.hands import Hands, count, deal_error
 from auditor.replay.tables import TableFinding, iso
-from auditor.rules.cards import parse_card
 from auditor.rules.pack import RulePack
 
 PLAYER_EXTRA_CARD = "player_extra_card"
@@ -123,44 +120,3 @@ def irregularity_findings(
             continue
         out += judge(irr, pack, allowed)
     return out, unjudged
-
-
-def load_irregularities(con: duckdb.DuckDBPyConnection) -> list[Irregularity]:
-    """Every irregularity event with its round's cards and the next round's first card."""
-    rows = con.execute(
-        """
-        WITH irr AS (
-          SELECT e.table_id, e.shoe, e.round, e.seq, e.ts, s.path || ':' || e.line_no AS source,
-                 e.kind, e.disposition, e.card
-          FROM events e JOIN sources s ON s.id = e.source_id
-          WHERE e.type = 'irregularity'
-        ), cards AS (
-          SELECT table_id, shoe, round, list([to_hand, card] ORDER BY seq) AS cards,
-                 arg_min(card, seq) AS first_card, min(seq) AS first_seq
-          FROM events
-          WHERE type = 'card' AND (table_id, shoe) IN (SELECT (table_id, shoe) FROM irr)
-          GROUP BY ALL
-        ), pits AS (
-          SELECT table_id, arg_max(pit, seq) AS pit FROM events WHERE type = 'table_open'
-          GROUP BY ALL
-        )
-        SELECT i.table_id, p.pit, i.shoe, i.round, i.seq, i.ts, i.source, i.kind,
-               i.disposition, i.card, c.cards,
-               (SELECT n.first_card FROM cards n WHERE n.table_id = i.table_id
-                  AND n.shoe = i.shoe AND n.round > i.round ORDER BY n.round LIMIT 1)
-        FROM irr i LEFT JOIN cards c USING (table_id, shoe, round)
-        LEFT JOIN pits p USING (table_id)
-        ORDER BY i.table_id, i.seq
-        """
-    ).fetchall()
-
-    def norm(card: str | None) -> str | None:
-        return None if card is None else str(parse_card(card))
-
-    return [
-        Irregularity(table, pit, shoe, rnd, seq, ts, source, kind, disposition, norm(card),
-                     tuple((to, str(parse_card(c))) for to, c in cards or ()),
-                     norm(next_first))
-        for (table, pit, shoe, rnd, seq, ts, source, kind, disposition, card, cards,
-             next_first) in rows
-    ]

@@ -4,25 +4,23 @@ after a card found face up (13:69F-4.12(j)), the cutting card and the end of the
 options), and the rounds the rules make void (4.12(j),(k)).
 
 The checks are pure functions of a `Shoe` (its shoe-level events, its rounds' spans and the
-rules that apply); `load_shoes` builds those from the audit database and `card_excess` rows come
-from one SQL aggregate, so the per-card counting never loops in Python.
+rules that apply); `auditor.audit.load.load_shoes` builds those from the audit database, and
+`card_excess`'s rows come from one SQL aggregate there, so per-card counting never loops in
+Python.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import duckdb
 
 from auditor.replay.hands import Hands, deal_error, required_draws
 from auditor.replay.tables import TableFinding, iso
 from auditor.rules.cards import parse_card, rank_value
 from auditor.rules.pack import DrawTables, RulePack
-from auditor.store.db import table_range_sql
 
 CARDS_PER_DECK = 52
 FACE_UP_RULE_JURISDICTIONS = ("NJ",)  # 13:69F-4.12(j),(k); NZ text on it is not in our sources
@@ -589,184 +587,8 @@ def shoe_findings(
     return out
 
 
-# --- loaders ------------------------------------------------------------------------------
-
-_NORM_CARD = (
-    "(CASE WHEN length(c) = 3 THEN 'T' ELSE upper(left(c, 1)) END || lower(right(c, 1)))"
-)
-
-
-def load_shoes(
-    con: duckdb.DuckDBPyConnection,
-    rules_for: Callable[[str | None, str | None], ShoeRules | None],
-    tables_in: tuple[str, str] | None = None,
-) -> list[Shoe]:
-    """Every (table, shoe) with its shoe-level events, round spans, rules and opening (of the
-    tables in `tables_in`, one of db.table_batches, or of all)."""
-    these = table_range_sql(tables_in, "e.table_id")
-    rows = con.execute(
-        f"""
-        WITH t AS (
-          SELECT e.table_id, e.seq, e.ts, e.type, s.path || ':' || e.line_no AS source,
-                 e.shoe, e.pit, e.game, e.jurisdiction, e.decks, e.shuffle, e.batch, e.cards,
-                 e.card, e.burned, e.round, e.remaining
-          FROM events e JOIN sources s ON s.id = e.source_id
-          WHERE e.type IN ('table_open', 'table_close', 'shoe_start', 'burn', 'face_up_in_shoe',
-                           'cut_card', 'shoe_end') AND {these}
-        )
-        SELECT *, lead(type) OVER (PARTITION BY table_id ORDER BY seq) AS next_type
-        FROM t ORDER BY table_id, seq
-        """
-    ).fetchall()
-    shoes: dict[tuple[str, str], Shoe] = {}
-    order: list[tuple[str, str]] = []
-    opening: dict[str, tuple[int, str | None, str | None, str | None]] = {}
-    for (table, seq, ts, type_, source, shoe_id, pit, game, jurisdiction, decks, shuffle,
-         batch, cards, card, burned, rnd, remaining, next_type) in rows:
-        if type_ == "table_open":
-            n = opening.get(table, (0, None, None, None))[0] + 1
-            opening[table] = (n, pit, game, jurisdiction)
-            continue
-        if type_ == "table_close" or shoe_id is None:
-            continue
-        key = (table, shoe_id)
-        if key not in shoes:
-            session, pit_, game_, jur = opening.get(table, (0, None, None, None))
-            shoes[key] = Shoe(table, shoe_id, pit_, jur, session,
-                              rules=rules_for(jur, game_))
-            order.append(key)
-        s = shoes[key]
-        ev = ShoeEvent(table, shoe_id, seq, ts, type_, source, decks, shuffle, batch,
-                       tuple(str(parse_card(c)) for c in cards or ()),
-                       None if card is None else str(parse_card(card)),
-                       tuple(str(parse_card(c)) for c in burned or ()), rnd, remaining,
-                       next_type)
-        if type_ == "shoe_start" and s.start is None:
-            s.start = ev
-        elif type_ == "burn":
-            s.burns.append(ev)
-        elif type_ == "face_up_in_shoe":
-            s.face_ups.append(ev)
-        elif type_ == "cut_card" and s.cut is None:
-            s.cut = ev
-        elif type_ == "shoe_end" and s.end is None:
-            s.end = ev
-    for table, shoe_id, rnd, first_seq, last_seq, ts, source, cards, void in con.execute(
-        f"""
-        SELECT e.table_id, e.shoe, e.round, min(e.seq), max(e.seq), min(e.ts),
-               arg_min(s.path || ':' || e.line_no, e.seq),
-               count(*) FILTER (e.type = 'card'), bool_or(e.type = 'void')
-        FROM events e JOIN sources s ON s.id = e.source_id
-        WHERE e.shoe IS NOT NULL AND e.round IS NOT NULL
-          AND e.type NOT IN ('cut_card') AND {these}
-        GROUP BY ALL ORDER BY e.table_id, min(e.seq)
-        """
-    ).fetchall():
-        key = (table, shoe_id)
-        if key not in shoes:
-            shoes[key] = Shoe(table, shoe_id)
-            order.append(key)
-        shoes[key].rounds.append(RoundSpan(rnd, first_seq, last_seq, ts, source, cards, void))
-    _mark_gaps(con, shoes, tables_in)
-    return [shoes[k] for k in sorted(order, key=lambda k: (k[0], _first_seq(shoes[k])))]
-
-
-def _first_seq(shoe: Shoe) -> int:
+def opening_seq(shoe: Shoe) -> int:
+    """The shoe's first seq: its start, cut, first round or first burn, whichever is first."""
     seqs = [e.seq for e in (shoe.start, shoe.cut, shoe.end) if e is not None]
     seqs += [r.first_seq for r in shoe.rounds[:1]] + [b.seq for b in shoe.burns[:1]]
     return min(seqs, default=0)
-
-
-def _mark_gaps(
-    con: duckdb.DuckDBPyConnection,
-    shoes: Mapping[tuple[str, str], Shoe],
-    tables_in: tuple[str, str] | None,
-) -> None:
-    gaps: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for table, prev, seq in con.execute(
-        f"""
-        SELECT table_id, prev, seq FROM (
-          SELECT table_id, seq, lag(seq) OVER (PARTITION BY stream ORDER BY seq) AS prev
-          FROM events WHERE table_id IS NOT NULL AND {table_range_sql(tables_in)}
-        ) WHERE seq > prev + 1
-        """
-    ).fetchall():
-        gaps[table].append((prev, seq))
-    for (table, _), s in shoes.items():
-        lo = _first_seq(s)
-        ends = [e.seq for e in (s.end, s.cut) if e is not None] + [r.last_seq for r in s.rounds]
-        hi = max(ends, default=lo)
-        s.gap = any(prev < hi and seq > lo for prev, seq in gaps[table])
-
-
-def load_composition(
-    con: duckdb.DuckDBPyConnection,
-    tables_in: tuple[str, str] | None = None,
-) -> tuple[dict[tuple[str, str], list[Excess]], dict[tuple[str, str], int]]:
-    """Per (table, shoe): the cards seen more often than its decks allow, and the number of
-    cards dealt, burned or found face up (one SQL aggregate over every card of every shoe)."""
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE shoe_cards AS
-        SELECT table_id, shoe, seq, ts, source_id, line_no, {_NORM_CARD} AS card FROM (
-          SELECT table_id, shoe, seq, ts, source_id, line_no,
-                 unnest(CASE WHEN type = 'card' THEN [card]
-                             WHEN type = 'burn' THEN cards
-                             ELSE list_prepend(card, coalesce(burned, []::VARCHAR[])) END) AS c
-          FROM events
-          WHERE type IN ('card', 'burn', 'face_up_in_shoe') AND shoe IS NOT NULL
-            AND {table_range_sql(tables_in)}
-        )
-        """
-    )
-    used = {
-        (t, s): n
-        for t, s, n in con.execute(
-            "SELECT table_id, shoe, count(*) FROM shoe_cards GROUP BY ALL"
-        ).fetchall()
-    }
-    excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
-    for table, shoe, card, n, seqs, decks in con.execute(
-        f"""
-        WITH decks AS (
-          SELECT table_id, shoe, arg_min(decks, seq) AS decks FROM events
-          WHERE type = 'shoe_start' AND {table_range_sql(tables_in)} GROUP BY ALL
-        )
-        SELECT c.table_id, c.shoe, c.card, count(*),
-               list({{'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id, 'line': c.line_no}}
-                    ORDER BY c.seq),
-               d.decks
-        FROM shoe_cards c JOIN decks d USING (table_id, shoe)
-        GROUP BY c.table_id, c.shoe, c.card, d.decks
-        HAVING count(*) > d.decks
-        ORDER BY c.table_id, c.shoe, c.card
-        """
-    ).fetchall():
-        at = seqs[decks]
-        path = con.execute("SELECT path FROM sources WHERE id = ?",
-                           [at["source_id"]]).fetchall()[0][0]
-        excess[(table, shoe)].append(Excess(card, n, at["seq"], at["ts"],
-                                            f"{path}:{at['line']}",
-                                            tuple(x["seq"] for x in seqs)))
-    con.execute("DROP TABLE IF EXISTS shoe_cards")
-    return dict(excess), used
-
-
-def load_last_round_cards(
-    con: duckdb.DuckDBPyConnection, shoes: Sequence[Shoe]
-) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """The (to, card) pairs of the last round of each shoe dealt to its last card."""
-    wanted = [
-        (s.table, s.shoe, s.rounds[-1].round)
-        for s in shoes
-        if s.rounds and s.size is not None and not s.gap and s.consumed >= s.size
-    ]
-    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for table, shoe, rnd in wanted:
-        rows = con.execute(
-            "SELECT to_hand, card FROM events WHERE type = 'card' AND table_id = ? AND shoe = ? "
-            "AND round = ? ORDER BY seq",
-            [table, shoe, rnd],
-        ).fetchall()
-        out[(table, shoe)] = [(to, str(parse_card(c))) for to, c in rows]
-    return out

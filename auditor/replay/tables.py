@@ -3,7 +3,7 @@ force at each table at every moment, the written notices each change needs, one 
 pit, and changes the payout order shows although the log never declared them.
 
 The rules are pure functions over small frozen values (`TableEvent`, `Notice`, `RoundOrder`);
-the loaders at the bottom read those values from the audit database, and
+`auditor.audit.load` reads those values from the audit database, and
 `auditor.audit.table_pass.table_findings` records what the rules find. docs/procedures.md explains
 every choice made where the regulation is silent.
 """
@@ -11,18 +11,14 @@ every choice made where the regulation is silent.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import duckdb
-
 from auditor.replay import order as order_rules
 from auditor.rules.pack import RulePack
-from auditor.store.db import table_range_sql
 
 MINI, PUNTO = "mini_baccarat", "punto_banco"
 DIVISION, SURVEILLANCE = "division", "surveillance"
@@ -785,7 +781,7 @@ class RoundOrder:
 
 
 @lru_cache(maxsize=1 << 16)
-def _order_facts(
+def order_facts(
     pairs: tuple[tuple[str, int], ...], vig_charged: bool
 ) -> tuple[frozenset[int], bool]:
     """The procedures a payment order fits, and whether it tells them apart. Rounds repeat
@@ -809,7 +805,7 @@ def round_order(
     None for a round without payments."""
     if not moves:
         return None
-    fits, informative = _order_facts(
+    fits, informative = order_facts(
         tuple((kind, seat) for kind, seat, _, _, _ in moves), vig_charged
     )
     _, _, seq, ts, source = moves[0]
@@ -964,188 +960,4 @@ def undeclared_findings(
                 },
             )
         )
-    return out
-
-
-# --- loaders (the thin database edge) -----------------------------------------------------
-
-
-def load_table_events(con: duckdb.DuckDBPyConnection) -> list[TableEvent]:
-    rows = con.execute(
-        """
-        SELECT e.table_id, e.seq, e.ts, e.type, s.path || ':' || e.line_no, e.pit, e.game,
-               e.jurisdiction, e.variant, e.procedure
-        FROM events e JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ('table_open', 'procedure_change', 'table_close')
-        ORDER BY e.table_id, e.seq
-        """
-    ).fetchall()
-    return [TableEvent(*r) for r in rows]
-
-
-def load_last_ts(con: duckdb.DuckDBPyConnection) -> dict[str, dt.datetime]:
-    return dict(
-        con.execute(
-            "SELECT table_id, max(ts) FROM events WHERE table_id IS NOT NULL GROUP BY ALL"
-        ).fetchall()
-    )
-
-
-def _tables_list(text: str | None) -> tuple[str, ...] | None:
-    """A notices row's tables: a JSON list or a comma list; empty means the whole pit."""
-    if text is None or not text.strip():
-        return None
-    text = text.strip()
-    items = json.loads(text) if text.startswith("[") else text.split(",")
-    names = tuple(str(t).strip() for t in items if str(t).strip())
-    return names or None
-
-
-def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
-    """Notices from procedure_notice events and from the `notices` table (entered by hand)."""
-    from auditor.store import notices as hand
-
-    rows = con.execute(
-        """
-        SELECT e.pit, e.seq, e.tables, e.procedure, e.effective, e.recipient, e.written, e.ts,
-               s.path || ':' || e.line_no
-        FROM events e JOIN sources s ON s.id = e.source_id
-        WHERE e.type = 'procedure_notice'
-        ORDER BY e.pit, e.seq
-        """
-    ).fetchall()
-    out = [
-        Notice(f"pit:{pit}#{seq}", pit, tuple(tables) if tables else None, procedure,
-               effective, recipient, bool(written), ts, source)
-        for pit, seq, tables, procedure, effective, recipient, written, ts, source in rows
-    ]
-    for n in hand.list_notices(con):
-        out.append(
-            Notice(f"hand:{n.id}", n.pit, _tables_list(n.tables), n.procedure, n.effective,
-                   n.recipient, n.written, n.given_at,
-                   f"entered by hand by {n.entered_by} at {iso(n.entered_at)} (notice {n.id})")
-        )
-    return out
-
-
-def _procedure_tables(timeline: Timeline, tables_in: tuple[str, str] | None) -> list[str]:
-    return sorted(
-        t for t in timeline.declared
-        if t in timeline.rules and (tables_in is None or tables_in[0] <= t <= tables_in[1])
-    )
-
-
-def _rounds_sql(tables_in: tuple[str, str] | None) -> str:
-    """Rounds (first seq, void or not) of the tables listed in the query's one parameter."""
-    return f"""
-          SELECT table_id, shoe, round, min(seq) AS first_seq, bool_or(type = 'void') AS void
-          FROM events
-          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {table_range_sql(tables_in)}
-            AND table_id IN (SELECT unnest(?::VARCHAR[]))
-          GROUP BY ALL"""
-
-
-def tables_with_other_orders(
-    con: duckdb.DuckDBPyConnection,
-    timeline: Timeline,
-    vig_charged: Callable[[str], bool | None],
-    tables_in: tuple[str, str] | None = None,
-) -> tuple[list[str], int]:
-    """The tables where an undeclared run can start, and the rounds with payments seen.
-
-    A run starts only at an informative round whose order fits some procedure but not the
-    declared one; at any other table `undeclared_runs` finds nothing. One row per round with
-    its order as text (no times, no sources) keeps this cheap for a day of millions of rounds.
-    """
-    tables = _procedure_tables(timeline, tables_in)
-    if not tables:
-        return [], 0
-    these_e = table_range_sql(tables_in, "e.table_id")
-    suspects: set[str] = set()
-    rounds = 0
-    reader = con.sql(
-        f"""
-        WITH r AS ({_rounds_sql(tables_in)})
-        SELECT e.table_id, r.first_seq,
-               string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
-        FROM events e JOIN r USING (table_id, shoe, round)
-        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-        GROUP BY e.table_id, e.shoe, e.round, r.first_seq
-        """,
-        params=[tables],
-    ).to_arrow_reader(1 << 16)
-    for batch in reader:
-        cols = batch.to_pydict()
-        for table, first_seq, moves in zip(
-            cols["table_id"], cols["first_seq"], cols["moves"], strict=True
-        ):
-            charged = vig_charged(table)
-            if charged is None:
-                continue
-            rounds += 1
-            if table in suspects:
-                continue
-            words = moves.split(" ")
-            pairs = tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
-            fits, informative = _order_facts(pairs, charged)
-            declared = declared_at(timeline.declared[table], first_seq, None)
-            if informative and fits and declared is not None and declared not in fits:
-                suspects.add(table)
-    return sorted(suspects), rounds
-
-
-def load_round_orders(
-    con: duckdb.DuckDBPyConnection,
-    timeline: Timeline,
-    vig_charged: Callable[[str], bool | None],
-    tables_in: tuple[str, str] | None = None,
-    only: Sequence[str] | None = None,
-) -> list[RoundOrder]:
-    """Each non-void round's payout order at tables with procedures, in seq order (of the
-    tables in `tables_in`, one of db.table_batches, or of all; and of `only` if given).
-
-    `vig_charged(table)` says whether the table's variant charges vigorish (None: unknown
-    variant, the table is skipped).
-    """
-    tables = _procedure_tables(timeline, tables_in)
-    if only is not None:
-        tables = sorted(set(tables) & set(only))
-    if not tables:
-        return []
-    these_e = table_range_sql(tables_in, "e.table_id")
-    rows = con.execute(
-        f"""
-        WITH r AS ({_rounds_sql(tables_in)})
-        SELECT e.table_id, e.shoe, e.round, r.first_seq, e.type, e.seat, e.seq, e.ts,
-               s.path || ':' || e.line_no
-        FROM events e JOIN r USING (table_id, shoe, round)
-        JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-        ORDER BY e.table_id, r.first_seq, e.seq
-        """,
-        [tables],
-    ).fetchall()
-    out: list[RoundOrder] = []
-    key: tuple | None = None
-    moves: list[tuple[str, int, int, dt.datetime, str]] = []
-
-    def flush() -> None:
-        if key is None:
-            return
-        table, shoe, rnd, first_seq = key
-        charged = vig_charged(table)
-        if charged is None:
-            return
-        declared = declared_at(timeline.declared[table], first_seq, None)
-        r = round_order(table, shoe, rnd, first_seq, moves, declared, charged)
-        if r is not None:
-            out.append(r)
-
-    for table, shoe, rnd, first_seq, kind, seat, seq, ts, source in rows:
-        k = (table, shoe, rnd, first_seq)
-        if k != key:
-            flush()
-            key, moves = k, []
-        moves.append((kind, seat or 0, seq, ts, source))
-    flush()
     return out

@@ -26,7 +26,7 @@ import duckdb
 from auditor import __version__
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
-from auditor.replay.tables import load_notices
+from auditor.audit.load import load_notices
 from auditor.report import charts
 from auditor.rules.cards import RANKS, rank_value
 from auditor.rules.codes import REGISTRY, SEVERITIES

@@ -227,10 +227,15 @@ def table_batches(
     return batches or [None]
 
 
+def q(text: str) -> str:
+    """A SQL string literal, for the names (pits, codes, tables) that SQL built as text holds."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def table_range_sql(tables_in: tuple[str, str] | None, column: str = "table_id") -> str:
     """A WHERE condition for one of `table_batches` (constants, so DuckDB skips the row
     groups of other tables)."""
     if tables_in is None:
         return "true"
-    lo, hi = (v.replace("'", "''") for v in tables_in)
-    return f"{column} BETWEEN '{lo}' AND '{hi}'"
+    lo, hi = tables_in
+    return f"{column} BETWEEN {q(lo)} AND {q(hi)}"

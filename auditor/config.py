@@ -128,7 +128,7 @@ def load(path: Path | str | None = None) -> PropertyConfig:
                 f"{path}: property.time_zone {tz!r} is not a time zone name "
                 "(use one like \"America/New_York\")"
             ) from None
-    shifts = DEFAULT_SHIFTS
+    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
     if "shifts" in data:
         shifts = tuple(
             Shift(

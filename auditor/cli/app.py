@@ -247,7 +247,7 @@ def audit_cmd(
         runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
         raise
     graver = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
-    n_fail = db.one(
+    n_fail = db.single(
         con,
         f"SELECT count(*) FROM findings WHERE run_id = ? AND status = 'open' "
         f"AND severity IN ({', '.join('?' for _ in graver)})",

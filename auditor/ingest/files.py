@@ -22,7 +22,7 @@ import pyarrow as pa
 from auditor.errors import UserError
 from auditor.ingest.validate import staging_select
 from auditor.store import findings
-from auditor.store.db import one
+from auditor.store.db import one, single
 from auditor.store.events import FIELDS
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -363,7 +363,7 @@ def _ingest_batch(
         return results
     con.execute("BEGIN TRANSACTION")
     try:
-        ids = [int(one(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
+        ids = [int(single(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
         parts = [
             t.append_column("source_id", pa.array(np.full(t.num_rows, i, dtype=np.int64)))
             for i, (_, tables) in zip(ids, readable, strict=True)
@@ -381,9 +381,9 @@ def _ingest_batch(
         )
         one_by_one = _batch_needs_one_by_one(con)
         if not one_by_one:
-            lines = [sum(t.num_rows for t in tables) for _, tables in readable]
+            counts = [sum(t.num_rows for t in tables) for _, tables in readable]
             results += _finish_batch(
-                con, [(o, i, n) for (o, _), i, n in zip(readable, ids, lines, strict=True)],
+                con, [(o, i, n) for (o, _), i, n in zip(readable, ids, counts, strict=True)],
                 run_id,
             )
     except BaseException:
@@ -400,7 +400,7 @@ def _batch_needs_one_by_one(con: duckdb.DuckDBPyConnection) -> bool:
     """A seq repeated within a file, or a stream seq range shared with another file of the
     batch or an earlier one: cases the per-file path judges line by line."""
     return bool(
-        one(
+        single(
             con,
             """
             WITH ranges AS (
@@ -496,7 +496,7 @@ def _load(
     """Load every line straight into `events` (the one full copy of the data), then move
     the rejected lines to quarantine and drop duplicates, all inside the file's transaction.
     """
-    source_id = int(one(con, "SELECT nextval('source_id_seq')")[0])
+    source_id = int(single(con, "SELECT nextval('source_id_seq')")[0])
     select = staging_select("chunk", str(source_id))
     cols = ", ".join((*EVENT_COLUMNS, "rejected"))
     lines = 0
@@ -518,7 +518,7 @@ def _load(
     if altered:
         return FileResult(path, "refused_altered", sha, size, lines, message=altered)
 
-    events, quarantined, duplicates, first_ts, last_ts = one(
+    events, quarantined, duplicates, first_ts, last_ts = single(
         con,
         "SELECT count(*) FILTER (rejected IS NULL) - (SELECT count(*) FROM dups), "
         "count(*) FILTER (rejected IS NOT NULL), (SELECT count(*) FROM dups), "
@@ -646,7 +646,7 @@ def _refuse_altered(
     """Keep a record of the refused offer and raise `log.altered`; load nothing from it."""
     message = f"{path}: refused: {reason}"
     con.execute("BEGIN TRANSACTION")
-    source_id = one(
+    source_id = single(
         con,
         "INSERT INTO sources (path, sha256, size, lines, events, quarantined, duplicates, "
         "ingested_at, run_id, status, note) "

@@ -455,7 +455,7 @@ def _work(
             list(window),
         ).fetchall()
     )
-    new, failing = db.one(
+    new, failing = db.single(
         con,
         f"""
         SELECT count(*) FILTER (run_id = ?),
@@ -464,7 +464,7 @@ def _work(
         """,
         [run_id, *graver, *window, run_id],
     )
-    recorded = db.one(
+    recorded = db.single(
         con,
         "SELECT count(*) FILTER (status = 'open'), count(*) FILTER (status = 'withdrawn') "
         "FROM findings WHERE run_id = ?",
@@ -501,7 +501,7 @@ def _report_shift(
     say: Say,
 ) -> ShiftReport:
     scope = report.scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
-    rounds = db.one(
+    rounds = db.single(
         con,
         "SELECT count(DISTINCT (table_id, shoe, round)) FROM events "
         "WHERE type = 'round_start' AND ts >= ? AND ts < ?",
@@ -567,8 +567,8 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"findings standing in gaming day {s['gaming_day']}: "
         f"{f['standing_in_gaming_day']} ({sev}); {f['new_this_run']} new this run"
     )
-    for p in result.problems:
-        lines.append(f"problem: {p}")
+    for problem in result.problems:
+        lines.append(f"problem: {problem}")
     why = {
         EXIT_OK: f"clean: no findings at or above {result.fail_on}",
         EXIT_FINDINGS: f"{result.failing} findings at or above {result.fail_on}",

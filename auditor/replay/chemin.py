@@ -738,7 +738,7 @@ def _play(
         return play
     error = deal_error(hands, ctx.pack.deal_order)
     if error is not None:
-        at = r.end if error.index is None else r.cards[error.index]
+        at = r.end if error.at is None else r.cards[error.at]
         found.append(
             _finding(
                 "deal.order",

@@ -92,7 +92,7 @@ def outcome(hands: Hands) -> Outcome:
 class DealError(NamedTuple):
     """Why the cards were not dealt in order, and the index of the card where it shows."""
 
-    index: int | None  # None: the round ran out of cards before the initial deal was complete
+    at: int | None  # None: the round ran out of cards before the initial deal was complete
     problem: str
 
 

@@ -17,7 +17,9 @@ from auditor.rules.cards import parse_card
 from auditor.rules.pack import RulePack, Variant
 
 # Event fields copied as they are, and the ones normalised on the way in.
-_PLAIN = ("to", "seat", "bet", "kind", "player", "banker", "winner", "count", "mode")
+_PLAIN: tuple[str, ...] = (
+    "to", "seat", "bet", "kind", "player", "banker", "winner", "count", "mode"
+)
 _PLAIN += ("reason", "disposition", "shoe", "round")
 
 

@@ -193,7 +193,7 @@ def _result_text(result: Outcome) -> str:
 
 
 def _deal_order_finding(parts: _Parts, hands: Hands, error: DealError) -> RoundFinding:
-    at = parts.end if error.index is None else parts.cards[error.index]
+    at = parts.end if error.at is None else parts.cards[error.at]
     return _finding(
         "deal.order",
         at,

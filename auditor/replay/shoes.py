@@ -216,7 +216,7 @@ def deck_findings(shoe: Shoe) -> list[TableFinding]:
         text = (f"{shoe.table} shoe {shoe.shoe} was dealt from an automated shuffler with "
                 f"{start.decks} decks a batch, {2 * start.decks} in the two batches; at least "
                 f"{total} are required ({per_shoe} a batch).")
-        observed = {"decks": start.decks, "batches": 2, "total": 2 * start.decks}
+        observed: dict[str, Any] = {"decks": start.decks, "batches": 2, "total": 2 * start.decks}
     else:
         text = (f"{shoe.table} shoe {shoe.shoe} held {start.decks} decks; at least "
                 f"{total} are required.")
@@ -286,7 +286,7 @@ def composition_findings(
     says how many cards were left, cards missing or extra in all (dealt + burned + remaining
     against 52 x decks). The count in all is skipped when the table's seq skips numbers within
     the shoe (log.seq_gap already reports the missing events)."""
-    out = []
+    out: list[TableFinding] = []
     decks, size = shoe.decks, shoe.size
     if decks is None or size is None:
         return out

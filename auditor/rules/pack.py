@@ -554,18 +554,18 @@ class _Loader:
             raise self.fail(key, "must be a table of rows keyed by Banker count 0-7.")
         drawn: list[tuple[str, ...]] = []
         for count in range(10):
-            row = rows.get(str(count))
+            cells = rows.get(str(count))
             if natural[count]:
-                if row is not None:
+                if cells is not None:
                     raise self.fail(
                         f"{key}.{count}",
                         f"is a row for Banker count {count}, but that count is a natural.",
                     )
                 drawn.append((STAND,) * 10)
                 continue
-            if row is None:
+            if cells is None:
                 raise self.fail(key, f"is missing the row for Banker count {count}.")
-            drawn.append(self._draw_row(f"{key}.{count}", row, "Player third-card value"))
+            drawn.append(self._draw_row(f"{key}.{count}", cells, "Player third-card value"))
         for name in rows:
             if name not in {str(c) for c in range(10)}:
                 raise self.fail(f"{key}.{name}", "is not a Banker count 0-7.")
@@ -698,7 +698,7 @@ class _Loader:
                 key, 'must be {count = N, cards = 2 or 3 (optional), pays = "push" or "win:stake"}.'
             )
         count, cards, pays = spec.get("count"), spec.get("cards"), spec.get("pays")
-        if isinstance(count, bool) or count not in range(10):
+        if not isinstance(count, int) or isinstance(count, bool) or count not in range(10):
             raise self.fail(f"{key}.count", "must be a count 0-9.")
         if cards is not None and (isinstance(cards, bool) or cards not in (2, 3)):
             raise self.fail(f"{key}.cards", "must be 2 or 3.")

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from duckdb_engine import ConnectionWrapper
@@ -161,7 +162,7 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    had_summary = one(
+    had_summary = single(
         con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
     )[0]
     for stmt in DDL:
@@ -191,11 +192,23 @@ def session(con: duckdb.DuckDBPyConnection) -> Iterator[Session]:
         yield s
 
 
-def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple | None:
-    """The first row of a query, reading the whole result so the connection is free again
-    (DuckDB 2 refuses new work on a connection with an unread result)."""
+def one(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None
+) -> tuple[Any, ...] | None:
+    """The first row of a query, or None, reading the whole result so the connection is free
+    again (DuckDB 2 refuses new work on a connection with an unread result)."""
     rows = con.execute(sql, params or []).fetchall()
     return rows[0] if rows else None
+
+
+def single(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None
+) -> tuple[Any, ...]:
+    """The row of a query that always yields one (an aggregate, `nextval`, `RETURNING`)."""
+    row = one(con, sql, params)
+    if row is None:
+        raise RuntimeError(f"expected one row, got none: {sql.strip()[:200]}")
+    return row
 
 
 # The audit works a batch of tables at a time, about this many events a batch: a shoe never
@@ -210,7 +223,8 @@ def table_batches(
     events; [None] (everything at once) when no table has events yet."""
     limit = batch_events or BATCH_EVENTS
     batches: list[tuple[str, str] | None] = []
-    first = last = None
+    first: str | None = None
+    last = ""
     size = 0
     for table_id, n in con.execute(
         "SELECT substr(stream, 7) AS t, sum(events) FROM stream_sources "

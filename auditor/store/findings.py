@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import duckdb
 
 from auditor.rules.codes import REGISTRY
-from auditor.store.db import one
+from auditor.store.db import single
 
 FINDING_COLUMNS = (
     "fingerprint",
@@ -67,12 +68,12 @@ def record(con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str) -> int:
     ).fetchall()
     if unknown:
         raise AssertionError(f"findings with unregistered codes: {unknown}")
-    return one(con, sql)[0]
+    return single(con, sql)[0]
 
 
 def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int:
     """Withdraw the standing findings matching `where_sql` (over current_findings)."""
-    return one(
+    return single(
         con,
         f"""
         INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule, code,
@@ -115,7 +116,8 @@ def select(
     zone: dt.tzinfo = dt.UTC,
 ) -> list[dict]:
     """Standing findings as findings-format v1 records, oldest first, times shown in `zone`."""
-    where, params = ["true"], []
+    where: list[str] = ["true"]
+    params: list[Any] = []
     if window:
         where.append("ts >= ? AND ts < ?")
         params += list(window)

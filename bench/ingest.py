@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from auditor.ingest.files import ingest  # noqa: E402
-from auditor.simulate.night import Night, TableNight, TableSpec  # noqa: E402
+from auditor.simulate.generator import Night, TableNight, TableSpec  # noqa: E402
 from auditor.store import db, runs  # noqa: E402
 
 

@@ -39,7 +39,7 @@ from auditor.config import PropertyConfig  # noqa: E402
 from auditor.ingest.files import ingest  # noqa: E402
 from auditor.replay.model import TableContext  # noqa: E402
 from auditor.replay.round import check_round  # noqa: E402
-from auditor.simulate.night import Deviation, Night, TableNight, TableSpec  # noqa: E402
+from auditor.simulate.generator import Deviation, Night, TableNight, TableSpec  # noqa: E402
 from auditor.store import db, runs  # noqa: E402
 
 NIGHT_DATE = dt.date(2026, 11, 28)

@@ -36,7 +36,7 @@ from auditor.ingest.files import ingest
 from auditor.replay.model import TableContext
 from auditor.replay.round import check_round
 from auditor.rules.pack import BankerException, RulePack, RulePackError, load_pack
-from auditor.simulate.night import Deviation, Night, NoticeChange, TableNight, TableSpec
+from auditor.simulate.generator import Deviation, Night, NoticeChange, TableNight, TableSpec
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"

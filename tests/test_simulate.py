@@ -15,7 +15,7 @@ from auditor.audit.run import audit
 from auditor.ingest.files import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RULES_ENV, default_rules_dir
-from auditor.simulate.night import (
+from auditor.simulate.planted import (
     BANKING_KINDS,
     CHEMIN_KINDS,
     GAMES,
@@ -240,7 +240,7 @@ def test_log_deviations_are_where_the_ground_truth_says(tmp_path):
 
 
 def test_payments_show_the_order_only_when_procedures_differ():
-    from auditor.simulate.night import _shows_order
+    from auditor.simulate.planted import _shows_order
 
     def lines(*moves: tuple[str, int]) -> list[str]:
         return [json.dumps({"type": kind, "seat": seat}) for kind, seat in moves]

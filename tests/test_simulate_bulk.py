@@ -16,7 +16,7 @@ from auditor.rules.cards import RANKS, SUITS, card_value
 from auditor.rules.draw import play_round
 from auditor.rules.pack import load_pack
 from auditor.simulate.bulk import BULK_CODES, BULK_KINDS, SHOE_CARDS, simulate_bulk
-from auditor.simulate.night import KIND_CODES, SimulationResult, simulate
+from auditor.simulate.planted import KIND_CODES, SimulationResult, simulate
 from auditor.store import db, runs
 
 DRAW_KINDS = {"banker_missed", "player_extra", "player_missed", "banker_extra"}

@@ -714,7 +714,7 @@ def simulate_cmd(
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs."""
     from auditor.simulate.bulk import simulate_bulk
-    from auditor.simulate.night import simulate
+    from auditor.simulate.planted import simulate
 
     chosen = tuple(g.strip() for g in games.split(",") if g.strip())
     try:

@@ -1,6 +1,6 @@
 """A vectorised generator of event logs at volume: a whole gaming day of NJ mini-baccarat.
 
-`auditor.simulate.night` builds every round in Python (a few thousand rounds a second), which is
+`auditor.simulate.planted` builds every round in Python (a few thousand rounds a second), which is
 the reference for shapes and rules but far too slow for the 10-million-round scale benchmark.
 This module writes the same event shapes (same types, key order, value types, timestamp
 format) from numpy arrays:
@@ -35,7 +35,8 @@ import numpy as np
 
 from auditor.rules.cards import RANKS, SUITS
 from auditor.rules.pack import load_pack
-from auditor.simulate.night import BANKING_KINDS, STAKES, SimulationResult
+from auditor.simulate.generator import STAKES
+from auditor.simulate.planted import BANKING_KINDS, SimulationResult
 
 # Kinds planted here, in a fixed order (their index is what the arrays carry).
 BULK_KINDS = (
@@ -317,7 +318,7 @@ def _choose_kind(share: np.ndarray, nat: np.ndarray, pd: np.ndarray, bd: np.ndar
                  b2: np.ndarray, bc: np.ndarray, win: np.ndarray, banker_t: np.ndarray
                  ) -> np.ndarray:
     """Per round, the kind at `share` (in [0, 1)) of the kinds its clean deal lets show as
-    exactly their own finding (`_qualifies` in auditor.simulate.night); -1 when none does."""
+    exactly their own finding (`_qualifies` in auditor.simulate.generator); -1 when none does."""
     dragon = bd & (bc == 7) & (win == BANKER)
     q = np.zeros((len(share), len(BULK_KINDS)), bool)
     q[:, K["banker_missed"]] = ~nat & bd & ~pd

@@ -1,0 +1,578 @@
+"""Nights of any size with deviations planted at random, and the ground truth of the findings
+they must raise, to measure what the audit catches and what it invents."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from auditor.replay.shoes import FACE_UP_RULE_JURISDICTIONS, ShoeRules, required_decks
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
+from auditor.rules.pack import load_pack
+from auditor.simulate.generator import (
+    Deviation,
+    Night,
+    NoticeChange,
+    Outcome,
+    ShoePlan,
+    TableNight,
+    TableSpec,
+    _amount,
+    _panda8_due,
+    _qualifies,
+    _value,
+    write_night,
+)
+
+# The deviation kinds the generator can plant, with the finding code the audit must raise.
+BANKING_KINDS = {
+    "banker_missed": "draw.banker_missed",
+    "player_extra": "draw.player_extra",
+    "player_missed": "draw.player_missed",
+    "banker_extra": "draw.banker_extra",
+    "deal_order": "deal.order",
+    "wrong_winner": "result.misannounced",
+    "tie_missing": "announce.tie_missing",
+    "dragon_missing": "announce.dragon7_missing",
+    "total_cards_missing": "announce.total_cards_missing",
+    "total_cards_wrong": "announce.total_cards_wrong",
+    "pay_short": "settle.wrong_amount",
+    "push_collected": "settle.wrong_outcome",
+    "unsettled": "settle.unsettled",
+    "vig_short": "vig.wrong_amount",
+    "vig_not_allowed": "vig.not_allowed",
+    "vig_missing": "vig.missing",
+    "collect_after_pay": "order.collect_after_pay",
+    "procedure_order": "order.procedure_mismatch",
+    "panda8_missing": "announce.panda8_missing",  # only where a (house) pack makes it due
+    "irregular_disposition": "irregularity.disposition",  # NZ rule 12.2
+}
+CHEMIN_KINDS = {
+    "partial_order": "chemin.priority",
+    "over_bank": "chemin.over_bank",
+    "late_wager": "chemin.late_wager",
+    "option_not_allowed": "chemin.option",
+    "commission_short": "chemin.commission",
+    "suivi_not_entitled": "chemin.priority",
+    "option_flipped": "chemin.option_not_followed",
+    "bank_unlogged": "chemin.bank_pass",
+    "unknown_irregularity": "irregularity.unknown_kind",
+    "disposition_wrong_h": "irregularity.chemin_disposition",
+}
+# Shoe-level kinds: each one, independently, in a shoe with probability R.
+SHOE_KINDS = {
+    "few_decks": "shoe.too_few_decks",  # two decks fewer than the pack requires
+    "extra_card": "shoe.composition",  # decks + 1 copies of one card early in the shoe
+    "batch_repeated": "shoe.batch_not_alternated",  # the previous shoe's batch again
+    "burn_wrong": "shoe.burn",  # one card short of, or one or two beyond, the burn
+    "cut_misplaced": "shoe.cut_card",  # the cutting card 40-60 cards from the end
+    "past_cut": "shoe.end_of_shoe",  # two rounds after the cutting card's instead of one
+    "face_up_last": "shoe.void_required",  # a card face up in the last round, settled
+}
+# Table- and pit-level kinds: per NJ pit (the notices, one table changing alone) or per table
+# (a run of rounds paid in another procedure's order), each with probability R.
+PROCEDURE_KINDS = {
+    "notice_missing": "procedure.notice_missing",  # the pit's change notified to one recipient
+    "notice_late": "procedure.notice_late",  # its notices 20 minutes ahead
+    "lone_change": "procedure.pit_inconsistent",  # one table changes a quarter in, notified
+    "undeclared": "procedure.undeclared_change",  # three paying rounds in another order
+}
+# Log-level kinds: each one, independently, per table file with probability R.
+LOG_KINDS = {
+    "seq_skipped": "log.seq_gap",  # a seq number skipped before table_close
+    "bad_line": "log.malformed",  # a round_start written first without its UTC offset
+    "resent_changed": "log.altered",  # a second file resends events, one payout changed
+}
+KIND_CODES = BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
+GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
+DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
+SIM_DATE = dt.date(2026, 12, 1)
+SIM_OPENS = "22:00"
+MAX_HOURS = 13  # the night runs 22:00 to at most 11:00 the next morning
+PIT_SIZE = 4  # banking tables per pit (one procedure per pit)
+MAX_PENDING = 8  # deviations waiting at a table for a round that shows them cleanly
+
+
+def _mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
+    """The k-th mini-baccarat layout, in turn: the sample night's four NJ layouts."""
+    nj = dict(game="mini_baccarat", jurisdiction="NJ", seats=7, procedure=procedure)
+    layouts = (
+        dict(variant="standard", side_bets=("tie",)),
+        dict(variant="no_vig_dragon7", side_bets=("tie", "dragon7", "panda8")),
+        dict(variant="standard", side_bets=("tie", "total_cards_4", "total_cards_5",
+                                             "total_cards_6")),
+        dict(variant="standard", side_bets=("tie",), decks=6, shuffle="automated",
+             batches=("red", "blue")),
+    )
+    return TableSpec(name, pit, **nj, **layouts[k % len(layouts)])  # type: ignore[arg-type]
+
+
+def table_kinds(spec: TableSpec) -> tuple[str, ...]:
+    """The deviation kinds the generator can plant at a table of this layout."""
+    if spec.game == "chemin_de_fer":
+        return tuple(CHEMIN_KINDS)
+    pack = load_pack(spec.jurisdiction, spec.game)
+    vig = bool(pack.variant(spec.variant).vigorish_rate)
+    out = []
+    for kind in BANKING_KINDS:
+        if kind == "panda8_missing" and not _panda8_due(pack, spec.variant):
+            continue
+        if kind == "irregular_disposition" and not pack.value("irregularities.player_extra_card"):
+            continue
+        if kind == "dragon_missing" and spec.variant != "no_vig_dragon7":
+            continue
+        if kind in ("total_cards_missing", "total_cards_wrong") and (
+            "total_cards_5" not in spec.side_bets
+        ):
+            continue
+        if kind in ("vig_short", "vig_missing", "procedure_order") and not vig:
+            continue
+        if kind == "vig_not_allowed" and vig:
+            continue
+        if kind == "procedure_order" and spec.procedure is None:
+            continue
+        out.append(kind)
+    return tuple(out)
+
+
+def shoe_kinds(spec: TableSpec) -> tuple[str, ...]:
+    """The shoe-level kinds the generator can plant at a table of this layout."""
+    rules = ShoeRules.of(load_pack(spec.jurisdiction, spec.game))
+    out = ["few_decks", "extra_card"]
+    if spec.shuffle == "automated" and rules.alternate_batches and len(spec.batches) > 1:
+        out.append("batch_repeated")
+    if rules.burn is not None and rules.burn.get("burn") == "card_value":
+        out.append("burn_wrong")
+    if rules.cut_from_end is not None:
+        out.append("cut_misplaced")
+    if rules.end_of_shoe == "finish_round_then_one_more":
+        out.append("past_cut")
+    if spec.jurisdiction in FACE_UP_RULE_JURISDICTIONS and spec.game != "chemin_de_fer":
+        out.append("face_up_last")
+    return tuple(out)
+
+
+def simulated_night(
+    tables: int, hours: float, seed: int, games: tuple[str, ...], rate: float = 0.0
+) -> Night:
+    """The tables (games in turn, NJ banking tables PIT_SIZE to a pit with one procedure,
+    chemin de fer and NZ tables in pits of their own) and one procedure change per NJ pit at
+    half time, with written notices 45 minutes before (on time).
+
+    With `rate`, each NJ pit's change is, with probability `rate`, notified to the Division
+    only (notice_missing) or 20 minutes ahead (notice_late); and, independently with
+    probability `rate`, one table of a pit of two or more changes alone a quarter into the
+    night, duly notified (lone_change: the pit is inconsistent until the others follow)."""
+    if tables < 1:
+        raise ValueError("tables must be at least 1")
+    if not 0 < hours <= MAX_HOURS:
+        raise ValueError(f"hours must be more than 0 and at most {MAX_HOURS}")
+    unknown = [g for g in games if g not in GAMES]
+    if unknown or not games:
+        raise ValueError(f"unknown games {unknown}; choose among {', '.join(GAMES)}")
+    rng = random.Random(f"{seed}:night")
+    h0, m0 = map(int, SIM_OPENS.split(":"))
+    close_min = h0 * 60 + m0 + round(hours * 60)
+    closes = f"{close_min // 60 % 24:02d}:{close_min % 60:02d}"
+    half = h0 * 60 + m0 + round(hours * 30)
+    effective = f"{half // 60 % 24:02d}:{half % 60:02d}"
+    prefix = {"mini_baccarat": "MB", "punto_banco": "PB", "chemin_de_fer": "CF", "nz": "NZ"}
+    count: dict[str, int] = {}
+    pits: dict[str, list[str]] = {}  # pit -> tables
+    pit_procedure: dict[str, int] = {}
+    specs: list[TableSpec] = []
+
+    def pit_for(group: str) -> str:
+        open_pits = [p for p in pits if p.startswith(group) and len(pits[p]) < PIT_SIZE]
+        if open_pits:
+            return open_pits[0]
+        name = f"{group}{sum(p.startswith(group) for p in pits) + 1}"
+        pits[name] = []
+        return name
+
+    for i in range(tables):
+        game = games[i % len(games)]
+        n = count[game] = count.get(game, 0) + 1
+        name = f"{prefix[game]}-{n:02d}"
+        if game in ("mini_baccarat", "punto_banco"):
+            pit = pit_for("P")
+            procedure = pit_procedure.setdefault(pit, rng.randint(1, 4))
+            if game == "mini_baccarat":
+                spec = _mini_specs(name, pit, procedure, n - 1)
+            else:
+                spec = TableSpec(name, pit, "punto_banco", "NJ", "standard", 12, procedure,
+                                 ("tie",), seconds_per_round=(55, 90))
+        elif game == "chemin_de_fer":
+            pit = pit_for("C")
+            spec = TableSpec(name, pit, "chemin_de_fer", "NJ", "standard", 9, None, (), decks=6,
+                             seconds_per_round=(70, 110))
+        else:
+            pit = pit_for("Z")
+            spec = TableSpec(name, pit, "mini_baccarat", "NZ", "standard", 7, None, ("tie",))
+        spec.opens, spec.closes = SIM_OPENS, closes
+        pits[pit].append(name)
+        specs.append(spec)
+    changes = [
+        NoticeChange(pit, tuple(pits[pit]), rng.choice([p for p in (1, 2, 3, 4) if p != proc]),
+                     effective, 45)
+        for pit, proc in pit_procedure.items()
+    ]
+    dev = random.Random(f"{seed}:night:deviations")
+    quarter = h0 * 60 + m0 + round(hours * 15)
+    lone: list[NoticeChange] = []  # first: their notices come first in the pit's stream
+    for c in changes:
+        if dev.random() < rate:
+            c.kind = dev.choice(("notice_missing", "notice_late"))
+            if c.kind == "notice_missing":
+                c.recipients = ("division",)
+            else:
+                c.lead_minutes = 20
+        # The lone table must differ from the others for longer than the 3-minute changeover.
+        if dev.random() < rate and len(c.tables) > 1 and half - quarter >= 10:
+            lone.append(NoticeChange(
+                c.pit, (dev.choice(c.tables),), c.procedure,
+                f"{quarter // 60 % 24:02d}:{quarter % 60:02d}", 45, kind="lone_change",
+            ))
+    return Night(SIM_DATE, dt.timedelta(hours=-5), specs, [], lone + changes)
+
+
+class SimTableNight(TableNight):
+    """A table whose rounds each get a deviation with probability `rate`, of a kind chosen at
+    random among the table's kinds; one the round's cards cannot show cleanly waits for the
+    next round that can (`_qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
+    are drawn per shoe and per table (see `simulate`). `planted` is the ground truth: where
+    the audit must find each deviation, keyed as its finding is."""
+
+    def __init__(self, night: Night, spec: TableSpec, rng: random.Random, dev_rng: random.Random,
+                 rate: float) -> None:
+        super().__init__(night, spec, rng)
+        self.dev_rng, self.rate = dev_rng, rate
+        self.kinds = table_kinds(spec)
+        self.shoe_kinds = shoe_kinds(spec)
+        self.shoe_rules = ShoeRules.of(self.pack)
+        self.rounds = 0
+        self.planted: list[dict] = []
+        # procedure_order rounds since the last round that shows the declared procedure (two
+        # Banker winners and their vigorish): three in a row would be an undeclared change.
+        self.order_streak = 0
+        self.last_wagers: list[tuple[int, str, Decimal]] = []
+        self.this_shoe: set[str] = set()  # the shoe-level kinds planted in the shoe dealt
+        self.batches: list[str] = []  # the batches of this opening's shoes, in turn
+        self.extra_last = -1  # where the last copy of the duplicated card lies in the shoe
+        # An undeclared change: after `undeclared_at` rounds, the dealers pay in another
+        # procedure's order until three rounds with several winners showed it (`stretch`).
+        vig = bool(self.variant.vigorish_rate) and spec.procedure is not None
+        self.undeclared_at = (
+            dev_rng.randint(1, 60) if vig and dev_rng.random() < rate else None
+        )
+        self.stretch: list[tuple[str, int]] | None = None
+        self.stretch_declared: int | None = None
+        self.resent: list[str] = []  # events sent again, one changed (log.altered)
+
+    def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
+              table: str | None = "") -> None:
+        """One line of ground truth; `table` None for a finding that names no table."""
+        self.planted.append({"code": KIND_CODES[kind],
+                             "table": self.spec.table if table == "" else table,
+                             "shoe": shoe, "round": rnd, "kind": kind})
+
+    # --- shoes ---------------------------------------------------------------------------
+
+    def between_shoes(self, t: dt.datetime, changes: list[NoticeChange]) -> None:
+        """A change due during the break between shoes is logged when it fell due: logged at
+        the next round, it could lag the pit's other tables by more than the changeover."""
+        self.apply_changes(t, changes, on_time=True)
+
+    def plan_shoe(self, shoe_id: str) -> ShoePlan:
+        """Draw the shoe-level kinds for this shoe; those seen at its start go in the ground
+        truth now, those that need its end in `shoe_done`."""
+        plan = super().plan_shoe(shoe_id)
+        drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
+        if not self.batches:
+            drawn.discard("batch_repeated")  # the first shoe of the opening has no previous
+        self.this_shoe = drawn
+        if "few_decks" in drawn:
+            plan.decks = max(1, required_decks(self.spec.shuffle, self.shoe_rules)[0] - 2)
+            self.truth("few_decks", shoe_id)
+        if "batch_repeated" in drawn:  # and the batch the shoe skipped is the next one's
+            plan.batch = self.batches[-1]
+            self.batch_index -= 1
+        if self.spec.shuffle == "automated" and self.shoe_rules.alternate_batches:
+            self.batches.append(plan.batch)
+            if _alternation_broken(self.batches):
+                self.truth("batch_repeated", shoe_id)
+        if "burn_wrong" in drawn:
+            plan.burn_delta = self.dev_rng.choice((-1, 1, 2))
+            self.truth("burn_wrong", shoe_id)
+        if "cut_misplaced" in drawn:
+            plan.cut_left = self.dev_rng.randint(40, 60)
+        if "past_cut" in drawn:
+            plan.rounds_after_cut = 2
+        return plan
+
+    def tamper(self, shoe_id: str, cards: list[str], pos: int) -> None:
+        """extra_card: every copy of the first card dealt, and one more in place of another
+        card, within the next 40 cards, so that the audit sees them all come out."""
+        self.extra_last = -1
+        if "extra_card" not in self.this_shoe:
+            return
+        x, window = cards[pos], range(pos, min(len(cards), pos + 40))
+        free = [i for i in window if cards[i] != x]
+        self.dev_rng.shuffle(free)
+        for i in range(window.stop, len(cards)):
+            if cards[i] == x:
+                j = free.pop()
+                cards[i], cards[j] = cards[j], cards[i]
+        cards[free.pop()] = x
+        self.extra_last = max(i for i, c in enumerate(cards) if c == x)
+
+    def shoe_done(self, shoe_id: str, cards: list[str], pos: int, rnd: int) -> None:
+        """Ground truth for what the shoe's end shows: the duplicated card (if it came out),
+        the misplaced cutting card (if it came out), a round past the allowed last one."""
+        if 0 <= self.extra_last < pos:
+            self.truth("extra_card", shoe_id)
+        if "cut_misplaced" in self.this_shoe and self.cut_round is not None:
+            self.truth("cut_misplaced", shoe_id, self.cut_round)
+        if "past_cut" in self.this_shoe and self.cut_round is not None and (
+            rnd >= self.cut_round + 2
+        ):
+            self.truth("past_cut", shoe_id, self.cut_round + 2)
+
+    # --- rounds --------------------------------------------------------------------------
+
+    def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
+        for d in self.pending:
+            if d.kind == "procedure_order" and (
+                self.order_streak >= MIN_UNDECLARED_ROUNDS - 1 or self.stretch is not None
+            ):
+                continue
+            if _qualifies(self.pack, d.kind, o, self.spec):
+                self.pending.remove(d)
+                return d
+        return None
+
+    def wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
+        self.last_wagers = super().wagers(kind)
+        return self.last_wagers
+
+    def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
+        if self.stretch is not None and self.procedure != self.stretch_declared:
+            self.stretch_cut_short()  # a declared change ends the run against the old one
+        if (self.stretch is None and self.undeclared_at is not None
+                and self.rounds >= self.undeclared_at and self.order_streak == 0
+                and kind != "procedure_order"):
+            self.undeclared_at = None
+            self.stretch, self.stretch_declared = [], self.procedure
+        self.other_order = self.stretch is not None
+        first = len(self.out.lines)
+        super().banking_round(shoe_id, rnd, o, t, kind)
+        self.other_order = False
+        if self.stretch is not None:
+            shows = _shows_order(self.out.lines[first:], self.stretch_declared or 3)
+            if shows == "other":
+                self.stretch.append((shoe_id, rnd))
+            elif shows == "declared":  # several winners, yet both orders agree: the run breaks
+                self.stretch_cut_short()
+                self.stretch, self.stretch_declared = [], self.procedure
+            if self.stretch is not None and len(self.stretch) >= MIN_UNDECLARED_ROUNDS:
+                self.truth("undeclared", *self.stretch[0])
+                self.stretch = None
+                self.order_streak = MIN_UNDECLARED_ROUNDS - 1  # wait for the declared order
+            return
+        if kind == "procedure_order":
+            self.order_streak += 1
+        elif not kind and o.winner == "banker" and self.variant.vigorish_rate:
+            vig_seats = {seat for seat, bet, _ in self.last_wagers if bet == "banker"}
+            if len(vig_seats) >= 2:
+                self.order_streak = 0
+
+    def stretch_cut_short(self) -> None:
+        """Fewer than three rounds in the other order: each is a procedure mismatch."""
+        for shoe_id, rnd in self.stretch or []:
+            self.truth("procedure_order", shoe_id, rnd)
+        self.stretch = None
+        self.order_streak = MIN_UNDECLARED_ROUNDS - 1
+
+    def play_round(
+        self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
+    ) -> int | None:
+        if self.dev_rng.random() < self.rate and len(self.pending) < MAX_PENDING:
+            kind = self.dev_rng.choice(self.kinds)
+            self.pending.append(
+                Deviation(self.spec.table, kind, self.spec.opens, KIND_CODES[kind], "")
+            )
+        waiting = list(self.pending)
+        burned = 0
+        if "face_up_last" in self.this_shoe and self.round_is_last:
+            # 4.12(j): found face up and burned with its value; the last round must be void.
+            burned = 1 + _value(cards[pos])
+            if pos + burned + 6 <= len(cards):
+                self.face_up = (cards[pos], cards[pos + 1:pos + burned])
+                self.this_shoe.discard("face_up_last")
+                self.truth("face_up_last", shoe_id, rnd)
+            else:
+                burned = 0
+        used = super().play_round(shoe_id, rnd, cards, pos + burned, t)
+        if used is not None:
+            self.rounds += 1
+        for d in waiting:
+            if d.planted:
+                self.truth(d.kind, shoe_id, rnd)
+        return None if used is None else used + burned
+
+    # --- the file ------------------------------------------------------------------------
+
+    def run(self) -> list[str]:
+        """The table's lines, with the log-level deviations drawn for it."""
+        lines = super().run()
+        if self.stretch is not None:
+            self.stretch_cut_short()
+        rng = self.dev_rng
+        if rng.random() < self.rate:  # seq jumps before table_close: outside every shoe
+            close = json.loads(lines[-1])
+            close["seq"] += 1
+            lines[-1] = json.dumps(close, separators=(",", ":"))
+            self.truth("seq_skipped")
+        if rng.random() < self.rate:
+            starts = [i for i, line in enumerate(lines) if '"type":"round_start"' in line]
+            if starts:
+                i = rng.choice(starts)
+                bad = json.loads(lines[i])
+                bad["ts"] = bad["ts"][:-6]  # the UTC offset cut off: rejected
+                lines.insert(i, json.dumps(bad, separators=(",", ":")))
+                self.truth("bad_line", bad["shoe"], bad["round"])
+        if rng.random() < self.rate:
+            pays = [i for i, line in enumerate(lines) if '"type":"pay"' in line]
+            if pays:
+                i = rng.choice(pays)
+                changed = json.loads(lines[i])
+                changed["amount"] = _amount(Decimal(str(changed["amount"])) + 10)
+                self.resent = [*lines[max(0, i - 2):i],
+                               json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
+                self.truth("resent_changed", table=None)
+        return lines
+
+
+def _alternation_broken(batches: list[str]) -> bool:
+    """Whether the last shoe's batch breaks the alternation of two batches: the previous
+    shoe's batch, or not the batch of the shoe before that."""
+    if len(batches) < 2:
+        return False
+    if batches[-1] == batches[-2]:
+        return True
+    return len(batches) >= 3 and batches[-1] != batches[-3]
+
+
+def _shows_order(lines: list[str], declared: int) -> str:
+    """What a round's payments (its `lines`) say of the procedure followed: "none" with fewer
+    than two seats paid or charged vigorish, or no vigorish (every procedure looks alike);
+    else "declared" when they are in the declared procedure's order, "other" when not."""
+    moves = [(e["type"], e["seat"]) for e in map(json.loads, lines) if e["type"] in ("pay", "vig")]
+    seats = sorted({seat for _, seat in moves}, reverse=True)
+    if len(seats) < 2 or not any(kind == "vig" for kind, _ in moves):
+        return "none"
+
+    def at(seat: int, kind: str) -> list[tuple[str, int]]:
+        return [m for m in moves if m == (kind, seat)]
+
+    first, then = ("vig", "pay") if declared in (2, 4) else ("pay", "vig")
+    if declared in (1, 2):  # all of one kind, seat by seat, then all of the other
+        want = [m for seat in seats for m in at(seat, first)]
+        want += [m for seat in seats for m in at(seat, then)]
+    else:  # seat by seat, both kinds
+        want = [m for seat in seats for m in at(seat, first) + at(seat, then)]
+    return "declared" if moves == want else "other"
+
+
+@dataclass
+class SimulationResult:
+    files: list[Path]  # the event logs (one per table, the pits' notices, then files resent)
+    ground_truth: Path
+    tables: int
+    rounds: int
+    events: int
+    deviations: list[dict]  # as in ground_truth.ndjson
+    seconds: float = 0.0
+
+    @property
+    def rounds_per_second(self) -> float:
+        return self.rounds / self.seconds if self.seconds else 0.0
+
+
+def simulate(
+    out_dir: Path | str,
+    tables: int,
+    hours: float,
+    seed: int = 1,
+    deviation_rate: float = 0.0,
+    games: tuple[str, ...] | list[str] = DEFAULT_GAMES,
+) -> SimulationResult:
+    """Write event log v1 files for `tables` tables open `hours` hours from 22:00 (the games
+    in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their notices, and
+    `ground_truth.ndjson`: one line per finding the planted deviations must raise (code,
+    table, shoe, round, kind), keyed as the finding is: null where it names no table, shoe or
+    round. The same arguments write the same bytes. The ground truth is JSON Lines under
+    another suffix, so `bacc-audit ingest DIR` takes only the logs.
+
+    `deviation_rate` R is the probability of each deviation where it can happen:
+    - round-level kinds (BANKING_KINDS, CHEMIN_KINDS): per round; a kind the round's cards
+      cannot show cleanly waits for the next round that can (at most MAX_PENDING waiting);
+    - shoe-level kinds (SHOE_KINDS): each one, independently, per shoe; those that need the
+      shoe's end (the cutting card, rounds after it, the last round) count only where the
+      night reaches it, and a repeated batch also breaks the alternation at the next shoe;
+    - procedure kinds (PROCEDURE_KINDS): per NJ pit, its half-time change badly notified,
+      and one table changing alone a quarter in; per table with procedures and vigorish, one
+      undeclared change (three rounds with several winners paid in another order; cut short
+      by the night's end or a declared change, they stay procedure mismatches);
+    - log-level kinds (LOG_KINDS): each one per table file. A resent file is written as
+      DATE_TABLE.resent.jsonl, after its table's file in name order.
+    announce.panda8_missing is planted only where the rule pack makes "panda 8" due (no
+    shipped pack does; point BACC_AUDIT_RULES at packs that do)."""
+    if not 0 <= deviation_rate <= 1:
+        raise ValueError("deviation_rate must be between 0 and 1")
+    started = time.perf_counter()
+    out = Path(out_dir)
+    night = simulated_night(tables, hours, seed, tuple(games), deviation_rate)
+    players: list[SimTableNight] = []
+
+    def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
+        dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
+        players.append(SimTableNight(night, spec, rng, dev_rng, deviation_rate))
+        return players[-1]
+
+    written, _ = write_night(night, out, seed, make)
+    files = [written[s.table] for s in night.tables] + ([written["pits"]] if "pits" in written
+                                                        else [])
+    for p in players:
+        if p.resent:
+            path = out / f"{night.date:%Y-%m-%d}_{p.spec.table}.resent.jsonl"
+            path.write_text("\n".join(p.resent) + "\n")
+            files.append(path)
+    events = sum(len(f.read_text().splitlines()) for f in files)
+    deviations = [d for p in players for d in p.planted] + _notice_truth(night, players)
+    truth = out / "ground_truth.ndjson"
+    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
+    return SimulationResult(
+        files, truth, len(night.tables), sum(p.rounds for p in players), events, deviations,
+        time.perf_counter() - started,
+    )
+
+
+def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:
+    """Ground truth of the planted pit changes: a badly notified change at each table that
+    made it; the pit inconsistent (a finding naming no table) when its lone table changed."""
+    out = []
+    for c in night.changes:
+        if not c.kind:
+            continue
+        made = [p.spec.table for p in players if c in p.applied]
+        if c.kind == "lone_change":
+            made = [None] if made else []
+        out += [{"code": KIND_CODES[c.kind], "table": table, "shoe": None, "round": None,
+                 "kind": c.kind} for table in made]
+    return out

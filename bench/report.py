@@ -61,16 +61,17 @@ def build(db_path: Path, n: int) -> None:
 
 def render(db_path: Path, out: Path) -> None:
     from auditor import config
-    from auditor.report import gather as report
+    from auditor.report.gather import gather, scope_for
+    from auditor.report.render import write_report
     from auditor.store import db
 
     con = db.connect(db_path, read_only=True)
     conf = config.PropertyConfig(name="Benchmark property")
-    scope = report.scope_for(conf, con, shift=SHIFT)
+    scope = scope_for(conf, con, shift=SHIFT)
     t = time.perf_counter()
-    context = report.gather(con, conf, scope)
+    context = gather(con, conf, scope)
     gathered = time.perf_counter() - t
-    path = report.write_report(con, conf, scope, out)
+    path = write_report(con, conf, scope, out)
     total = time.perf_counter() - t
     import pypdf
 

@@ -20,7 +20,7 @@ from auditor.audit.run import audit
 from auditor.cli import app as cli
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
-from auditor.report import gather as report
+from auditor.report import gather, render
 from auditor.store import acks, db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -215,9 +215,9 @@ def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: P
     con = db.connect(dbp, read_only=True)
     try:
         conf = config.load(CONFIG)
-        scope = report.scope_for(conf, con, shift=SHIFT)
-        context = report.gather(con, conf, scope)
-        again = report.gather(con, conf, scope)
+        scope = gather.scope_for(conf, con, shift=SHIFT)
+        context = gather.gather(con, conf, scope)
+        again = gather.gather(con, conf, scope)
     finally:
         con.close()
     by_fp = {f["fingerprint"]: f for f in context["findings"]}
@@ -228,8 +228,8 @@ def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: P
     assert ack["at"] == when and ack["at"].utcoffset() == dt.timedelta(hours=-5)
     assert all(f["ack"] is None for f in context["findings"] if f["fingerprint"] != fp)
 
-    html = report.render_html(context)
-    assert html == report.render_html(again)  # times from the database: deterministic
+    html = render.render_html(context)
+    assert html == render.render_html(again)  # times from the database: deterministic
     line = (
         "Acknowledged 2026-11-29 09:05 by M. Chen: dealer retrained (incident 2026-118)"
     )
@@ -241,6 +241,6 @@ def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: P
     assert "under review" not in html  # only the standing one
 
     # The attachments stay findings format v1.
-    jsonl, csv_bytes = report.attachments_data(context)
+    jsonl, csv_bytes = render.attachments_data(context)
     assert all("ack" not in json.loads(x) for x in jsonl.decode().splitlines())
     assert b"ack" not in csv_bytes.splitlines()[0]

@@ -13,7 +13,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
-from auditor.report import gather as report
+from auditor.report import gather, render
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -34,11 +34,11 @@ def night(tmp_path_factory):
 def rendered(night, tmp_path_factory):
     con = db.connect(night, read_only=True)
     conf = config.PropertyConfig(name="Harbor Point Casino")
-    scope = report.scope_for(conf, con, shift=SHIFT)
+    scope = gather.scope_for(conf, con, shift=SHIFT)
     out = tmp_path_factory.mktemp("pdf")
-    first = report.write_report(con, conf, scope, out / "a.pdf")
-    second = report.write_report(con, conf, scope, out / "b.pdf")
-    context = report.gather(con, conf, scope)
+    first = render.write_report(con, conf, scope, out / "a.pdf")
+    second = render.write_report(con, conf, scope, out / "b.pdf")
+    context = gather.gather(con, conf, scope)
     con.close()
     reader = pypdf.PdfReader(first)
     text = "\n".join(page.extract_text() for page in reader.pages)
@@ -116,9 +116,9 @@ def test_findings_are_attached_as_jsonl_and_csv(rendered):
 def test_a_shift_with_no_rounds_is_a_clear_error_not_an_empty_pdf(night):
     con = db.connect(night, read_only=True)
     conf = config.PropertyConfig()
-    scope = report.scope_for(conf, con, shift="2026-11-27/grave")
+    scope = gather.scope_for(conf, con, shift="2026-11-27/grave")
     with pytest.raises(UserError, match="no rounds in the grave shift of gaming day 2026-11-27"):
-        report.gather(con, conf, scope)
+        gather.gather(con, conf, scope)
     con.close()
 
 
@@ -132,10 +132,10 @@ def test_a_shift_without_findings_gives_a_clean_report(tmp_path):
     ingest(con, [log], runs.start(con, "ingest", {}))
     audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     conf = config.PropertyConfig()
-    context = report.gather(con, conf, report.scope_for(conf, con, shift=SHIFT))
+    context = gather.gather(con, conf, gather.scope_for(conf, con, shift=SHIFT))
     assert context["findings"] == []
     assert context["rounds"] == 30
-    html = report.render_html(context)
+    html = render.render_html(context)
     assert "No deviations found" in html
     con.close()
 
@@ -144,7 +144,7 @@ def test_templates_fail_on_a_missing_value():
     import jinja2
 
     with pytest.raises(jinja2.UndefinedError):
-        report.render_html({})
+        render.render_html({})
 
 
 def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line(
@@ -152,12 +152,12 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
 ):
     """A property-wide day has thousands of tables; their rows are fixed-width lines then
     (a PDF table that long takes minutes and gigabytes). Same facts, every row."""
-    monkeypatch.setattr(report, "LISTING_ROWS", 2)
+    monkeypatch.setattr(gather, "LISTING_ROWS", 2)
     con = db.connect(night, read_only=True)
     conf = config.PropertyConfig()
-    context = report.gather(con, conf, report.scope_for(conf, con, date="2026-11-28"))
+    context = gather.gather(con, conf, gather.scope_for(conf, con, date="2026-11-28"))
     con.close()
-    html = report.render_html(context)
+    html = render.render_html(context)
     tables = "\n".join(context["tables_listing"])
     assert len(tables.splitlines()) == len(context["tables"]) == 8
     mb01 = next(t for t in context["tables"] if t["table_id"] == "MB-01")

@@ -411,12 +411,13 @@ def report_cmd(
     findings attached as JSONL and CSV. The same database and arguments give the same bytes.
     """
     from auditor import config as cfg
-    from auditor.report import gather as report
+    from auditor.report.gather import scope_for
+    from auditor.report.render import write_report
 
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
-    scope = report.scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
-    path = report.write_report(con, conf, scope, out_path, fmt.value)
+    scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
+    path = write_report(con, conf, scope, out_path, fmt.value)
     con.close()
     out.print(str(path))
 
@@ -478,8 +479,8 @@ def odds_cmd(
         out.print(f"  {k:<16} {p}")
     for name, edges in report["house_edge"].items():
         out.print(f"house edge, variant {name}")
-        for k, e in edges.items():
-            out.print(f"  {k:<16} {e * 100:.4f}%")
+        for k, edge in edges.items():
+            out.print(f"  {k:<16} {edge * 100:.4f}%")
 
 
 # --- nightly job, runs, acknowledgements (issue 6) ------------------------------------------
@@ -641,11 +642,11 @@ def ack_cmd(
         if as_json:
             out.print_json(json.dumps(rows))
             return
-        for a in rows:
-            note_text = f" ({a['note']})" if a["note"] else ""
+        for row in rows:
+            note_text = f" ({row['note']})" if row["note"] else ""
             out.print(
-                f"ack {a['id']} {a['recorded_at'][:19].replace('T', ' ')} UTC  "
-                f"{a['fingerprint']}\n    by {a['by']}: {a['disposition']}{note_text}"
+                f"ack {row['id']} {row['recorded_at'][:19].replace('T', ' ')} UTC  "
+                f"{row['fingerprint']}\n    by {row['by']}: {row['disposition']}{note_text}"
             )
         out.print(f"{len(rows)} acknowledgements")
         return

@@ -36,7 +36,8 @@ from auditor.errors import (
     UserError,
 )
 from auditor.ingest.files import IngestResult, ingest
-from auditor.report import gather as report
+from auditor.report.gather import scope_for
+from auditor.report.render import write_report
 from auditor.rules.codes import SEVERITIES
 from auditor.store import db, runs
 
@@ -500,7 +501,7 @@ def _report_shift(
     epoch: dt.datetime,
     say: Say,
 ) -> ShiftReport:
-    scope = report.scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
+    scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
         "SELECT count(DISTINCT (table_id, shoe, round)) FROM events "
@@ -513,7 +514,7 @@ def _report_shift(
     before = path.read_bytes() if path.is_file() else None
     say(f"report {scope.title} -> {path}")
     with _report_epoch(epoch):
-        report.write_report(con, conf, scope, path, "pdf")
+        write_report(con, conf, scope, path, "pdf")
     if before is None:
         status = "written"
     else:

@@ -1,42 +1,39 @@
-"""The shift audit report: what a compliance officer reads, signs and files.
+"""What the shift audit report shows, read from the database (DuckDB does the sums).
 
-`gather` reads everything the report shows from the database (DuckDB does the sums);
-`render_html` fills the jinja2 templates in reports/templates; `render_pdf` turns that into
-a PDF with weasyprint, the findings attached as JSONL and CSV. The same database and
-arguments give the same bytes: nothing in the report depends on the clock of the machine
-that renders it, and nothing is fetched from anywhere.
+The page is built section by section: each `section_*` function below gives the keys of the
+template context its part of reports/templates/report.html.j2 reads, from a `Basis` that
+holds what several sections share (the tables in scope, their rule packs, the findings), read
+once. `gather` only assembles them, so a new section of the report is one function here and
+one block in the template. Turning the context into HTML and PDF is auditor.report.render.
+Nothing here reads the clock of the machine that renders: the same database and arguments
+give the same context.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import hashlib
-import io
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from auditor import __version__
+from auditor.audit.load import load_notices
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
-from auditor.audit.load import load_notices
 from auditor.report import charts
 from auditor.rules.cards import RANKS, rank_value
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import RulePack, RulePackError, load_pack
-from auditor.shipped import shipped
 from auditor.store import findings
 from auditor.store.acks import latest_acks
 
-TEMPLATES = shipped("reports/templates")
-DEFAULT_OUT = Path("reports") / "out"
 DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all are in the appendix
 # The appendix is fixed-width text in blocks: weasyprint lays out 10,000 table rows in about
 # a minute and a half, the same lines as preformatted blocks of 100 in a few seconds.
@@ -280,7 +277,7 @@ def _procedures(
     )
     pits = sorted({t["pit"] for t in tables if t["pit"]})
     # Logged notices and those entered by hand (bacc-audit notice add), as the audit sees them.
-    notices = [
+    notices: list[dict[str, Any]] = [
         {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
          "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source}
         for n in load_notices(con)
@@ -391,10 +388,28 @@ def _generated_at(con: duckdb.DuckDBPyConnection) -> dt.datetime:
     return row[0][0] or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
-    """Everything the report shows, as plain values."""
-    from auditor.rules.odds import house_edges, probabilities
+# --- the page, one section at a time -------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class Basis:
+    """What more than one section reads, read once: every section sees the same tables and
+    the same findings (acknowledgements attached), in the same order."""
+
+    con: duckdb.DuckDBPyConnection
+    conf: PropertyConfig
+    scope: Scope
+    tables: list[dict]  # _tables_in_scope: one row a table, pit then table order
+    names: set[str]
+    rounds: int
+    packs: dict[tuple[str, str], RulePack | None]
+    any_pack: RulePack | None  # card values and video retention come from the first pack
+    values: dict[str, int]
+    found: list[dict]  # gravest first, each with its `ack`
+    per_table_findings: Counter[str]
+
+
+def _basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> Basis:
     tables = _tables_in_scope(con, scope)
     if not tables:
         raise UserError(
@@ -404,18 +419,87 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
         )
     names = {t["table_id"] for t in tables}
     packs = _load_packs(tables)
-    money = _money_by_table(con, scope)
-    by_bet = _handle_by_bet(con, scope)
-    decks = _decks_by_table(con, scope)
     any_pack = next((p for p in packs.values() if p), None)
     values = (
         any_pack.value("cards.values") if any_pack else {r: rank_value(r) for r in RANKS}
     )
-    outcomes = _outcomes(con, scope, values)
     found = _scope_findings(con, scope, names)
     _attach_acks(con, found, scope.zone)
+    return Basis(
+        con=con,
+        conf=conf,
+        scope=scope,
+        tables=tables,
+        names=names,
+        rounds=sum(t["rounds"] for t in tables),
+        packs=packs,
+        any_pack=any_pack,
+        values=values,
+        found=found,
+        per_table_findings=Counter(f["table"] for f in found if f["table"]),
+    )
 
-    per_table_findings = Counter(f["table"] for f in found if f["table"])
+
+def section_cover(basis: Basis) -> dict[str, Any]:
+    """The cover and its sign-off block: what was audited, under which rules and config, by
+    which version of the tool, as of which change to the database."""
+    scope = basis.scope
+    generated = _generated_at(basis.con)
+    return {
+        "property": basis.conf.name,
+        "config_source": basis.conf.source,
+        "scope": scope,
+        "local_start": scope.start.astimezone(scope.zone),
+        "local_end": scope.end.astimezone(scope.zone),
+        "zone_name": str(scope.zone),
+        "generated_at": generated.astimezone(scope.zone),
+        "tool_version": __version__,
+        "packs": sorted({p.label for p in basis.packs.values() if p}),
+        "rounds": basis.rounds,
+        "findings": basis.found,
+    }
+
+
+def section_summary(basis: Basis) -> dict[str, Any]:
+    """Summary: how many findings of each severity and code, how many rounds they touch, and
+    when and where they fell."""
+    scope, found, rounds = basis.scope, basis.found, basis.rounds
+    by_sev = Counter(f["severity"] for f in found)
+    by_code = Counter(f["code"] for f in found)
+    rounds_with = len({(f["table"], f["shoe"], f["round"]) for f in found if f["round"]})
+    hours = _hour_ticks(scope)[:-1] or [scope.start]
+    per_hour = Counter(
+        dt.datetime.fromisoformat(f["ts"]).astimezone(scope.zone).strftime("%H") for f in found
+    )
+    return {
+        "by_severity": [(s, by_sev.get(s, 0)) for s in SEVERITIES],
+        "by_code": sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])),
+        "rounds_with_findings": rounds_with,
+        "per_thousand": (1000 * rounds_with / rounds) if rounds else 0.0,
+        "chart_hours": charts.bar_chart(
+            [f"{h.astimezone(scope.zone):%H}" for h in hours],
+            [per_hour.get(f"{h.astimezone(scope.zone):%H}", 0) for h in hours],
+            "Findings by hour (local)",
+        ),
+        "chart_tables": charts.bar_chart(
+            [t["table_id"] for t in basis.tables],
+            [basis.per_table_findings.get(t["table_id"], 0) for t in basis.tables],
+            "Findings by table",
+        ),
+    }
+
+
+def section_tables(basis: Basis) -> dict[str, Any]:
+    """Tables: the money (handle, win, hold against the rule pack's theoretical hold) and the
+    round outcomes counted from the cards against their exact probabilities."""
+    from auditor.rules.odds import house_edges, probabilities
+
+    con, scope, tables, rounds = basis.con, basis.scope, basis.tables, basis.rounds
+    packs, per_table_findings = basis.packs, basis.per_table_findings
+    money = _money_by_table(con, scope)
+    by_bet = _handle_by_bet(con, scope)
+    decks = _decks_by_table(con, scope)
+    outcomes = _outcomes(con, scope, basis.values)
     totals: Counter[str] = Counter()
     exact_weighted: Counter[str] = Counter()
     rows = []
@@ -459,15 +543,43 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
                 "decks": decks.get(name),
             }
         )
-    rounds = sum(t["rounds"] for t in tables)
-    by_sev = Counter(f["severity"] for f in found)
-    by_code = Counter(f["code"] for f in found)
-    rounds_with = len({(f["table"], f["shoe"], f["round"]) for f in found if f["round"]})
+    total_outcomes = sum(totals.values())
+    exact = {k: exact_weighted[k] / rounds for k in ("banker", "player", "tie")} if rounds else {}
+    return {
+        "tables": rows,
+        "tables_listing": _listing([_table_line(t) for t in rows])
+        if len(rows) > LISTING_ROWS else [],
+        "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
+        "chart_outcomes": charts.paired_bars(
+            ["Banker", "Player", "Tie"],
+            [
+                totals.get(k, 0) / total_outcomes if total_outcomes else 0
+                for k in ("banker", "player", "tie")
+            ],
+            [exact.get(k, 0) for k in ("banker", "player", "tie")],
+            f"Round outcomes: observed ({total_outcomes:,} rounds) against exact probability",
+            ("observed", "exact (rule pack)"),
+        ),
+    }
+
+
+def section_procedures(basis: Basis) -> dict[str, Any]:
+    """Payout procedures and notices: see _procedures."""
+    return {
+        "procedures": _procedures(basis.con, basis.scope, basis.tables, basis.found),
+        "listing_rows": LISTING_ROWS,
+    }
+
+
+def section_findings(basis: Basis) -> dict[str, Any]:
+    """Findings: the gravest DETAIL_LIMIT in full, with the round's cards and the date by which
+    the surveillance video must be pulled before the house deletes it."""
+    found, scope, values = basis.found, basis.scope, basis.values
     keys = {(f["table"], f["shoe"], f["round"]) for f in found if f["round"] is not None}
-    cards = _round_cards(con, keys)
+    cards = _round_cards(basis.con, keys)
     retention = 7
-    if any_pack:
-        retention = int(any_pack.value("surveillance.video_retention_days", 7))
+    if basis.any_pack:
+        retention = int(basis.any_pack.value("surveillance.video_retention_days", 7))
     details = []
     for f in found[:DETAIL_LIMIT]:
         c = REGISTRY[f["code"]]
@@ -486,64 +598,49 @@ def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
                 "observed_json": _json_lines(f["observed"]),
             }
         )
-    total_outcomes = sum(totals.values())
-    exact = {k: exact_weighted[k] / rounds for k in ("banker", "player", "tie")} if rounds else {}
-    hours = _hour_ticks(scope)[:-1] or [scope.start]
-    per_hour = Counter(
-        dt.datetime.fromisoformat(f["ts"]).astimezone(scope.zone).strftime("%H") for f in found
-    )
-    sources = _sources(con, scope, names)
+    return {"details": details, "detail_limit": DETAIL_LIMIT, "retention_days": retention}
+
+
+def section_appendix(basis: Basis) -> dict[str, Any]:
+    """Appendix A: every finding, one line each, however many there are."""
+    return {"appendix_blocks": _appendix_blocks(basis.found)}
+
+
+def section_sources(basis: Basis) -> dict[str, Any]:
+    """Appendix B and the digest on the cover and every page: the logs the report rests on, so
+    a reader can check they hold the same files."""
+    sources = _sources(basis.con, basis.scope, basis.names)
     digest = hashlib.sha256("".join(sorted(s["sha256"] for s in sources)).encode()).hexdigest()
-    generated = _generated_at(con)
     return {
-        "property": conf.name,
-        "config_source": conf.source,
-        "scope": scope,
-        "local_start": scope.start.astimezone(scope.zone),
-        "local_end": scope.end.astimezone(scope.zone),
-        "zone_name": str(scope.zone),
-        "generated_at": generated.astimezone(scope.zone),
-        "tool_version": __version__,
-        "packs": sorted({p.label for p in packs.values() if p}),
-        "tables": rows,
-        "rounds": rounds,
-        "findings": found,
-        "details": details,
-        "detail_limit": DETAIL_LIMIT,
-        "listing_rows": LISTING_ROWS,
-        "by_severity": [(s, by_sev.get(s, 0)) for s in SEVERITIES],
-        "by_code": sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])),
-        "rounds_with_findings": rounds_with,
-        "per_thousand": (1000 * rounds_with / rounds) if rounds else 0.0,
-        "procedures": _procedures(con, scope, tables, found),
-        "appendix_blocks": _appendix_blocks(found),
-        "tables_listing": _listing([_table_line(t) for t in rows])
-        if len(rows) > LISTING_ROWS else [],
         "sources": sources,
         "sources_listing": _listing([_source_line(x) for x in sources])
         if len(sources) > LISTING_ROWS else [],
         "sources_digest": digest,
-        "retention_days": retention,
-        "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
-        "chart_hours": charts.bar_chart(
-            [f"{h.astimezone(scope.zone):%H}" for h in hours],
-            [per_hour.get(f"{h.astimezone(scope.zone):%H}", 0) for h in hours],
-            "Findings by hour (local)",
-        ),
-        "chart_tables": charts.bar_chart(
-            [t["table_id"] for t in rows], [t["findings"] for t in rows], "Findings by table"
-        ),
-        "chart_outcomes": charts.paired_bars(
-            ["Banker", "Player", "Tie"],
-            [
-                totals.get(k, 0) / total_outcomes if total_outcomes else 0
-                for k in ("banker", "player", "tie")
-            ],
-            [exact.get(k, 0) for k in ("banker", "player", "tie")],
-            f"Round outcomes: observed ({total_outcomes:,} rounds) against exact probability",
-            ("observed", "exact (rule pack)"),
-        ),
     }
+
+
+Section = Callable[[Basis], dict[str, Any]]
+# In the order of the page. Each section owns its keys: no two give the same one.
+SECTIONS: tuple[Section, ...] = (
+    section_cover,
+    section_summary,
+    section_tables,
+    section_procedures,
+    section_findings,
+    section_appendix,
+    section_sources,
+)
+
+
+def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
+    """Everything the report shows, as plain values: the keys of every section together."""
+    basis = _basis(con, conf, scope)
+    context: dict[str, Any] = {}
+    for section in SECTIONS:
+        part = section(basis)
+        assert not part.keys() & context.keys(), f"{section.__name__} repeats a key"
+        context.update(part)
+    return context
 
 
 def _attach_acks(con: duckdb.DuckDBPyConnection, found: list[dict], zone: dt.tzinfo) -> None:
@@ -592,16 +689,16 @@ def _table_line(t: dict) -> str:
     )
     return (
         f"{t['pit'] or '':<6} {t['table_id']:<10} {rules:<38} {t['rounds']:>7,} "
-        f"{_money(t['handle']):>15} {_money(t['win']):>14} {_pct(t['hold']):>8} "
-        f"{_pct(t['theo_hold']):>8} {t['findings']:>6}"
+        f"{money(t['handle']):>15} {money(t['win']):>14} {pct(t['hold']):>8} "
+        f"{pct(t['theo_hold']):>8} {t['findings']:>6}"
     )
 
 
-def _money(x: Any) -> str:
+def money(x: Any) -> str:
     return "" if x is None else f"{Decimal(x):,.2f}"
 
 
-def _pct(x: float | None, n: int = 2) -> str:
+def pct(x: float | None, n: int = 2) -> str:
     return "n/a" if x is None else f"{x * 100:.{n}f}%"
 
 
@@ -630,120 +727,3 @@ def _counts(cards: list[tuple[int, str, str]], values: dict[str, int]) -> str:
     p = sum(values[c[0]] for _, h, c in cards if h == "player") % 10
     b = sum(values[c[0]] for _, h, c in cards if h == "banker") % 10
     return f"Player {p}, Banker {b}"
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-
-def _env():
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["money"] = _money
-    env.filters["pct"] = _pct
-    env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
-    env.globals["registry_title"] = lambda code: REGISTRY[code].title
-    return env
-
-
-def render_html(context: dict[str, Any]) -> str:
-    return _env().get_template("report.html.j2").render(**context)
-
-
-def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
-    """The complete findings of the report as JSONL and CSV (findings format v1: the
-    acknowledgements the report shows are not part of the format, so they stay out)."""
-    records = [{k: v for k, v in f.items() if k != "ack"} for f in context["findings"]]
-    jsonl = "".join(
-        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in records
-    ).encode()
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
-    w.writeheader()
-    for f in records:
-        w.writerow({k: json.dumps(v) if k in ("expected", "observed") else v for k, v in f.items()})
-    return jsonl, buf.getvalue().encode()
-
-
-def render_pdf(context: dict[str, Any], html: str) -> bytes:
-    import weasyprint
-    from weasyprint.urls import FatalURLFetchingError, URLFetcher
-
-    class NoNetwork(URLFetcher):
-        """Reports are self-contained: a template that asks for any URL is a bug."""
-
-        def fetch(self, url: str, headers: Any = None) -> Any:
-            raise FatalURLFetchingError(
-                f"the report template asked for {url}; reports fetch nothing"
-            )
-
-    jsonl, csv_bytes = attachments_data(context)
-    when = context["generated_at"]
-    attachments = [
-        weasyprint.Attachment(
-            string=jsonl,
-            name="findings.jsonl",
-            created=when,
-            modified=when,
-            description="All findings of this report, findings format v1",
-        ),
-        weasyprint.Attachment(
-            string=csv_bytes,
-            name="findings.csv",
-            created=when,
-            modified=when,
-            description="All findings of this report, CSV",
-        ),
-    ]
-    doc = weasyprint.HTML(string=html, base_url=str(TEMPLATES), url_fetcher=NoNetwork())
-    identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
-    # fontTools stamps embedded font subsets with "now" unless SOURCE_DATE_EPOCH says when.
-    before = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(int(when.timestamp()))
-    try:
-        return doc.write_pdf(attachments=attachments, pdf_identifier=identifier)
-    finally:
-        if before is None:
-            del os.environ["SOURCE_DATE_EPOCH"]
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = before
-
-
-def write_report(
-    con: duckdb.DuckDBPyConnection,
-    conf: PropertyConfig,
-    scope: Scope,
-    out: Path | None = None,
-    fmt: str = "pdf",
-) -> Path:
-    """Render and write the report; the file appears under its name only when complete."""
-    context = gather(con, conf, scope)
-    html = render_html(context)
-    data = html.encode() if fmt == "html" else render_pdf(context, html)
-    path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_whole(path, data)
-    return path
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """Write to `.NAME.partial`, flush it to disk, then rename: a crash (or power loss) at any
-    point leaves either the old file or the new one under `path`, never half of one. The
-    fsyncs matter for power loss only; a killed process loses nothing the kernel has."""
-    tmp = path.with_name(f".{path.name}.partial")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -1,0 +1,144 @@
+"""The shift audit report as a file: what a compliance officer reads, signs and files.
+
+`render_html` fills the jinja2 templates in reports/templates with the context that
+auditor.report.gather builds; `render_pdf` turns that into a PDF with weasyprint, the findings
+attached as JSONL and CSV. The same database and arguments give the same bytes: nothing in the
+report depends on the clock of the machine that renders it, and nothing is fetched from
+anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from auditor.config import PropertyConfig
+from auditor.report.gather import Scope, gather, money, pct
+from auditor.rules.codes import REGISTRY
+from auditor.shipped import shipped
+from auditor.store import findings
+
+TEMPLATES = shipped("reports/templates")
+DEFAULT_OUT = Path("reports") / "out"
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    # gather's own formatters: a table's figures read as those of its fixed-width listing.
+    env.filters["money"] = money
+    env.filters["pct"] = pct
+    env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
+    env.globals["registry_title"] = lambda code: REGISTRY[code].title
+    return env
+
+
+def render_html(context: dict[str, Any]) -> str:
+    return _env().get_template("report.html.j2").render(**context)
+
+
+def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The complete findings of the report as JSONL and CSV (findings format v1: the
+    acknowledgements the report shows are not part of the format, so they stay out)."""
+    records = [{k: v for k, v in f.items() if k != "ack"} for f in context["findings"]]
+    jsonl = "".join(
+        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in records
+    ).encode()
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for f in records:
+        w.writerow({k: json.dumps(v) if k in ("expected", "observed") else v for k, v in f.items()})
+    return jsonl, buf.getvalue().encode()
+
+
+def render_pdf(context: dict[str, Any], html: str) -> bytes:
+    import weasyprint
+    from weasyprint.urls import FatalURLFetchingError, URLFetcher
+
+    class NoNetwork(URLFetcher):
+        """Reports are self-contained: a template that asks for any URL is a bug."""
+
+        def fetch(self, url: str, headers: Any = None) -> Any:
+            raise FatalURLFetchingError(
+                f"the report template asked for {url}; reports fetch nothing"
+            )
+
+    jsonl, csv_bytes = attachments_data(context)
+    when = context["generated_at"]
+    attachments = [
+        weasyprint.Attachment(
+            string=jsonl,
+            name="findings.jsonl",
+            created=when,
+            modified=when,
+            description="All findings of this report, findings format v1",
+        ),
+        weasyprint.Attachment(
+            string=csv_bytes,
+            name="findings.csv",
+            created=when,
+            modified=when,
+            description="All findings of this report, CSV",
+        ),
+    ]
+    doc = weasyprint.HTML(string=html, base_url=str(TEMPLATES), url_fetcher=NoNetwork())
+    identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
+    # fontTools stamps embedded font subsets with "now" unless SOURCE_DATE_EPOCH says when.
+    before = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = str(int(when.timestamp()))
+    try:
+        return doc.write_pdf(attachments=attachments, pdf_identifier=identifier)
+    finally:
+        if before is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = before
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    conf: PropertyConfig,
+    scope: Scope,
+    out: Path | None = None,
+    fmt: str = "pdf",
+) -> Path:
+    """Render and write the report; the file appears under its name only when complete."""
+    context = gather(con, conf, scope)
+    html = render_html(context)
+    data = html.encode() if fmt == "html" else render_pdf(context, html)
+    path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_whole(path, data)
+    return path
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write to `.NAME.partial`, flush it to disk, then rename: a crash (or power loss) at any
+    point leaves either the old file or the new one under `path`, never half of one. The
+    fsyncs matter for power loss only; a killed process loses nothing the kernel has."""
+    tmp = path.with_name(f".{path.name}.partial")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,151 +1,21 @@
-"""Shared fixtures for the ingest, CLI and schema-agreement tests.
+"""Shared fixtures: a fresh audit database per test.
 
-`audit` is the one most tests use: a fresh audit database in tmp_path (opened with
-`auditor.store.db.connect`, so it has the real schema), a run id from
-`auditor.store.runs.start`, and small helpers to write log files (plain, CRLF, BOM, gzip,
-raw bytes) and read the tables back as dicts. `event()` and `line()` build valid events of
-every type from the examples in tests/test_schema.py, so the ingest tests and the schema
-tests share one notion of "valid".
+`audit` is the one most tests use: an `AuditDb` (tests/helpers/db.py) in tmp_path, opened with
+`auditor.store.db.connect` (the real schema), with a run id from `auditor.store.runs.start`.
+`db_path`, `con` and `run_id` are its parts. Helpers that are not fixtures live in
+tests/helpers/.
 """
 
 from __future__ import annotations
 
-import copy
-import datetime as dt
-import gzip
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
-from test_schema import CONTRACT_EXAMPLE, VALID_EVENTS
+from helpers.db import AuditDb
 
-import auditor.ingest.files as ingest_mod
-from auditor.ingest.files import FileResult, IngestResult
 from auditor.store import db, runs
-
-UTC = dt.UTC
-
-Line = str | bytes | dict[str, Any]
-
-
-def contract_lines() -> list[str]:
-    """The 15 lines of the contract's example round (spec/event-log-v1.md), verbatim."""
-    return CONTRACT_EXAMPLE.splitlines()
-
-
-def event(type_: str, seq: int | None = None, **fields: Any) -> dict[str, Any]:
-    """A valid event of `type_` (from test_schema.VALID_EVENTS), with `seq` and fields changed."""
-    e = copy.deepcopy(VALID_EVENTS[type_])
-    if seq is not None:
-        e["seq"] = seq
-    e.update(fields)
-    return e
-
-
-def line(e: dict[str, Any] | str) -> str:
-    """One JSONL line (compact, key order kept) for an event."""
-    return e if isinstance(e, str) else json.dumps(e, separators=(",", ":"), ensure_ascii=False)
-
-
-def encode_lines(
-    lines: Iterable[Line], newline: bytes = b"\n", bom: bool = False, final_newline: bool = True
-) -> bytes:
-    parts = [
-        x if isinstance(x, bytes) else line(x).encode("utf-8")  # type: ignore[arg-type]
-        for x in lines
-    ]
-    data = newline.join(parts) + (newline if final_newline and parts else b"")
-    return (b"\xef\xbb\xbf" if bom else b"") + data
-
-
-def utc(*args: int) -> dt.datetime:
-    return dt.datetime(*args, tzinfo=UTC)
-
-
-class Audit:
-    """A fresh audit database with one run, and helpers around it."""
-
-    def __init__(self, tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-        self.dir = tmp_path
-        self.con = con
-        self.run_id = run_id
-
-    # -- files ---------------------------------------------------------------------------
-    def write(
-        self,
-        name: str,
-        lines: Iterable[Line],
-        *,
-        gz: bool = False,
-        newline: bytes = b"\n",
-        bom: bool = False,
-        final_newline: bool = True,
-    ) -> Path:
-        """Write `lines` (str, bytes or event dicts) to tmp_path/name; gzip it if `gz`."""
-        data = encode_lines(lines, newline=newline, bom=bom, final_newline=final_newline)
-        return self.write_bytes(name, gzip.compress(data, mtime=0) if gz else data)
-
-    def write_bytes(self, name: str, data: bytes) -> Path:
-        path = self.dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        return path
-
-    # -- ingest --------------------------------------------------------------------------
-    def ingest_file(self, path: Path, **kw: Any) -> FileResult:
-        return ingest_mod.ingest_file(self.con, path, self.run_id, **kw)
-
-    def ingest(self, *paths: Path | str, **kw: Any) -> IngestResult:
-        return ingest_mod.ingest(self.con, list(paths), self.run_id, **kw)
-
-    # -- reading back ----------------------------------------------------------------------
-    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        cur = self.con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-    def scalar(self, sql: str, *params: Any) -> Any:
-        return self.con.execute(sql, list(params)).fetchall()[0][0]
-
-    def events(self, where: str = "true", *params: Any) -> list[dict[str, Any]]:
-        return self.rows(f"SELECT * FROM events WHERE {where} ORDER BY source_id, line_no", *params)
-
-    def quarantine(self) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM quarantine ORDER BY source_id, line_no")
-
-    def sources(self) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM sources ORDER BY id")
-
-    def findings(self, code: str | None = None, table: str = "findings") -> list[dict[str, Any]]:
-        """Findings rows (or current_findings with table=...), expected/observed/evidence as
-        Python values."""
-        out = self.rows(
-            f"SELECT * FROM {table} WHERE ? IS NULL OR code = ? ORDER BY id", code, code
-        )
-        for r in out:
-            for k in ("expected", "observed", "evidence"):
-                r[k] = json.loads(r[k]) if r[k] is not None else None
-        return out
-
-    def current_findings(self, code: str | None = None) -> list[dict[str, Any]]:
-        return self.findings(code, table="current_findings")
-
-    def counts(self) -> dict[str, int]:
-        return {
-            t: self.scalar(f"SELECT count(*) FROM {t}")
-            for t in ("events", "quarantine", "sources", "findings")
-        }
-
-
-def open_audit(directory: Path) -> Audit:
-    """A fresh audit database in `directory` (for module-scoped fixtures; close `.con`)."""
-    con = db.connect(directory / "audit.duckdb")
-    logs = directory / "logs"
-    logs.mkdir()
-    return Audit(logs, con, runs.start(con, "test", {"test": True}))
 
 
 @pytest.fixture
@@ -168,13 +38,7 @@ def run_id(con: duckdb.DuckDBPyConnection) -> int:
 
 
 @pytest.fixture
-def audit(tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> Audit:
+def audit(tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> AuditDb:
     logs = tmp_path / "logs"
     logs.mkdir()
-    return Audit(logs, con, run_id)
-
-
-def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
-    """Make ingest read files in blocks of `n` bytes, through the documented knob
-    `auditor.ingest.files.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
-    mp.setattr(ingest_mod, "CHUNK_BYTES", n)
+    return AuditDb(logs, con, run_id)

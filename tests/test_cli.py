@@ -21,7 +21,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import Audit, contract_lines, event, line, open_audit
+from helpers.db import AuditDb, open_audit
+from helpers.events import contract_lines, event, line
 from rich.console import Console
 
 from auditor.cli import app as cli
@@ -274,7 +275,7 @@ def test_ingest_prints_paths_with_brackets_verbatim(bacc_audit: Any, tmp_path: P
 def findings_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database with log.malformed (table MB-07 and no table), log.seq_gap (table MB-07 and
     pit P3) and log.altered findings; closed, so the CLI can open it."""
-    audit: Audit = open_audit(tmp_path_factory.mktemp("findings"))
+    audit: AuditDb = open_audit(tmp_path_factory.mktemp("findings"))
     night = audit.write(
         "night.jsonl",
         [

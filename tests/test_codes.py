@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from auditor.rules.codes import REGISTRY, SEVERITIES, markdown
+from auditor.rules.codes import REGISTRY, SCOPES, SEVERITIES, markdown
 
 # Every code the findings contract (findings format v1) says every version must keep.
 CONTRACT_CODES = [
@@ -52,6 +52,22 @@ def test_every_code_is_fully_documented():
         for text in (c.rule, c.title, c.why, c.faulty, c.correct):
             assert text.strip(), c.code
         assert c.faulty != c.correct, c.code
+
+
+def test_every_code_has_a_valid_scope():
+    assert SCOPES == ("round", "table", "shoe", "log", "chemin")
+    for c in REGISTRY.values():
+        assert c.scope in SCOPES, c.code
+    # The families whose scope follows from the name.
+    for c in REGISTRY.values():
+        family = c.code.split(".")[0]
+        if family in ("log", "shoe", "chemin"):
+            assert c.scope == family, c.code
+        elif family == "procedure":
+            assert c.scope == "table", c.code
+        elif family in ("draw", "deal", "result", "announce", "settle", "vig", "order"):
+            assert c.scope == "round", c.code
+    assert {c.scope for c in REGISTRY.values()} == set(SCOPES)
 
 
 def test_docs_codes_page_is_generated_from_the_registry():

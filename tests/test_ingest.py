@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Audit, contract_lines, event, line, open_audit, set_chunk_bytes, utc
+from helpers.db import AuditDb, open_audit, set_chunk_bytes
+from helpers.events import contract_lines, event, line, utc
 
 import auditor.ingest.files as ingest_mod
 from auditor.errors import UserError
@@ -58,7 +59,7 @@ def sha256(path: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def test_contract_example_loads_15_typed_events(audit: Audit) -> None:
+def test_contract_example_loads_15_typed_events(audit: AuditDb) -> None:
     path = audit.write("example.jsonl", L)
     r = audit.ingest_file(path)
 
@@ -203,7 +204,7 @@ def _typed_lines() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Audit, FileResult]]:
+def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AuditDb, FileResult]]:
     audit = open_audit(tmp_path_factory.mktemp("typed"))
     path = audit.write("typed.jsonl", _typed_lines())
     result = audit.ingest_file(path)
@@ -211,12 +212,12 @@ def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Audit, Fil
     audit.con.close()
 
 
-def _typed_row(typed: tuple[Audit, FileResult], stream: str, seq: int) -> dict[str, Any]:
+def _typed_row(typed: tuple[AuditDb, FileResult], stream: str, seq: int) -> dict[str, Any]:
     [row] = typed[0].events("stream = ? AND seq = ?", stream, seq)
     return row
 
 
-def test_every_accepted_variation_loads(typed: tuple[Audit, FileResult]) -> None:
+def test_every_accepted_variation_loads(typed: tuple[AuditDb, FileResult]) -> None:
     _, r = typed
     n = len(_typed_lines())
     assert (r.lines, r.events, r.quarantined, r.problems) == (n, n, 0, [])
@@ -231,14 +232,14 @@ def test_every_accepted_variation_loads(typed: tuple[Audit, FileResult]) -> None
 
 @pytest.mark.parametrize(("i", "written", "stored"), [(i, *c) for i, c in enumerate(CARDS)])
 def test_cards_are_normalised(
-    typed: tuple[Audit, FileResult], i: int, written: str, stored: str
+    typed: tuple[AuditDb, FileResult], i: int, written: str, stored: str
 ) -> None:
     row = _typed_row(typed, "table:T-CARD", i)
     assert json.loads(row["raw"])["card"] == written
     assert row["card"] == stored
 
 
-def test_card_lists_are_normalised(typed: tuple[Audit, FileResult]) -> None:
+def test_card_lists_are_normalised(typed: tuple[AuditDb, FileResult]) -> None:
     assert _typed_row(typed, "table:T-CARD", 10)["cards"] == ["Th", "Kc", "As", "9d"]
     face_up = _typed_row(typed, "table:T-CARD", 11)
     assert (face_up["card"], face_up["burned"]) == ("Td", ["Jh", "Ts"])
@@ -246,7 +247,7 @@ def test_card_lists_are_normalised(typed: tuple[Audit, FileResult]) -> None:
 
 @pytest.mark.parametrize(("i", "written", "stored"), [(i, *a) for i, a in enumerate(AMOUNTS)])
 def test_amounts_are_exact_decimals(
-    typed: tuple[Audit, FileResult], i: int, written: str, stored: Decimal
+    typed: tuple[AuditDb, FileResult], i: int, written: str, stored: Decimal
 ) -> None:
     row = _typed_row(typed, "table:T-AMT", i)
     assert f'"amount":{written}' in row["raw"]
@@ -256,7 +257,7 @@ def test_amounts_are_exact_decimals(
 
 @pytest.mark.parametrize(("i", "ts", "utc_ts", "offset"), [(i, *t) for i, t in enumerate(TIMES)])
 def test_times_are_stored_in_utc_with_their_offset(
-    typed: tuple[Audit, FileResult], i: int, ts: str, utc_ts: Any, offset: int
+    typed: tuple[AuditDb, FileResult], i: int, ts: str, utc_ts: Any, offset: int
 ) -> None:
     row = _typed_row(typed, "table:T-TS", i)
     assert json.loads(row["raw"])["ts"] == ts
@@ -265,13 +266,13 @@ def test_times_are_stored_in_utc_with_their_offset(
 
 
 def test_dealer_may_be_a_string_or_an_integer_and_is_kept_as_text(
-    typed: tuple[Audit, FileResult],
+    typed: tuple[AuditDb, FileResult],
 ) -> None:
     assert _typed_row(typed, "table:T-DLR", 1)["dealer"] == "E10422"
     assert _typed_row(typed, "table:T-DLR", 2)["dealer"] == "10422"
 
 
-def test_pit_events_are_their_own_stream(typed: tuple[Audit, FileResult]) -> None:
+def test_pit_events_are_their_own_stream(typed: tuple[AuditDb, FileResult]) -> None:
     notice = _typed_row(typed, "pit:P3", 1)
     assert (notice["type"], notice["pit"], notice["table_id"]) == ("procedure_notice", "P3", None)
     assert notice["effective"] == utc(2026, 11, 29, 3, 0, 0)
@@ -382,7 +383,9 @@ def _bad_line_no(case: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def bad_night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Audit, Path, FileResult]]:
+def bad_night(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[AuditDb, Path, FileResult]]:
     """One file: a good line, then one bad line of each case, alternating, and a last good
     line; so every bad line sits between good lines of the same file."""
     audit = open_audit(tmp_path_factory.mktemp("bad"))
@@ -397,7 +400,7 @@ def bad_night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Audit,
 
 
 def test_bad_lines_are_all_reported_and_every_good_line_loads(
-    bad_night: tuple[Audit, Path, FileResult],
+    bad_night: tuple[AuditDb, Path, FileResult],
 ) -> None:
     audit, path, r = bad_night
     n = len(BAD_LINES)
@@ -420,7 +423,7 @@ def test_bad_lines_are_all_reported_and_every_good_line_loads(
     ("case", "bad", "reason"), [(c, *v) for c, v in BAD_LINES.items()], ids=BAD_IDS
 )
 def test_bad_line_is_quarantined_with_its_reason_and_found(
-    bad_night: tuple[Audit, Path, FileResult], case: str, bad: Any, reason: str
+    bad_night: tuple[AuditDb, Path, FileResult], case: str, bad: Any, reason: str
 ) -> None:
     audit, path, r = bad_night
     n = _bad_line_no(case)
@@ -481,7 +484,7 @@ LINE_TIME = utc(2026, 11, 29, 3, 0, 7)  # T_BAD, the bad line's own ts
     ],
 )
 def test_malformed_finding_is_timed_by_the_line_or_the_good_line_before(
-    bad_night: tuple[Audit, Path, FileResult], case: str, own_time: bool
+    bad_night: tuple[AuditDb, Path, FileResult], case: str, own_time: bool
 ) -> None:
     audit, path, _ = bad_night
     n = _bad_line_no(case)
@@ -495,7 +498,7 @@ def test_malformed_finding_is_timed_by_the_line_or_the_good_line_before(
 # --------------------------------------------------------------------------------------------
 
 
-def test_crlf_line_endings_blank_lines_and_bom(audit: Audit) -> None:
+def test_crlf_line_endings_blank_lines_and_bom(audit: AuditDb) -> None:
     """CRLF ends load like LF (raw keeps no CR); blank lines are skipped but counted; a UTF-8
     BOM at the start is not part of line 1; the last line may lack its line end."""
     lines = [L[0], "", L[1], " ", "\t", "not json", *L[2:]]
@@ -512,7 +515,7 @@ def test_crlf_line_endings_blank_lines_and_bom(audit: Audit) -> None:
     assert (src["lines"], src["sha256"], src["size"]) == (19, sha256(path), path.stat().st_size)
 
 
-def test_blank_lines_are_ignored_but_counted(audit: Audit) -> None:
+def test_blank_lines_are_ignored_but_counted(audit: AuditDb) -> None:
     path = audit.write("b.jsonl", ["", L[0], "   ", "\t", L[1], "", "garbage", L[2], ""])
     r = audit.ingest_file(path)
     assert (r.lines, r.events, r.quarantined) == (9, 3, 1)
@@ -523,7 +526,7 @@ def test_blank_lines_are_ignored_but_counted(audit: Audit) -> None:
     assert f["source"] == f"{path.resolve()}:7"
 
 
-def test_empty_file_loads_nothing_and_is_recorded(audit: Audit) -> None:
+def test_empty_file_loads_nothing_and_is_recorded(audit: AuditDb) -> None:
     path = audit.write_bytes("empty.jsonl", b"")
     r = audit.ingest_file(path)
     assert (r.status, r.lines, r.events, r.quarantined) == ("ingested", 0, 0, 0)
@@ -531,7 +534,7 @@ def test_empty_file_loads_nothing_and_is_recorded(audit: Audit) -> None:
     assert (src["lines"], src["first_ts"], src["last_ts"]) == (0, None, None)
 
 
-def test_gzip_loads_with_line_numbers_of_the_uncompressed_text(audit: Audit) -> None:
+def test_gzip_loads_with_line_numbers_of_the_uncompressed_text(audit: AuditDb) -> None:
     path = audit.write("night.jsonl.gz", [L[0], "", "{", *L[1:]], gz=True, bom=True)
     r = audit.ingest_file(path)
     assert (r.status, r.lines, r.events, r.quarantined) == ("ingested", 17, 15, 1)
@@ -543,7 +546,7 @@ def test_gzip_loads_with_line_numbers_of_the_uncompressed_text(audit: Audit) -> 
     assert audit.quarantine()[0]["raw"] == "{"
 
 
-def test_gzip_content_is_recognised_by_its_signature_not_its_name(audit: Audit) -> None:
+def test_gzip_content_is_recognised_by_its_signature_not_its_name(audit: AuditDb) -> None:
     path = audit.write("actually-gzip.jsonl", L, gz=True)
     assert audit.ingest_file(path).events == 15
 
@@ -553,7 +556,7 @@ def test_gzip_content_is_recognised_by_its_signature_not_its_name(audit: Audit) 
 # --------------------------------------------------------------------------------------------
 
 
-def test_missing_path_is_an_error_and_the_other_files_still_load(audit: Audit) -> None:
+def test_missing_path_is_an_error_and_the_other_files_still_load(audit: AuditDb) -> None:
     good = audit.write("good.jsonl", L)
     missing = audit.dir / "no-such.jsonl"
     assert discover([missing]) == ([], [f"{missing}: no such file or directory"])
@@ -564,7 +567,7 @@ def test_missing_path_is_an_error_and_the_other_files_still_load(audit: Audit) -
     assert result.events == 15
 
 
-def test_directory_with_nothing_to_ingest_is_an_error(audit: Audit) -> None:
+def test_directory_with_nothing_to_ingest_is_an_error(audit: AuditDb) -> None:
     empty = audit.dir / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("not a log")
@@ -576,7 +579,7 @@ def test_directory_with_nothing_to_ingest_is_an_error(audit: Audit) -> None:
     assert audit.counts() == {"events": 0, "quarantine": 0, "sources": 0, "findings": 0}
 
 
-def test_discover_expands_directories_recursively_and_deduplicates(audit: Audit) -> None:
+def test_discover_expands_directories_recursively_and_deduplicates(audit: AuditDb) -> None:
     a = audit.write("d/b.jsonl", L[:1])
     b = audit.write("d/sub/a.jsonl.gz", L[1:2], gz=True)
     audit.write("d/sub/readme.txt", ["x"])
@@ -586,7 +589,7 @@ def test_discover_expands_directories_recursively_and_deduplicates(audit: Audit)
     assert files == [a, b, other]
 
 
-def test_gz_that_is_not_gzip_is_unreadable_and_others_still_load(audit: Audit) -> None:
+def test_gz_that_is_not_gzip_is_unreadable_and_others_still_load(audit: AuditDb) -> None:
     bad = audit.write("night.jsonl.gz", L)  # plain text under a .gz name
     good = audit.write("good.jsonl", L[:2])
     message = f"{bad}: not a gzip file (it does not start with the gzip signature)"
@@ -605,7 +608,7 @@ def test_gz_that_is_not_gzip_is_unreadable_and_others_still_load(audit: Audit) -
 
 
 def test_truncated_gzip_is_unreadable_and_leaves_nothing_behind(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Read in small blocks, some lines were already loaded when the gzip error came; the
     file's transaction drops them."""
@@ -628,7 +631,7 @@ def test_truncated_gzip_is_unreadable_and_leaves_nothing_behind(
     assert audit.counts() == {"events": 0, "quarantine": 0, "sources": 0, "findings": 0}
 
 
-def test_gzip_with_corrupt_data_is_unreadable(audit: Audit) -> None:
+def test_gzip_with_corrupt_data_is_unreadable(audit: AuditDb) -> None:
     whole = bytearray(gzip.compress(("\n".join(L) + "\n").encode(), mtime=0))
     whole[40:60] = b"\x00" * 20
     bad = audit.write_bytes("bad.jsonl.gz", bytes(whole))
@@ -645,7 +648,7 @@ def test_gzip_with_corrupt_data_is_unreadable(audit: Audit) -> None:
 ALREADY = r"already ingested{where} on \d{{4}}-\d\d-\d\d \d\d:\d\d UTC; nothing new"
 
 
-def test_same_file_twice_adds_nothing_and_same_content_elsewhere_too(audit: Audit) -> None:
+def test_same_file_twice_adds_nothing_and_same_content_elsewhere_too(audit: AuditDb) -> None:
     # A bad line and a seq gap, so there are findings that must not repeat.
     path = audit.write("a.jsonl", [*L[:5], "bad", *L[7:]])
     first = audit.ingest_file(path)
@@ -672,7 +675,7 @@ def test_same_file_twice_adds_nothing_and_same_content_elsewhere_too(audit: Audi
     assert audit.counts() == before
 
 
-def test_gzip_of_the_same_content_loads_nothing_new_and_counts_duplicates(audit: Audit) -> None:
+def test_gzip_of_the_same_content_loads_nothing_new_and_counts_duplicates(audit: AuditDb) -> None:
     audit.ingest_file(audit.write("a.jsonl", L))
     gz = audit.write("a-again.jsonl.gz", L, gz=True)
     r = audit.ingest_file(gz)
@@ -688,7 +691,7 @@ def test_gzip_of_the_same_content_loads_nothing_new_and_counts_duplicates(audit:
     assert audit.findings() == []
 
 
-def test_overlapping_files_load_only_the_new_events(audit: Audit) -> None:
+def test_overlapping_files_load_only_the_new_events(audit: AuditDb) -> None:
     """Events already loaded from another file are skipped as duplicates, also when written
     with other JSON whitespace."""
     audit.ingest_file(audit.write("a.jsonl", L[:10]))
@@ -707,7 +710,7 @@ def test_overlapping_files_load_only_the_new_events(audit: Audit) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_same_path_with_changed_content_is_refused(audit: Audit) -> None:
+def test_same_path_with_changed_content_is_refused(audit: AuditDb) -> None:
     path = audit.write("a.jsonl", L[:10])
     old_sha = audit.ingest_file(path).sha256
 
@@ -760,7 +763,7 @@ def test_same_path_with_changed_content_is_refused(audit: Audit) -> None:
     assert audit.ingest_file(path).status == "already_ingested"
 
 
-def test_other_file_with_same_seq_and_different_content_is_refused(audit: Audit) -> None:
+def test_other_file_with_same_seq_and_different_content_is_refused(audit: AuditDb) -> None:
     a = audit.write("a.jsonl", L[:5])
     audit.ingest_file(a)
     altered = L[3].replace('"round":1', '"round":2')  # seq 4, changed
@@ -793,7 +796,7 @@ def test_other_file_with_same_seq_and_different_content_is_refused(audit: Audit)
     assert f["observed"] == {"sha256": sha256(b), "reason": reason}
 
 
-def test_one_differing_event_is_counted_in_the_singular(audit: Audit) -> None:
+def test_one_differing_event_is_counted_in_the_singular(audit: AuditDb) -> None:
     a = audit.write("a.jsonl", L[:5])
     audit.ingest_file(a)
     b = audit.write("b.jsonl", [*L[:4], L[4].replace('"seat":3', '"seat":4')])  # seq 5
@@ -807,7 +810,7 @@ def test_one_differing_event_is_counted_in_the_singular(audit: Audit) -> None:
     assert f["message"] == f"{b.resolve()} was refused as altered: {reason}"
 
 
-def test_each_file_records_the_seq_range_of_each_stream_it_loaded(audit: Audit) -> None:
+def test_each_file_records_the_seq_range_of_each_stream_it_loaded(audit: AuditDb) -> None:
     """The summary ingest checks new files against; duplicates skipped are not in it."""
     a = audit.write("a.jsonl", L[:5])
     b = audit.write("b.jsonl", [*L[3:10], line(event("table_close", seq=1, table="MB-09"))])
@@ -837,11 +840,11 @@ def test_a_database_from_before_the_summary_gets_it_from_its_events(tmp_path: Pa
     audit.con.close()
 
 
-def open_audit_again(directory: Path, before: Audit) -> Audit:
+def open_audit_again(directory: Path, before: AuditDb) -> AuditDb:
     from auditor.store import db, runs
 
     con = db.connect(directory / "audit.duckdb")
-    return Audit(before.dir, con, runs.start(con, "test", {"test": True}))
+    return AuditDb(before.dir, con, runs.start(con, "test", {"test": True}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -849,7 +852,7 @@ def open_audit_again(directory: Path, before: Audit) -> Audit:
 # --------------------------------------------------------------------------------------------
 
 
-def test_seq_gap_within_one_file(audit: Audit) -> None:
+def test_seq_gap_within_one_file(audit: AuditDb) -> None:
     other = [x.replace("MB-07", "MB-08") for x in L[:3]]  # a second table, no gap of its own
     notices = [event("procedure_notice", seq=1), event("procedure_notice", seq=4)]
     lines = [*L[:5], other[0], other[1], *L[7:], other[2], *map(line, notices)]
@@ -884,7 +887,7 @@ def test_seq_gap_within_one_file(audit: Audit) -> None:
     assert pit_gap["fingerprint"] == "log.seq_gap|pit:P3|1|4"
 
 
-def test_seq_gap_across_files_is_withdrawn_when_filled_not_deleted(audit: Audit) -> None:
+def test_seq_gap_across_files_is_withdrawn_when_filled_not_deleted(audit: AuditDb) -> None:
     a = audit.write("a.jsonl", L[:5])
     b = audit.write("b.jsonl", L[7:])
     audit.ingest(a, b)
@@ -919,7 +922,7 @@ def test_seq_gap_across_files_is_withdrawn_when_filled_not_deleted(audit: Audit)
         assert w["run_id"] == audit.run_id
 
 
-def test_repeated_seq_within_a_file_quarantines_the_later_line(audit: Audit) -> None:
+def test_repeated_seq_within_a_file_quarantines_the_later_line(audit: AuditDb) -> None:
     repeat = L[4].replace('"amount":100', '"amount":200')  # seq 5 again, other content
     broken = L[1].replace('"decks":8', '"decks":0')  # quarantined, so L[1] is no repeat
     notice = line(event("procedure_notice", seq=1))
@@ -964,7 +967,7 @@ def test_repeated_seq_within_a_file_quarantines_the_later_line(audit: Audit) -> 
 
 @pytest.mark.parametrize("step", ["_record_malformed", "record_seq_gaps"])
 def test_failure_mid_file_leaves_nothing_of_that_file(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch, step: str
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk on fire")
@@ -996,7 +999,7 @@ def _fail_on_second_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_failure_in_one_file_keeps_the_files_before_it(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = audit.write("a.jsonl", [*L[:3], "bad"])
     b = audit.write("b.jsonl", ["bad", *L[5:]])
@@ -1010,7 +1013,7 @@ def test_failure_in_one_file_keeps_the_files_before_it(
 
 
 def test_small_files_load_in_one_batch_whole_or_not_at_all(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = audit.write("a.jsonl", [*L[:3], "bad"])
     b = audit.write("b.jsonl", ["bad", *L[5:]])
@@ -1032,7 +1035,7 @@ def test_small_files_load_in_one_batch_whole_or_not_at_all(
 # --------------------------------------------------------------------------------------------
 
 
-def test_unknown_fields_and_fields_of_other_types(audit: Audit) -> None:
+def test_unknown_fields_and_fields_of_other_types(audit: AuditDb) -> None:
     extra = event("wager", seq=1, terminal="T-12", chips={"red": 4, "green": [1, 2]}, note=None)
     # Fields the format defines for other types: not checked, not stored, kept in raw.
     wager = event("wager", seq=2, mode="cash", card="1x", cards="none", effective="soon", kind=7)
@@ -1072,7 +1075,7 @@ def test_unknown_fields_and_fields_of_other_types(audit: Audit) -> None:
 
 
 def test_lines_are_numbered_across_chunk_boundaries(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     set_chunk_bytes(monkeypatch, 600)
     long_bad = '{"v":1,"ts":"2026-11-28T22:00:41-05:00","note":"' + "x" * 1300 + '"'  # > 2 blocks
@@ -1112,7 +1115,7 @@ def test_lines_are_numbered_across_chunk_boundaries(
     ],
 )
 def test_chunk_size_does_not_change_the_result(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch, chunk: int
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
     set_chunk_bytes(monkeypatch, chunk)
     lines = [L[0], "", "nope", *L[1:4], "caf\u00e9 \u20ac"]
@@ -1125,7 +1128,7 @@ def test_chunk_size_does_not_change_the_result(
 
 
 def test_multibyte_characters_across_chunk_boundaries(
-    audit: Audit, monkeypatch: pytest.MonkeyPatch
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     set_chunk_bytes(monkeypatch, 7)
     text = L[1].replace('"red"', '"rouge \u00e9\u20ac\U0001f0a1"')
@@ -1150,7 +1153,7 @@ def test_chunk_bytes_constant_sets_the_block_size(
 # --------------------------------------------------------------------------------------------
 
 
-def _file_of(audit: Audit, name: str, bad_lines: list[Any]) -> tuple[Path, list[int]]:
+def _file_of(audit: AuditDb, name: str, bad_lines: list[Any]) -> tuple[Path, list[int]]:
     """A file of good lines with the bad ones in between; returns it and their line numbers."""
     lines: list[Any] = []
     numbers = []
@@ -1177,7 +1180,7 @@ INT_AS_OTHER_JSON: list[tuple[dict[str, Any], str]] = [
 ]
 
 
-def test_integer_field_with_another_json_type_is_quarantined(audit: Audit) -> None:
+def test_integer_field_with_another_json_type_is_quarantined(audit: AuditDb) -> None:
     """A JSON string, boolean, list, object or 16+ digit number in an integer field is a bad
     line (it once crashed the whole file with a duckdb.ConversionException)."""
     path, numbers = _file_of(audit, "i.jsonl", [e for e, _ in INT_AS_OTHER_JSON])
@@ -1286,7 +1289,7 @@ VERDICTS: dict[str, tuple[Any, str, str | None]] = {
 @pytest.fixture(scope="module")
 def verdicts(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Audit, Path, dict[str, int]]]:
+) -> Iterator[tuple[AuditDb, Path, dict[str, int]]]:
     """One file with every line of VERDICTS (none of them may crash the file)."""
     audit = open_audit(tmp_path_factory.mktemp("verdicts"))
     path, numbers = _file_of(audit, "verdicts.jsonl", [x for x, _, _ in VERDICTS.values()])
@@ -1305,7 +1308,7 @@ def verdicts(
     ],
 )
 def test_line_gets_the_right_verdict(
-    verdicts: tuple[Audit, Path, dict[str, int]], case: str
+    verdicts: tuple[AuditDb, Path, dict[str, int]], case: str
 ) -> None:
     audit, _, numbers = verdicts
     n = numbers[case]
@@ -1319,7 +1322,7 @@ def test_line_gets_the_right_verdict(
         assert quarantined == [expected]
 
 
-def test_amount_is_the_events_own_whatever_else_the_line_holds(audit: Audit) -> None:
+def test_amount_is_the_events_own_whatever_else_the_line_holds(audit: AuditDb) -> None:
     text = _with_nested_amount({"amount": 5})
     assert json.loads(text)["amount"] == 100
     r = audit.ingest_file(audit.write("n.jsonl", [text]))

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Audit, encode_lines, event, line, set_chunk_bytes
+from helpers.db import AuditDb, set_chunk_bytes
+from helpers.events import VALID_EVENTS, encode_lines, event, line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_schema import VALID_EVENTS
 
 from auditor.store import db, runs
 from auditor.store.events import FIELDS, INT
@@ -124,6 +124,7 @@ def text_of(raw: bytes, first: bool) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
+@pytest.mark.slow
 @settings(
     # Kept small for `make test` (each example is a fresh database and one ingest, ~0.3 s);
     # BACC_AUDIT_PROPERTY_EXAMPLES=500 for a deeper run.
@@ -148,7 +149,7 @@ def test_every_line_is_accounted_for_exactly_once(
     workdir = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
     con = db.connect(":memory:")
     try:
-        audit = Audit(workdir, con, runs.start(con, "property", {}))
+        audit = AuditDb(workdir, con, runs.start(con, "property", {}))
         # A random line may itself end in CR; with CRLF ends the line is what precedes "\n".
         data = encode_lines(raw_lines, newline=b"\r\n" if crlf else b"\n")
         if gz:

@@ -268,6 +268,7 @@ def test_the_run_is_recorded_with_files_rounds_findings_exit_code_and_rule_packs
     assert row["counts"]["files"] == 9 and row["counts"]["pdfs"] == 2
 
 
+@pytest.mark.slow
 def test_a_rerun_adds_nothing_and_rewrites_the_same_pdf_bytes(
     night: Night, bacc_audit: Any
 ) -> None:
@@ -476,6 +477,7 @@ CRASH_POINTS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_run_killed_anywhere_is_completed_by_the_next_to_what_one_clean_run_produces(
     night: Night, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 
 import pytest
-from tablelog import Audit, Log, at
+from helpers.tablelog import Log, TablePassDb, at
 from typer.testing import CliRunner
 
 from auditor.cli.notice import notice_app, parse_time
@@ -141,7 +141,7 @@ def test_notice_entered_by_hand_for_the_whole_pit_covers_every_table(tmp_path):
     for t in ("MB-01", "MB-02"):
         log.open(t, "P1", "22:00", procedure=1)
         log.change(t, "02:00", 2)
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(log)
     a.run()
     assert [c for c, _ in a.codes("procedure.notice")] == ["procedure.notice_missing"] * 2
@@ -156,7 +156,7 @@ def test_notice_entered_by_hand_not_written_does_not_count(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "22:00", procedure=1)
     log.change("MB-01", "02:00", 2)
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(log)
     add(a.con, recipient="division")
     add(a.con, recipient="surveillance", written=False)

@@ -1,8 +1,9 @@
 """The JSON Schema (auditor/ingest/schema/event-log-v1.schema.json) and the ingester must agree.
 
 Every line tests/test_schema.py calls valid (VALID_EVENTS, ACCEPTED, the contract's example,
-the docs' examples) must load as an event; every line it calls invalid (REJECTED, non-objects)
-must be quarantined, for a reason that names the same field the schema blames.
+the docs' examples; all in tests/helpers/events.py) must load as an event; every line it calls
+invalid (REJECTED, non-objects) must be quarantined, for a reason that names the same field the
+schema blames.
 
 docs/event-log.md promises this "apart from the limits listed" at the end of its schema
 section (what the schema cannot check: decimals of a JSON number, calendar dates; where ingest
@@ -25,8 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Audit, contract_lines, event, open_audit
-from test_schema import ACCEPTED, REJECTED, VALID_EVENTS, VALIDATOR, docs_example_lines
+from helpers.db import AuditDb, open_audit
+from helpers.events import (
+    ACCEPTED,
+    REJECTED,
+    VALID_EVENTS,
+    VALIDATOR,
+    contract_lines,
+    docs_example_lines,
+    event,
+)
 
 Line = dict[str, Any] | str  # an event, or a line's exact text
 
@@ -89,7 +98,7 @@ REJECT: dict[str, tuple[Line, str]] = {
 }
 
 
-def _ingest_lines(audit: Audit, name: str, lines: list[str]) -> dict[int, dict[str, Any]]:
+def _ingest_lines(audit: AuditDb, name: str, lines: list[str]) -> dict[int, dict[str, Any]]:
     """Ingest one file; per line number: {'event': bool, 'reason': str | None}."""
     path = audit.write(name, lines)
     result = audit.ingest_file(path)
@@ -104,7 +113,7 @@ def _ingest_lines(audit: Audit, name: str, lines: list[str]) -> dict[int, dict[s
     return out
 
 
-def _source(audit: Audit, path: Path) -> int:
+def _source(audit: AuditDb, path: Path) -> int:
     return audit.scalar("SELECT id FROM sources WHERE path = ?", str(path.resolve()))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from tablelog import DECK, Audit, Log, at, deal_rounds
+from helpers.tablelog import DECK, Log, TablePassDb, at, deal_rounds
 
 from auditor.replay.shoes import card_excess, face_up_burn_size, start_burn_size
 
@@ -27,7 +27,7 @@ def one_shoe(decks: int = 8, shuffle: str = "manual", *, burn: list[str] | None 
 
 
 def findings(tmp_path, log: Log, code: str) -> list[dict]:
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(log)
     a.run()
     return a.findings(code)
@@ -258,7 +258,7 @@ def small_shoe(cut_round: int | None, rounds: int, *, then: str = "close",
 
 
 def test_cutting_card_out_fourteen_to_sixteen_cards_from_the_end_is_correct(tmp_path):
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(small_shoe(9, 10))
     a.run()
     assert a.findings("shoe.cut_card") == [] and a.findings("shoe.end_of_shoe") == []
@@ -322,7 +322,7 @@ def test_seq_gap_across_files_is_found_and_withdrawn_when_the_missing_file_arriv
     for rnd, cards in enumerate(deal_rounds(DECK, 0, 3), start=1):
         log.round("MB-01", "S1", rnd, cards)
     events = log.streams["table:MB-01"]
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     first, middle, last = events[:10], events[10:20], events[20:]
     for part in (first, last):
         log.streams["table:MB-01"] = part
@@ -340,7 +340,7 @@ def test_seq_gap_across_files_is_found_and_withdrawn_when_the_missing_file_arriv
 
 
 def test_start_times_of_shoes_are_kept_in_utc(tmp_path):
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(one_shoe(4))
     a.run()
     [f] = a.findings("shoe.too_few_decks")
@@ -400,7 +400,7 @@ def test_third_card_the_player_was_entitled_to_is_no_irregularity(tmp_path):
 
 def test_irregularity_the_rule_pack_does_not_list_is_not_judged(tmp_path):
     log = nz_round(["3c", "3d"], ["7h", "Kc"], "burned", kind="shoe_dropped")
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(log)
     assert a.run()["irregularities_not_judged"] == 1
     assert a.findings("irregularity.") == []
@@ -411,7 +411,7 @@ def test_the_propertys_house_option_moves_where_the_cutting_card_belongs(tmp_pat
 
     path = tmp_path / "property.toml"
     path.write_text('[house_options]\n"nj-mini_baccarat:shoe.cut_card_from_end" = [10, 12]\n')
-    a = Audit(tmp_path / "db", config.load(path))
+    a = TablePassDb(tmp_path / "db", config.load(path))
     a.ingest(small_shoe(9, 10))  # 14-18 cards behind the cutting card: right by default
     a.run()
     [f] = a.findings("shoe.cut_card")

@@ -153,7 +153,11 @@ RECALL_RUNS = [
 ]
 
 
-@pytest.mark.parametrize(("seed", "tables", "hours", "rate", "games"), RECALL_RUNS)
+@pytest.mark.parametrize(
+    ("seed", "tables", "hours", "rate", "games"),
+    # The busy 16-table night takes seconds: slow (the full run still has it).
+    [pytest.param(*run, marks=pytest.mark.slow) if run[1] == 16 else run for run in RECALL_RUNS],
+)
 def test_recall_every_planted_deviation_is_found_and_nothing_else(
     tmp_path, house_rules, seed, tables, hours, rate, games
 ):

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tablelog import Audit, Log, at
+from helpers.tablelog import Log, TablePassDb, at
 
 from auditor.audit.run import audit
 from auditor.audit.table_pass import OWNED_CODES, covered_rounds, supersede_round_mismatches
@@ -42,8 +42,8 @@ def change_at_two(notice_at: str | None = None, **notice: object) -> Log:
     return log
 
 
-def audited(tmp_path: Path, log: Log, config: PropertyConfig | None = None) -> Audit:
-    a = Audit(tmp_path, config)
+def audited(tmp_path: Path, log: Log, config: PropertyConfig | None = None) -> TablePassDb:
+    a = TablePassDb(tmp_path, config)
     a.ingest(log)
     a.run()
     return a
@@ -294,7 +294,7 @@ def test_tables_changing_minutes_apart_are_inconsistent_for_those_minutes_only(t
     [f] = a.findings("procedure.pit_inconsistent")
     assert "(5 minutes)" in f["message"]
     assert len(f["observed"]["states"]) == 2
-    a2 = Audit(tmp_path / "grace")
+    a2 = TablePassDb(tmp_path / "grace")
     a2.ingest(log)
     a2.run(changeover_grace=dt.timedelta(minutes=10))
     assert a2.findings("procedure.pit_inconsistent") == []
@@ -484,7 +484,7 @@ def test_round_mismatches_covered_by_an_undeclared_run_are_superseded_and_reopen
     log = Log()
     table_on_three(log)
     rounds(log, "MB-01", "S1", [ORDER[4]] * 3)
-    a = Audit(tmp_path)
+    a = TablePassDb(tmp_path)
     a.ingest(log)
     audit(a.con, runs.start(a.con, "audit", {}), a.config, tables=False)
     assert len(a.findings("order.procedure_mismatch")) == 3
@@ -536,7 +536,7 @@ def readme_late_changes() -> set[str]:
 
 @pytest.fixture(scope="module")
 def sample_night(tmp_path_factory):
-    a = Audit(tmp_path_factory.mktemp("sample"))
+    a = TablePassDb(tmp_path_factory.mktemp("sample"))
     ingest(a.con, [SAMPLE], runs.start(a.con, "ingest", {}))
     summary = a.run()
     yield a, summary
@@ -569,7 +569,7 @@ def test_sample_night_with_the_example_config_baseline_finds_the_same(tmp_path):
     from auditor import config
 
     conf = config.load(Path(__file__).resolve().parent.parent / "docs" / "property.example.toml")
-    a = Audit(tmp_path, conf)
+    a = TablePassDb(tmp_path, conf)
     ingest(a.con, [SAMPLE], runs.start(a.con, "ingest", {}))
     a.run()
     owned = sorted((f["code"], f["table_id"]) for f in a.findings() if f["code"] in OWNED_CODES)

@@ -9,6 +9,12 @@ from dataclasses import dataclass
 
 SEVERITIES = ("critical", "major", "minor", "info")
 
+# What a code's finding concerns: one round (coup) of any game, a table or pit (its procedures
+# and their notices), one shoe, the event log itself, or the chemin de fer rules of a coup
+# (wagers against the bank, options, commission, bank passing, irregularities judged under
+# 13:69F-4.12).
+SCOPES = ("round", "table", "shoe", "log", "chemin")
+
 
 def severity_rank(severity: str) -> int:
     """Lower is graver; used to compare a finding with a --fail-on threshold."""
@@ -19,6 +25,7 @@ def severity_rank(severity: str) -> int:
 class Code:
     code: str
     severity: str
+    scope: str  # one of SCOPES
     rule: str  # the provision, or the reason there is none
     title: str
     why: str  # why a compliance officer cares
@@ -38,6 +45,7 @@ _CODES = [
     Code(
         "draw.player_missed",
         "critical",
+        "round",
         TABLEAU,
         "Player hand did not draw a third card it had to draw",
         "A missed draw changes the outcome of every wager on the round.",
@@ -47,6 +55,7 @@ _CODES = [
     Code(
         "draw.player_extra",
         "critical",
+        "round",
         TABLEAU,
         "Player hand drew a third card it was not entitled to",
         "An extra card changes the outcome of every wager on the round.",
@@ -56,6 +65,7 @@ _CODES = [
     Code(
         "draw.banker_missed",
         "critical",
+        "round",
         TABLEAU,
         "Banker hand did not draw a third card it had to draw",
         "A missed draw changes the outcome of every wager on the round.",
@@ -65,6 +75,7 @@ _CODES = [
     Code(
         "draw.banker_extra",
         "critical",
+        "round",
         TABLEAU,
         "Banker hand drew a third card it was not entitled to",
         "An extra card changes the outcome of every wager on the round.",
@@ -74,6 +85,7 @@ _CODES = [
     Code(
         "deal.order",
         "critical",
+        "round",
         "Initial deal: cards 1 and 3 to the Player, 2 and 4 to the Banker",
         "Cards dealt out of order, or a hand with more than three cards",
         "The order of the cards decides which hand gets which card; a wrong order can be "
@@ -84,6 +96,7 @@ _CODES = [
     Code(
         "result.misannounced",
         "major",
+        "round",
         f"{NJ_710}(a); NZ rule 10.1; chemin de fer: announcements of the rule pack (house option)",
         "Announced point counts or winner differ from the cards",
         "Patrons and surveillance rely on the announcement; a wrong one leads to wrong "
@@ -94,6 +107,7 @@ _CODES = [
     Code(
         "announce.tie_missing",
         "minor",
+        "round",
         f"{NJ_710}(a); NZ rule 10.1",
         'Equal point counts and no "Tie Hand" announcement',
         "The regulation requires the words; their absence suggests the round was not "
@@ -104,6 +118,7 @@ _CODES = [
     Code(
         "announce.dragon7_missing",
         "minor",
+        "round",
         f"{NJ_710}(a) (variation of 13:69F-7.3(i))",
         'A dragon 7 hand with no "dragon 7" announcement',
         "In the no-vigorish variation a dragon 7 makes Banker wagers push; the announcement "
@@ -114,6 +129,7 @@ _CODES = [
     Code(
         "announce.total_cards_missing",
         "minor",
+        "round",
         f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
         "Total card wagers offered and the number of cards not announced",
         "Total card wagers are settled on that number; patrons are entitled to hear it.",
@@ -123,6 +139,7 @@ _CODES = [
     Code(
         "announce.total_cards_wrong",
         "major",
+        "round",
         f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
         "The announced number of cards differs from the cards dealt",
         "Total card wagers are settled on that number; a wrong announcement misleads patrons "
@@ -133,6 +150,7 @@ _CODES = [
     Code(
         "announce.panda8_missing",
         "minor",
+        "round",
         "Announcements of the rule pack (announcements.panda_8); no NJ/NZ text requires it",
         'A panda 8 hand with no "panda 8" announcement where the pack requires one',
         "Where the house announces panda 8 hands, patrons with panda 8 wagers rely on it; "
@@ -143,6 +161,7 @@ _CODES = [
     Code(
         "settle.wrong_amount",
         "critical",
+        "round",
         f"Payout odds of the rule pack's variant; chemin de fer: {NJ_47}(a),(g)",
         "A wager paid, collected or returned with the wrong amount",
         "Money moved wrongly between the house and a patron.",
@@ -152,6 +171,7 @@ _CODES = [
     Code(
         "settle.wrong_outcome",
         "critical",
+        "round",
         f"Payout rules of the rule pack's variant; chemin de fer: {NJ_47}(g)",
         "A wager settled the wrong way (loser paid, winner collected, push collected or paid)",
         "Money moved the wrong way between the house and a patron.",
@@ -161,6 +181,7 @@ _CODES = [
     Code(
         "settle.unsettled",
         "major",
+        "round",
         f"{NJ_710}(b); NZ rule 10.2; chemin de fer: {NJ_47}(g)",
         "A wager never settled before the round ended",
         "A wager left on the layout can be settled off the record or carried into the next round.",
@@ -170,6 +191,7 @@ _CODES = [
     Code(
         "vig.wrong_amount",
         "major",
+        "round",
         "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
         "Vigorish collected or marked differs from what the variant requires",
         "Wrong commission moves money between the house and a patron.",
@@ -179,6 +201,7 @@ _CODES = [
     Code(
         "vig.missing",
         "major",
+        "round",
         "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
         "Vigorish owed on a winning Banker wager neither collected nor marked",
         "Uncollected commission is lost revenue and can hide collusion.",
@@ -188,6 +211,7 @@ _CODES = [
     Code(
         "vig.not_allowed",
         "major",
+        "round",
         f"{NJ_710}(b)5",
         "Vigorish collected or marked in a variant without vigorish",
         "Patrons in a no-vigorish game are overcharged.",
@@ -197,6 +221,7 @@ _CODES = [
     Code(
         "order.collect_after_pay",
         "minor",
+        "round",
         f"{NJ_710}(b)",
         "A losing wager collected after winning wagers started to be paid",
         "Collecting first keeps the layout auditable; paying first invites past-posting "
@@ -207,6 +232,7 @@ _CODES = [
     Code(
         "order.procedure_mismatch",
         "minor",
+        "round",
         f"{NJ_710}(b)1-4",
         "Payments and vigorish not in the order of the procedure in force",
         "The order of payment is a declared procedure; deviations hide mistakes and "
@@ -217,6 +243,7 @@ _CODES = [
     Code(
         "procedure.notice_missing",
         "major",
+        "table",
         f"{NJ_710}(c)3",
         "A procedure change took effect with no written notice to the Division and surveillance",
         "The regulator and surveillance must know which procedure to expect at each table.",
@@ -226,6 +253,7 @@ _CODES = [
     Code(
         "procedure.notice_late",
         "major",
+        "table",
         f"{NJ_710}(c)3",
         "A procedure change took effect less than 30 minutes after its written notice",
         "Thirty minutes is the regulation's minimum lead time.",
@@ -235,6 +263,7 @@ _CODES = [
     Code(
         "procedure.pit_inconsistent",
         "major",
+        "table",
         f"{NJ_710}(c)1-2",
         "Tables in one pit on different procedures at the same time",
         "One procedure per pit lets surveillance check every table against one standard.",
@@ -244,6 +273,7 @@ _CODES = [
     Code(
         "procedure.undeclared_change",
         "major",
+        "table",
         f"{NJ_710}(b)-(c)",
         "The observed order matches a procedure other than the one declared",
         "Dealers changed procedure without a declared change or notice.",
@@ -253,6 +283,7 @@ _CODES = [
     Code(
         "shoe.too_few_decks",
         "critical",
+        "shoe",
         "N.J.A.C. 13:69F-7.1(a),(d)",
         "Fewer decks than the rules require",
         "The odds of the game and the house edge assume the regulated number of decks.",
@@ -262,6 +293,7 @@ _CODES = [
     Code(
         "shoe.composition",
         "critical",
+        "shoe",
         "N.J.A.C. 13:69F-7.1(a),(d)",
         "A card appears more often than the decks in the shoe allow",
         "Extra cards mean the shoe was tampered with or mixed with other decks.",
@@ -271,6 +303,7 @@ _CODES = [
     Code(
         "shoe.batch_not_alternated",
         "major",
+        "shoe",
         "N.J.A.C. 13:69F-7.1(d)5",
         "With an automated shuffler, one batch used for two consecutive shoes",
         "Alternating batches keeps the shuffled batch out of reach while the other is dealt.",
@@ -280,6 +313,7 @@ _CODES = [
     Code(
         "shoe.burn",
         "minor",
+        "shoe",
         "Burn procedure of the rule pack (house option; "
         "N.J.A.C. 13:69F-4.12(j) for a card found face up)",
         "The burn did not burn the right number of cards",
@@ -291,6 +325,7 @@ _CODES = [
     Code(
         "shoe.cut_card",
         "minor",
+        "shoe",
         "Cutting card position of the rule pack (house option shoe.cut_card_from_end)",
         "The cutting card came out elsewhere than the house places it",
         "The cutting card decides how many cards are never dealt; a card placed deep or "
@@ -302,6 +337,7 @@ _CODES = [
     Code(
         "shoe.end_of_shoe",
         "minor",
+        "shoe",
         "End of shoe of the rule pack (house option shoe.end_of_shoe)",
         "Rounds dealt after the cutting card other than the house option allows",
         "Dealing on past the cutting card reaches the cards the house meant to leave unplayed; "
@@ -313,6 +349,7 @@ _CODES = [
     Code(
         "shoe.void_required",
         "major",
+        "shoe",
         "N.J.A.C. 13:69F-4.12(j),(k)",
         "A round the rules make void was played as valid",
         "Wagers were settled on a round the regulation voids: a last hand with a card found "
@@ -323,6 +360,7 @@ _CODES = [
     Code(
         "irregularity.disposition",
         "major",
+        "round",
         "Irregularity dispositions of the rule pack (NZ rule 12.2); raised by the table pass, "
         "which owns it (chemin de fer: irregularity.chemin_disposition)",
         "An irregularity resolved other than the rules allow",
@@ -335,6 +373,7 @@ _CODES = [
     Code(
         "log.seq_gap",
         "major",
+        "log",
         "Event log v1: seq increases by 1 per event in a stream",
         "A stream's seq skips numbers: events are missing",
         "Missing events make every check on the affected rounds incomplete.",
@@ -344,6 +383,7 @@ _CODES = [
     Code(
         "log.malformed",
         "major",
+        "log",
         "Event log v1",
         "A line could not be read as a v1 event (kept in quarantine)",
         "The event is not audited until the line is corrected and ingested again.",
@@ -353,6 +393,7 @@ _CODES = [
     Code(
         "log.altered",
         "critical",
+        "log",
         "Event log v1; the audit database is evidence",
         "A file already ingested was offered again with different content",
         "Logs are evidence; a changed log after ingest may be a tampering attempt.",
@@ -362,6 +403,7 @@ _CODES = [
     Code(
         "chemin.priority",
         "major",
+        "chemin",
         "N.J.A.C. 13:69F-4.7(b)-(d) (and (a): only the remaining participants)",
         "Wagers against the Banker not accepted in the order of priority",
         "The regulation fixes who may bet against the bank first; favouritism breaks it.",
@@ -371,6 +413,7 @@ _CODES = [
     Code(
         "chemin.over_bank",
         "major",
+        "chemin",
         "N.J.A.C. 13:69F-4.7(a)",
         "Wagers against the bank exceed the bank",
         "Participants may not wager more than the Banker has at stake.",
@@ -380,6 +423,7 @@ _CODES = [
     Code(
         "chemin.late_wager",
         "major",
+        "chemin",
         "N.J.A.C. 13:69F-4.7(e)",
         'A wager made, raised or withdrawn after "No more bets"',
         "Late wagers are past-posting.",
@@ -389,6 +433,7 @@ _CODES = [
     Code(
         "chemin.option",
         "major",
+        "chemin",
         "Chemin de fer drawing rules of the rule pack",
         "A decision taken where the rules allow none",
         "Outside the option cells, drawing is mandatory.",
@@ -398,6 +443,7 @@ _CODES = [
     Code(
         "chemin.commission",
         "major",
+        "chemin",
         "Commission of the rule pack (house option)",
         "Commission on the Banker's winnings wrong",
         "Wrong commission moves money between the house and a participant.",
@@ -407,6 +453,7 @@ _CODES = [
     Code(
         "chemin.option_not_followed",
         "major",
+        "chemin",
         "Chemin de fer drawing rules of the rule pack (option cells)",
         "At an option cell, the cards do not follow the decision declared",
         "At an option cell the hand's holder chooses; a card dealt against a declared "
@@ -418,6 +465,7 @@ _CODES = [
     Code(
         "chemin.bank_pass",
         "minor",
+        "chemin",
         "Bank passing of the rule pack (house option bank.pass_when_banker_loses; "
         f"{NJ_412}(a) for an annulled hand)",
         "The bank changed hands other than the logged passes and the table's rules allow",
@@ -430,6 +478,7 @@ _CODES = [
     Code(
         "irregularity.chemin_disposition",
         "major",
+        "chemin",
         f"{NJ_412}(a)-(k) and the irregularity dispositions of the rule pack",
         "A chemin de fer irregularity resolved other than 13:69F-4.12 allows",
         "How a card dealt in error is used decides the coup; a disposition the regulation does "
@@ -442,6 +491,7 @@ _CODES = [
     Code(
         "irregularity.unknown_kind",
         "info",
+        "chemin",
         "Irregularity kinds of the rule pack (chemin de fer: the irregularities.* table)",
         "An irregularity of a kind the table's rule pack does not list",
         "The audit cannot judge what it does not know: the round's cards and the disposition "
@@ -465,20 +515,24 @@ def markdown() -> str:
     lines = [
         "# Finding codes",
         "",
-        "Generated from `auditor/codes.py` by `bacc-audit codes --markdown > docs/codes.md`;",
+        "Generated from `auditor/rules/codes.py` by `bacc-audit codes --markdown > docs/codes.md`;",
         "do not edit by hand. A code, once published, keeps its meaning.",
         "",
-        "| code | severity | title |",
-        "|---|---|---|",
+        "The scope says what a finding concerns: `round` (one round of any game), `table` (a",
+        "table or pit: its procedures and their notices), `shoe`, `log` (the event log itself)",
+        "or `chemin` (the chemin de fer rules of a coup).",
+        "",
+        "| code | severity | scope | title |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity} | {c.title} |"
+    lines += [f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity} | {c.scope} | {c.title} |"
               for c in REGISTRY.values()]
     for c in REGISTRY.values():
         lines += [
             "",
             f"## {c.code}",
             "",
-            f"**{c.title}.** Severity: {c.severity}. Provision: {c.rule}.",
+            f"**{c.title}.** Severity: {c.severity}. Scope: {c.scope}. Provision: {c.rule}.",
             "",
             c.why,
             "",

@@ -1,5 +1,6 @@
 """Build small event logs (event log v1) for the table, pit and shoe tests, write them as JSONL
-and run them through the real path: ingest into a fresh audit database, then the table pass.
+and run them through the real path: `Log` writes the events, `TablePassDb` ingests them into a
+fresh audit database and runs the table pass.
 
 Times are given as local "HH:MM[:SS]" on the night of 28 November 2026 (UTC-05:00); hours
 before noon are the next morning, as on a casino floor.
@@ -157,7 +158,7 @@ def deal_rounds(deck: Sequence[str], start: int, n: int) -> list[list[tuple[str,
     ]
 
 
-class Audit:
+class TablePassDb:
     """A fresh audit database: ingest logs, run the table pass, read the findings."""
 
     def __init__(self, tmp_path: Path, config: PropertyConfig | None = None) -> None:

@@ -1,0 +1,11 @@
+"""Helpers shared by the tests; no tests here.
+
+- `helpers.events`: the event log v1 examples (valid, allowed variations, forbidden lines), the
+  schema they are checked against, and builders for events and JSONL lines.
+- `helpers.db`: `AuditDb`, a fresh audit database with one run, for the ingest and CLI tests.
+- `helpers.tablelog`: `Log`, which writes small table and pit logs, and `TablePassDb`, which
+  ingests them and runs the table pass (the table, pit and shoe tests).
+
+pytest puts tests/ on sys.path (rootdir-relative "prepend" import mode), so tests import them as
+`from helpers.events import event`.
+"""

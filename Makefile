@@ -26,6 +26,7 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Speed figures (not tests): see docs/benchmarks.md. bench/replay.py builds a 1M-round

@@ -84,7 +84,7 @@ def _stage(name: str, *args: str) -> None:
             "CREATE TABLE t AS SELECT * FROM read_json(?, format='newline_delimited')",
             [str(Path(logs) / "*.jsonl")],
         )
-        print(con.execute("SELECT count(*) FROM t").fetchone()[0])
+        print(con.execute("SELECT count(*) FROM t").fetchall()[0][0])
 
 
 def bacc_audit(*args: str) -> list[str]:

@@ -126,7 +126,9 @@ def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, 
     small = db.connect(tmp_path / "small.duckdb")
     ingest(small, [SAMPLE], runs.start(small, "ingest", {}))
     batches = db.table_batches(small)
-    assert len(batches) >= 7 and batches[0][0] == "CF-01" and batches[-1][1] == "PB-01"
+    first, last = batches[0], batches[-1]
+    assert first is not None and last is not None
+    assert len(batches) >= 7 and first[0] == "CF-01" and last[1] == "PB-01"
     result = audit(small, runs.start(small, "audit", {}), config.PropertyConfig())
     findings_sql = (
         "SELECT code, table_id, shoe, round, seq, message FROM current_findings ORDER BY ALL"
@@ -204,7 +206,7 @@ def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):
         monkeypatch.setattr("sys.argv", ["bacc-audit", *args])
         with pytest.raises(SystemExit) as e:
             cli.main()
-        return e.value.code
+        return int(e.value.code or 0)
 
     # MB-01 holds a missed Banker draw (critical) and a short vigorish (major).
     assert run("audit", "--db", str(dbfile), "--fail-on", "critical") == 1

@@ -671,8 +671,9 @@ STAY_THEN_CARD = ("P6d", "BTc", "PKd", "B{b}", "option:player:stay", "P5h")
 
 
 def test_4_12_e_a_card_after_stay_is_the_bankers_when_the_banker_must_draw() -> None:
-    cards = (*STAY_THEN_CARD, irr("card_after_stay", "banker_card", "5h"))
-    cards = tuple(c.format(b="4d") for c in cards)  # Banker 4 must draw: 4 + 5 = 9
+    cards = tuple(  # Banker 4 must draw: 4 + 5 = 9
+        c.format(b="4d") for c in (*STAY_THEN_CARD, irr("card_after_stay", "banker_card", "5h"))
+    )
     assert codes(coup(cards=cards, counts=(6, 9), winner="banker")) == []
     burned = (*cards[:-1], irr("card_after_stay", "burn_value", "5h"))
     assert codes(coup(cards=burned, counts=(6, 4), winner="player")) == [

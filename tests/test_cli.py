@@ -496,7 +496,7 @@ def test_cli_exits_4_when_the_database_is_busy(
 def test_memory_limit_from_the_environment(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "1GB")
     con = db.connect(tmp_path / "a.duckdb")
-    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
     con.close()
     assert limit == "953.6 MiB"  # 1 GB = 10^9 bytes, shown in binary units
     monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "lots")

@@ -36,11 +36,13 @@ def without(e: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 
 def bad_wager(**fields: Any) -> dict[str, Any]:
-    return event("wager", **({"seq": 99, "ts": T_BAD} | fields))
+    changed: dict[str, Any] = {"seq": 99, "ts": T_BAD} | fields
+    return event("wager", **changed)
 
 
 def bad_card(**fields: Any) -> dict[str, Any]:
-    return event("card", **({"seq": 99, "ts": T_BAD} | fields))
+    changed: dict[str, Any] = {"seq": 99, "ts": T_BAD} | fields
+    return event("card", **changed)
 
 
 def amount_written(written: str, **fields: Any) -> str:
@@ -1079,7 +1081,7 @@ def test_lines_are_numbered_across_chunk_boundaries(
 ) -> None:
     set_chunk_bytes(monkeypatch, 600)
     long_bad = '{"v":1,"ts":"2026-11-28T22:00:41-05:00","note":"' + "x" * 1300 + '"'  # > 2 blocks
-    lines = [*L[:6], long_bad, "", *L[6:10], b'{"v":1,"x":"\xff"}', *L[10:]]
+    lines: list[str | bytes] = [*L[:6], long_bad, "", *L[6:10], b'{"v":1,"x":"\xff"}', *L[10:]]
     path = audit.write("chunks.jsonl", lines)
     calls: list[tuple[Path, int]] = []
     r = audit.ingest_file(path, progress=lambda p, n: calls.append((p, n)))

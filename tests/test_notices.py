@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import pytest
 from helpers.tablelog import Log, TablePassDb, at
@@ -20,7 +21,7 @@ runner = CliRunner()
 
 
 def add(con, **kw):
-    args = dict(pit="P1", procedure=2, effective=at("02:00"), recipient="division",
+    args: dict[str, Any] = dict(pit="P1", procedure=2, effective=at("02:00"), recipient="division",
                 given_at=at("01:00"), entered_by="ann", entered_at=at("05:00"))
     args.update(kw)
     return notices.add_notice(con, **args)

@@ -131,8 +131,8 @@ def codes(ctx: TableContext, events: list[Event]) -> list[str]:
 # Winners (1 to 1): seat 7 paid 100, seat 5 paid 35, seat 3 paid 250.
 # Vigorish 5% of the winnings: seat 7 5.00, seat 5 1.75, seat 3 12.50.
 
-PAYS_1 = {7: 100, 5: 35, 3: 250}
-VIGS_1 = {7: "5.00", 5: "1.75", 3: "12.50"}
+PAYS_1: dict[int, object] = {7: 100, 5: 35, 3: 250}
+VIGS_1: dict[int, object] = {7: "5.00", 5: "1.75", 3: "12.50"}
 # The order of each procedure for seats 7, 5, 3 (7.10(b)1-4).
 ORDERS_1 = {
     1: ["pay 7", "pay 5", "pay 3", "vig 7", "vig 5", "vig 3"],
@@ -261,7 +261,7 @@ def two_seats_with_total_cards(order: list[str], count: int | None = 5) -> list[
 def test_a_seat_payment_includes_its_side_wagers(procedure: int) -> None:
     events = two_seats_with_total_cards(ORDERS_2[procedure])
     assert findings(table(procedure=procedure, side_bets=TOTAL_CARDS), events) == []
-    pays_and_vigs = [(e.type, e.seat) for e in events if e.type in ("pay", "vig")]
+    pays_and_vigs = [(e.type, e.seat or 0) for e in events if e.type in ("pay", "vig")]
     assert consistent_procedures(pays_and_vigs, vig_charged=True) == {procedure}
 
 
@@ -321,7 +321,7 @@ def one_banker_winner(vig_first: bool) -> list[Event]:
 )
 def test_with_one_winning_seat_1_is_3_and_2_is_4(vig_first: bool, fits: set[int]) -> None:
     events = one_banker_winner(vig_first)
-    pays_and_vigs = [(e.type, e.seat) for e in events if e.type in ("pay", "vig")]
+    pays_and_vigs = [(e.type, e.seat or 0) for e in events if e.type in ("pay", "vig")]
     assert consistent_procedures(pays_and_vigs, vig_charged=True) == fits
     for procedure in (1, 2, 3, 4):
         expected = [] if procedure in fits else ["order.procedure_mismatch"]

@@ -44,7 +44,7 @@ RoundKey = tuple[str, str, int]
 Packs = Mapping[tuple[str, str], RulePack]
 
 
-# --- the reference, run the way auditor/audit.py runs it ---------------------------------
+# --- the reference, run the way auditor/audit/run.py runs it ---------------------------------
 
 
 @dataclasses.dataclass
@@ -262,8 +262,12 @@ TOTAL = ("tie", "total_cards_4", "total_cards_5", "total_cards_6")
 SIDES = ("tie", "dragon7", "panda8")
 
 
-def _table(*args: Any) -> TableSpec:
-    return TableSpec(*args, opens="22:00", closes="02:00")
+def _table(
+    table: str, pit: str, game: str, jurisdiction: str, variant: str, seats: int,
+    procedure: int | None, side_bets: tuple[str, ...],
+) -> TableSpec:
+    return TableSpec(table, pit, game, jurisdiction, variant, seats, procedure, side_bets,
+                     opens="22:00", closes="02:00")
 
 
 NIGHT_TABLES = [

@@ -191,7 +191,7 @@ def test_cli_simulate(tmp_path, monkeypatch, capsys):
         monkeypatch.setattr("sys.argv", ["bacc-audit", *args])
         with pytest.raises(SystemExit) as e:
             cli.main()
-        return e.value.code
+        return int(e.value.code or 0)
 
     code = run(
         "simulate", "--out", str(tmp_path), "--tables", "3", "--hours", "0.5", "--seed", "4",

@@ -153,7 +153,7 @@ def test_third_cards_follow_the_draw_rules_except_the_planted_errors(tmp_path):
         if e["type"] == "card":
             rounds[e["table"], e["shoe"], e["round"]].append(e)
     assert len(rounds) == r.rounds
-    wrong = Counter()
+    wrong: Counter[str] = Counter()
     for key, cards in rounds.items():
         assert [c["to"] for c in cards[:4]] == ["player", "banker", "player", "banker"]
         dealt = (sum(c["to"] == "player" for c in cards), sum(c["to"] == "banker" for c in cards))

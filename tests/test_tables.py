@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.tablelog import Log, TablePassDb, at
@@ -30,13 +31,13 @@ from auditor.store import notices, runs
 NOTICE = "procedure.notice_"
 
 
-def change_at_two(notice_at: str | None = None, **notice: object) -> Log:
+def change_at_two(notice_at: str | None = None, **notice: Any) -> Log:
     """MB-01 in pit P1 opens on procedure 1 and changes to 2 at 02:00."""
     log = Log()
     log.open("MB-01", "P1", "22:00", procedure=1)
     if notice_at:
         log.notice("P1", notice_at, notice.pop("procedure", 2), notice.pop("effective", "02:00"),
-                   **notice)  # type: ignore[arg-type]
+                   **notice)
     log.change("MB-01", "02:00", 2)
     log.close("MB-01", "06:00")
     return log
@@ -245,7 +246,8 @@ def test_judge_change_exact_boundary_is_pure():
 
     assert judge_change(change, both(t - dt.timedelta(minutes=30)), [change]).code is None
     late = judge_change(change, both(t - dt.timedelta(minutes=29, seconds=59)), [change])
-    assert late.code == "procedure.notice_late" and minutes(late.lead) == "29 minutes 59 seconds"
+    assert late.code == "procedure.notice_late" and late.lead is not None
+    assert minutes(late.lead) == "29 minutes 59 seconds"
 
 
 # --- one procedure per pit: 13:69F-7.10(c)1-2 ---------------------------------------------

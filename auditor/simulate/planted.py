@@ -570,7 +570,7 @@ def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:
     for c in night.changes:
         if not c.kind:
             continue
-        made = [p.spec.table for p in players if c in p.applied]
+        made: list[str | None] = [p.spec.table for p in players if c in p.applied]
         if c.kind == "lone_change":
             made = [None] if made else []
         out += [{"code": KIND_CODES[c.kind], "table": table, "shoe": None, "round": None,

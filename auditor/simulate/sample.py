@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 from auditor.simulate.generator import Deviation, Night, NoticeChange, TableSpec, write_night
 
 
 def sample_night() -> Night:
     """The sample property's night of 28 November 2026 (US Eastern, UTC-05:00)."""
-    nj_mini = dict(game="mini_baccarat", jurisdiction="NJ", seats=7)
+    nj_mini: dict[str, Any] = dict(game="mini_baccarat", jurisdiction="NJ", seats=7)
     tables = [
         TableSpec("MB-01", "P1", variant="standard", procedure=1, **nj_mini),
         TableSpec(

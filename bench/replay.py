@@ -4,7 +4,7 @@
 
 Generates (once, cached as bench/out/replay-<rounds>.duckdb) an ingested audit database of
 simulated mini-baccarat tables with at least the asked number of rounds, then times:
-  python: what auditor/audit.py does per round: the round's events fetched through Arrow,
+  python: what auditor/audit/run.py does per round: the round's events fetched through Arrow,
           turned into Event values and given to auditor.replay.round.check_round
           (on the first --python-rounds rounds: the whole would take minutes);
   sql:    auditor.audit.sql_replay.sql_round_findings over every round (findings, judged rounds and
@@ -166,7 +166,7 @@ def peak_rss_mb() -> float:
 
 
 def python_reference(con: duckdb.DuckDBPyConnection, rounds: str) -> tuple[int, set[str], float]:
-    """What auditor/audit.py's _replay does per round, without storing: the events through
+    """What auditor/audit/run.py's _replay does per round, without storing: the events through
     Arrow in batches, Event values, the table context, check_round, the fingerprints.
     Returns the rounds replayed, the fingerprints and the seconds spent in check_round."""
     contexts: dict[tuple, TableContext | str] = {}

@@ -82,9 +82,9 @@ class SqlReplay:
     - `judged`: the rounds the SQL path judged: table_id, shoe, round, events, last_seq,
       findings (the columns of round_audits before run_id and audited_at).
     - `fallback`: the rounds it did not judge: table_id, shoe, round, rid, reason. The caller
-      must replay these with `check_round` (or skip them, as audit.py does for a table with
-      no usable context); the SQL path has no findings for them. Reasons starting with
-      "context:" are the rounds audit._context does not audit either.
+      must replay these with `check_round` (or skip them, as the audit run does for a table
+      with no usable context); the SQL path has no findings for them. Reasons starting with
+      "context:" are the rounds audit.run._context does not audit either.
     """
 
     findings: str
@@ -114,18 +114,18 @@ def sql_round_findings(
 ) -> SqlReplay:
     """Replay the rounds listed in `rounds_table` in SQL and materialise their findings.
 
-    `rounds_table` has the shape of audit.py's `todo` (table_id, shoe, round, first_seq,
+    `rounds_table` has the shape of the audit run's `todo` (table_id, shoe, round, first_seq,
     last_seq, n, ts, pit, game, jurisdiction, variant, seats, side_bets, procedure, ...); the
     `events` and `sources` tables are read for the rounds' events (types ROUND_EVENTS) and
     their file:line. `packs` maps (jurisdiction, game) to a loaded RulePack; a pair missing
-    from it is loaded with `loader` (default `load_pack`), like audit.py does. `flag_all`
+    from it is loaded with `loader` (default `load_pack`), like the audit run does. `flag_all`
     skips the verdict and spells out every round (for tests: it shows the verdict never
     hides a finding). `timings`, if given, receives the seconds each step took, by the
     table it made. Results go to temp tables named `prefix` + findings / judged / fallback
     (replaced if they exist); scratch tables start with `_rp_` and are dropped.
 
-    Runs several statements; the caller owns the transaction (audit.py runs the whole audit
-    in one).
+    Runs several statements; the caller owns the transaction (the audit run does the whole
+    audit in one).
     """
     names = SqlReplay(f"{prefix}findings", f"{prefix}judged", f"{prefix}fallback", 0, 0, 0)
 

@@ -5,7 +5,7 @@
 Generates (once, cached under bench/out/) a log of simulated tables with at least the asked
 number of events, then times, each in a fresh database file:
   bare:   CREATE TABLE AS SELECT * FROM read_json(file)   (DuckDB's floor: parse + store)
-  ingest: auditor.ingest.files.ingest(...)                     (validate, type, manifest, findings)
+  ingest: auditor.ingest.files.ingest(...)               (validate, type, manifest, findings)
 and prints events/s for both and the ratio ingest / bare (target: at most 2).
 """
 

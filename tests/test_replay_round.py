@@ -816,16 +816,35 @@ def test_a_void_round_returns_every_wager() -> None:
     assert found[0].expected["outcome"] == "push"
 
 
-def test_an_irregular_round_is_settled_on_the_cards_dealt_without_draw_checks() -> None:
-    # Player 3 + 4 = 7 gets a third card 2c after an irregularity: Player 9, Banker 6.
+def test_an_irregularity_the_pack_does_not_list_leaves_every_check_in_place() -> None:
+    # Player 3 + 4 = 7 must stand but gets 2c, declared an irregularity of a kind the NJ pack
+    # does not list: that is a finding, and so is the extra card. The round is still settled
+    # on the cards as dealt: Player 9, Banker 6, the Player wager paid.
     r = Round().wager(1, "player", 100).deal(player="3s 4h 2c", banker="Kc 6d")
     r.add("irregularity", kind="card_dealt_in_error", card="2c", disposition="kept")
     r.result(9, 6, "player")
-    assert codes(table(), r.pay(1, "player", 100).end()) == []
+    found = findings(table(), r.pay(1, "player", 100).end())
+    assert [f.code for f in found] == ["irregularity.unknown_kind", "draw.player_extra"]
+    assert found[0].seq == 9 and found[0].observed == {
+        "kind": "card_dealt_in_error", "disposition": "kept", "card": "2c"
+    }
+    assert found[1].seq == 8  # the 2c
     r = Round().wager(1, "player", 100).deal(player="3s 4h 2c", banker="Kc 6d")
     r.add("irregularity", kind="card_dealt_in_error", card="2c", disposition="kept")
     r.result(9, 6, "player")
-    assert codes(table(), r.collect(1, "player", 100).end()) == ["settle.wrong_outcome"]
+    assert codes(table(), r.collect(1, "player", 100).end()) == [
+        "irregularity.unknown_kind", "draw.player_extra", "settle.wrong_outcome"
+    ]
+
+
+def test_nz_card_dealt_to_the_player_in_error_is_taken_out_before_the_draw_checks() -> None:
+    # NZ rule 12.2: Player 3 + 4 = 7 stands, Banker K + 6 = 6 must stand, so 2c dealt to the
+    # Player in error is kept for the next round: Player 7 beats Banker 6 on two cards each.
+    r = Round().wager(1, "player", 100).deal(player="3s 4h 2c", banker="Kc 6d")
+    r.add("irregularity", kind="player_extra_card", card="2c",
+          disposition="next_round_first_card")
+    r.result(7, 6, "player")
+    assert codes(table(pack=NZ_MINI, procedure=None), r.pay(1, "player", 100).end()) == []
 
 
 def test_chemin_de_fer_is_not_replayed_here() -> None:

@@ -1,6 +1,7 @@
 """Shoe checks through the whole path: decks (N.J.A.C. 13:69F-7.1(a),(d)), batch alternation
 (7.1(d)5), composition, burns (house option; 4.12(j)), the cutting card and the end of the shoe
-(house options), rounds the rules make void (4.12(j),(k)); and log.seq_gap across files.
+(house options), rounds the rules make void (4.12(j),(k)); log.seq_gap across files; and logs
+that stop without a table's close or a shoe's end (log.table_unclosed, log.shoe_unfinished).
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ import datetime as dt
 import pytest
 from helpers.tablelog import DECK, Log, TablePassDb, at, deal_rounds
 
-from auditor.replay.shoes import card_excess, face_up_burn_size, start_burn_size
+from auditor.replay.shoes import (
+    GamingDays,
+    card_excess,
+    face_up_burn_size,
+    start_burn_size,
+)
 
 # An 8-deck shoe's first cards after a correct burn (Ac exposed: 1 more card).
 BURN_ACE = ["Ac", "Kd"]
@@ -416,3 +422,162 @@ def test_the_propertys_house_option_moves_where_the_cutting_card_belongs(tmp_pat
     a.run()
     [f] = a.findings("shoe.cut_card")
     assert f["expected"] == {"cut_card_from_end": [10, 12]}
+
+
+# --- logs that stop: log.table_unclosed, log.shoe_unfinished --------------------------------
+
+
+def night_with_a_cut(other_closes: str = "06:05") -> tuple[Log, list[dict]]:
+    """MB-01 plays three rounds of shoe S1 and closes at 23:30; MB-02 opens and closes at
+    `other_closes`. Returns the log and MB-01's events after round 2 (the part a cut loses)."""
+    log = one_shoe(8)
+    for rnd, cards in enumerate(deal_rounds(DECK, 2, 3), start=1):
+        log.round("MB-01", "S1", rnd, cards)
+    log.shoe_end("MB-01", "S1")
+    log.close("MB-01", "23:30")
+    log.open("MB-02", "P1", "22:00", procedure=1)
+    log.close("MB-02", other_closes)
+    events = log.streams["table:MB-01"]
+    cut = max(i for i, e in enumerate(events) if e["type"] == "round_end" and e["round"] == 2)
+    return log, events[cut + 1:]
+
+
+def cut_away(log: Log, lost: list[dict]) -> Log:
+    log.streams["table:MB-01"] = log.streams["table:MB-01"][:-len(lost)]
+    return log
+
+
+def test_a_table_log_cut_at_a_round_boundary_is_reported_and_withdrawn_when_completed(
+    tmp_path,
+):
+    log, lost = night_with_a_cut()
+    assert [e["type"] for e in lost][-3:] == ["round_end", "shoe_end", "table_close"]
+    a = TablePassDb(tmp_path)
+    a.ingest(cut_away(log, lost))
+    assert a.findings("log.seq_gap") == []  # nothing in seq shows the cut
+    a.run()
+    [f] = a.findings("log.")
+    assert (f["code"], f["table_id"], f["shoe"], f["round"]) == (
+        "log.table_unclosed", "MB-01", None, None)
+    last = log.streams["table:MB-01"][-1]
+    assert (last["type"], last["round"]) == ("round_end", 2)
+    assert f["seq"] == last["seq"] and f["severity"] == "major"
+    assert f["observed"]["open_shoe"] == "S1"
+    assert f["observed"]["gaming_day"] == "2026-11-28"
+    assert f["observed"]["opened"]["seq"] == 1
+    assert "no table_close" in f["message"] and "shoe S1 was left without" in f["message"]
+    # The rest of the night arrives in a later file: the table closes, the finding is withdrawn.
+    rest = Log()
+    rest.streams["table:MB-01"] = lost
+    a.ingest(rest)
+    a.run()
+    assert a.findings("log.") == []
+    [withdrawn] = a.con.execute(
+        "SELECT status FROM findings WHERE code = 'log.table_unclosed' ORDER BY id DESC LIMIT 1"
+    ).fetchall()
+    assert withdrawn == ("withdrawn",)
+
+
+def test_a_night_still_being_delivered_is_not_flagged_until_its_gaming_day_is_over(tmp_path):
+    # The latest event in the database is MB-02's close at 05:30, before the 06:00 end of
+    # gaming day 2026-11-28: MB-01 may still be coming.
+    log, lost = night_with_a_cut(other_closes="05:30")
+    a = TablePassDb(tmp_path)
+    a.ingest(cut_away(log, lost))
+    a.run()
+    assert a.findings("log.") == []
+    later = Log()
+    later.open("MB-03", "P1", "06:10", procedure=1)  # the next gaming day has begun
+    a.ingest(later)
+    a.run()
+    assert [f["code"] for f in a.findings("log.")] == ["log.table_unclosed"]
+
+
+def test_the_propertys_gaming_day_start_decides_when_the_day_is_over(tmp_path):
+    from auditor.config import PropertyConfig
+
+    log, lost = night_with_a_cut(other_closes="05:30")
+    a = TablePassDb(tmp_path, PropertyConfig(gaming_day_start=dt.time(4)))
+    a.ingest(cut_away(log, lost))
+    a.run()
+    [f] = a.findings("log.")
+    assert f["observed"]["gaming_day"] == "2026-11-28"
+    assert "ended at 2026-11-29 04:00:00" in f["message"]
+
+
+def test_a_shoe_with_no_end_before_the_next_shoe_or_the_close(tmp_path):
+    log = one_shoe(8)
+    log.round("MB-01", "S1", 1, deal_rounds(DECK, 2, 1)[0])
+    log.shoe_start("MB-01", "23:00", "S2")  # S1 never ended
+    log.burn("MB-01", "S2", BURN_ACE)
+    log.round("MB-01", "S2", 1, deal_rounds(DECK, 2, 1)[0])
+    log.close("MB-01", "23:30")  # nor did S2
+    a = TablePassDb(tmp_path)
+    a.ingest(log)
+    a.run()
+    found = a.findings("log.")
+    assert [(f["code"], f["shoe"], f["round"]) for f in found] == [
+        ("log.shoe_unfinished", "S1", None), ("log.shoe_unfinished", "S2", None)
+    ]
+    events = log.streams["table:MB-01"]
+    s2_start = [e for e in events if e["type"] == "shoe_start"][1]
+    close = events[-1]
+    assert [f["seq"] for f in found] == [s2_start["seq"], close["seq"]]
+    assert found[0]["severity"] == "minor"
+    assert found[0]["observed"]["last_round"] == 1
+    assert found[0]["observed"]["next_event"]["type"] == "shoe_start"
+    assert "went on with shoe_start of shoe S2" in found[0]["message"]
+
+
+def test_a_table_opened_again_without_a_close(tmp_path):
+    log = one_shoe(8)
+    log.round("MB-01", "S1", 1, deal_rounds(DECK, 2, 1)[0])
+    log.shoe_end("MB-01", "S1")
+    reopen = log.open("MB-01", "P1", "23:00", procedure=1)
+    log.close("MB-01", "23:30")
+    a = TablePassDb(tmp_path)
+    a.ingest(log)
+    a.run()
+    [f] = a.findings("log.")
+    assert f["code"] == "log.table_unclosed"
+    assert f["observed"]["reopened"]["seq"] == reopen["seq"]
+    assert f["observed"]["last_event"]["type"] == "shoe_end" and f["seq"] == reopen["seq"] - 1
+    assert f["observed"]["open_shoe"] is None
+
+
+def test_a_missing_end_inside_a_seq_gap_is_the_gaps_finding(tmp_path):
+    log = one_shoe(8)
+    log.round("MB-01", "S1", 1, deal_rounds(DECK, 2, 1)[0])
+    end = log.shoe_end("MB-01", "S1")
+    log.close("MB-01", "23:30")
+    log.streams["table:MB-01"].remove(end)  # the shoe_end is lost: seq skips it
+    a = TablePassDb(tmp_path)
+    a.ingest(log)
+    a.run()
+    assert [f["code"] for f in a.findings("log.")] == ["log.seq_gap"]
+
+
+def test_a_complete_night_has_no_end_finding(tmp_path):
+    log, _ = night_with_a_cut()
+    a = TablePassDb(tmp_path)
+    a.ingest(log)
+    a.run()
+    assert a.findings("log.") == []
+
+
+def test_gaming_days_start_at_the_propertys_hour_in_its_zone():
+    days = GamingDays(dt.time(6), at("22:00").tzinfo or dt.UTC)
+    assert days.of(at("05:59:59")) == dt.date(2026, 11, 28)
+    assert days.of(at("06:00")) == dt.date(2026, 11, 29)
+    assert days.of(at("22:00")) == dt.date(2026, 11, 28)
+    assert days.end(dt.date(2026, 11, 28)) == at("06:00")
+    # The same instant in UTC belongs to the same gaming day.
+    assert days.of(at("05:59:59").astimezone(dt.UTC)) == dt.date(2026, 11, 28)
+
+
+def test_an_event_at_the_very_end_of_the_gaming_day_closes_it(tmp_path):
+    log, lost = night_with_a_cut(other_closes="06:00")
+    a = TablePassDb(tmp_path)
+    a.ingest(cut_away(log, lost))
+    a.run()
+    assert [f["code"] for f in a.findings("log.")] == ["log.table_unclosed"]

@@ -16,7 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 import duckdb
 
 from auditor.replay.irregular import Irregularity
-from auditor.replay.shoes import Excess, RoundSpan, Shoe, ShoeEvent, ShoeRules, opening_seq
+from auditor.replay.shoes import (
+    Excess,
+    RoundSpan,
+    Shoe,
+    ShoeEvent,
+    ShoeRules,
+    StreamEvent,
+    TableStream,
+    opening_seq,
+)
 from auditor.replay.tables import (
     Notice,
     RoundOrder,
@@ -386,6 +395,66 @@ def load_last_round_cards(
             [table, shoe, rnd],
         ).fetchall()
         out[(table, shoe)] = [(to, str(parse_card(c))) for to, c in rows]
+    return out
+
+
+# --- where table streams stop ---------------------------------------------------------------
+
+
+def load_latest_ts(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:
+    """The latest event in the database (of any table or pit): how far the logs reach."""
+    return con.execute("SELECT max(ts) FROM events").fetchall()[0][0]
+
+
+def load_streams(
+    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None = None
+) -> list[TableStream]:
+    """Each table's opens and closes (with the event before each open), its last event and
+    its seq gaps (of the tables in `tables_in`, one of db.table_batches, or of all): one window
+    of seq numbers over the streams, then the few events it keeps read in full."""
+    these = table_range_sql(tables_in)
+    rows = con.execute(
+        f"""
+        WITH w AS (
+          SELECT table_id, seq, type, lag(seq) OVER x AS p_seq, lead(seq) OVER x AS n_seq
+          FROM events WHERE table_id IS NOT NULL AND {these}
+          WINDOW x AS (PARTITION BY table_id ORDER BY seq)
+        ), keep AS (
+          SELECT * FROM w
+          WHERE type IN ('table_open', 'table_close') OR n_seq IS NULL OR seq > p_seq + 1
+        )
+        SELECT k.table_id, k.seq, e.ts, k.type, s.path || ':' || e.line_no, e.shoe, e.round,
+               e.pit, k.p_seq, p.ts, p.type, ps.path || ':' || p.line_no, p.shoe, p.round,
+               k.n_seq
+        FROM keep k
+        JOIN events e ON e.table_id = k.table_id AND e.seq = k.seq
+        JOIN sources s ON s.id = e.source_id
+        LEFT JOIN events p ON k.type = 'table_open' AND p.table_id = k.table_id
+          AND p.seq = k.p_seq AND {table_range_sql(tables_in, "p.table_id")}
+        LEFT JOIN sources ps ON ps.id = p.source_id
+        WHERE {table_range_sql(tables_in, "e.table_id")}
+        ORDER BY k.table_id, k.seq
+        """
+    ).fetchall()
+    out: list[TableStream] = []
+    marks: list[StreamEvent] = []
+    before: dict[int, StreamEvent] = {}
+    gaps: list[tuple[int, int]] = []
+    pit: str | None = None
+    for (table, seq, ts, type_, source, shoe, rnd, pit_, p_seq, p_ts, p_type, p_source,
+         p_shoe, p_round, n_seq) in rows:
+        event = StreamEvent(table, seq, ts, type_, source, shoe, rnd)
+        if type_ == "table_open":
+            pit = pit_ if pit_ is not None else pit
+            if p_ts is not None:
+                before[seq] = StreamEvent(table, p_seq, p_ts, p_type, p_source, p_shoe, p_round)
+        if type_ in ("table_open", "table_close"):
+            marks.append(event)
+        if p_seq is not None and seq > p_seq + 1:
+            gaps.append((p_seq, seq))
+        if n_seq is None:
+            out.append(TableStream(table, pit, tuple(marks), before, event, tuple(gaps)))
+            marks, before, gaps, pit = [], {}, [], None
     return out
 
 

@@ -1,11 +1,12 @@
 """The table, pit and shoe pass of an audit: procedures and their notices, one procedure per
-pit, undeclared changes, the shoe checks and the irregularities' dispositions, over the whole
-database.
+pit, undeclared changes, the shoe checks, table logs that stop without their close or a shoe's
+end, and the irregularities' dispositions, over the whole database.
 
 `table_findings` reads what it needs (events, notices entered by hand, rule packs), lets the
 pure checks of `auditor.replay.tables` and `auditor.replay.shoes` decide, then records the
 findings and withdraws the standing ones of its own codes that no longer hold (a notice entered
-by hand later, a file that fills a gap) in one transaction. Rerunning adds nothing.
+by hand later, a file that fills a gap or completes a table's night) in one transaction.
+Rerunning adds nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ OWNED_CODES = (
     "shoe.end_of_shoe",
     "shoe.void_required",
     "irregularity.disposition",
+    "log.table_unclosed",
+    "log.shoe_unfinished",
 )
 MISMATCH = "order.procedure_mismatch"
 UNDECLARED = "procedure.undeclared_change"
@@ -131,6 +134,8 @@ def compute(
     # table, and a day of millions of rounds would not fit in memory at once.
     runs: list[table_checks.Run] = []
     counts: Counter[str] = Counter()
+    latest = load.load_latest_ts(con)
+    days = shoe_checks.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
         suspects, n = load.tables_with_other_orders(
             con, timeline, lambda t: charged.get(t), tables_in
@@ -146,6 +151,9 @@ def compute(
         excess, used = load.load_composition(con, tables_in)
         last_cards = load.load_last_round_cards(con, shoes)
         found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+        if latest is not None:
+            found += shoe_checks.log_end_findings(load.load_streams(con, tables_in), shoes,
+                                                  latest, days)
         counts["shoes"] += len(shoes)
         counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
         counts["gap"] += sum(1 for s in shoes if s.gap)

@@ -1,25 +1,132 @@
-"""Irregularities the dealer declared (`irregularity` events), judged against the dispositions
-the table's rule pack allows: `irregularities.<kind>` maps each situation to its dispositions.
+"""Irregularities the dealer declared (`irregularity` events) at mini-baccarat and punto banco
+tables, against the rule pack: `irregularities.<kind>` maps each situation of a kind to the
+dispositions allowed in it (chemin de fer has its own replay, auditor.replay.chemin).
 
-Only NZ rule 12.2 is in the packs so far (a third card dealt to the Player's hand when none is
-authorised: the Banker's third card if the Banker must draw; else the first card of the next
-round, "No bets this hand" if it was disclosed, or a reshuffle). A kind the pack does not list
-is not judged (counted in the audit summary), never passed as correct.
+Two parts, both pure:
+
+- `round_irregularities`, for the round replay: what a round's irregularities change in what
+  it checks. Only a kind the pack lists, resolved by a disposition the pack lists for it,
+  changes anything (the round void, the cards dealt again, a card moved or taken out of the
+  round); anything else leaves the cards as dealt for every check, and a kind the pack does
+  not list is itself a finding (`irregularity.unknown_kind`). A declaration can thus never
+  hide a draw or a settlement the rules do not allow.
+- `irregularity_findings`, for the table pass: whether each disposition is one the pack allows
+  in its situation (`irregularity.disposition`). NZ rule 12.2 (`player_extra_card`: a third
+  card dealt to the Player's hand when none is authorised becomes the Banker's third card if
+  the Banker must draw; else the first card of the next round, "No bets this hand" if it was
+  disclosed, or a reshuffle) has a judge that reads its situation from the cards; any other
+  listed kind is judged against the dispositions the pack lists for it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from auditor.replay.hands import Hands, count, deal_error
+from auditor.replay.hands import BANKER, PLAYER, Hands, count, deal_error
+from auditor.replay.model import Event
 from auditor.replay.tables import TableFinding, iso
-from auditor.rules.pack import RulePack
+from auditor.rules.pack import CHEMIN, RulePack
 
 PLAYER_EXTRA_CARD = "player_extra_card"
 CODE = "irregularity.disposition"
+ANY = "any"  # the situation of a kind whose dispositions do not depend on the cards
+
+# --- What a disposition does to the round it is declared in --------------------------------
+# The dispositions the round replay applies at a mini-baccarat or punto banco table; a pack
+# may list others (they are judged) but they change nothing in the round's checks.
+# The round does not count: every wager is returned (as after a `void` event).
+ROUND_VOID = "round_void"
+# The cards dealt before the irregularity are set aside; the round is dealt again, and the
+# cards after the `irregularity` event are its hands.
+ROUND_REDEALT = "round_redealt"
+# The named card leaves the Player's hand and is the Banker's third card (NZ rule 12.2).
+BANKER_THIRD_CARD = "banker_third_card"
+# The named card leaves the round (NZ rule 12.2: kept for the next round, disclosed and
+# "No bets this hand", or the cards reshuffled before the next round).
+CARD_OUT = frozenset({"next_round_first_card", "no_bets_this_hand", "reshuffled"})
+
+
+def listed_kinds(pack: RulePack) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The pack's irregularities.<kind> tables: kind -> situation -> dispositions allowed."""
+    return {
+        name.removeprefix("irregularities."): {
+            str(situation): tuple(str(d) for d in allowed)
+            for situation, allowed in entry.value.items()
+        }
+        for name, entry in pack.entries.items()
+        if name.startswith("irregularities.") and isinstance(entry.value, Mapping)
+    }
+
+
+def allowed_anywhere(situations: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """Every disposition a kind's table allows in some situation, in the pack's order."""
+    return tuple(dict.fromkeys(d for allowed in situations.values() for d in allowed))
+
+
+# --- The round replay: what a round's irregularities leave to check ------------------------
+
+
+@dataclass(frozen=True)
+class RoundIrregularities:
+    """A round's cards as its irregularities' dispositions leave them, for the round replay.
+
+    `cards`: the card events the hands are made of, in shoe order (a card moved to the Banker
+    keeps its event, with `to` changed); `void`: a disposition made the round void; `unknown`:
+    the irregularity events of kinds the pack does not list.
+    """
+
+    cards: tuple[Event, ...]
+    void: bool
+    unknown: tuple[Event, ...]
+
+
+def round_irregularities(pack: RulePack, events: Sequence[Event]) -> RoundIrregularities:
+    """Apply, in event order, the dispositions of `events`' irregularities to its cards.
+
+    A disposition has an effect only when the pack lists the irregularity's kind and lists the
+    disposition for that kind (in any situation: whether it was the right one for the cards is
+    the table pass's `irregularity.disposition`). A card to move or take out must be named by
+    the event and found where the disposition takes it from; otherwise, and for any other
+    irregularity, the cards stay as dealt and the round gets every check on them.
+    """
+    kinds = listed_kinds(pack)
+    cards: list[Event] = []
+    void = False
+    unknown: list[Event] = []
+    for e in events:
+        if e.type == "card":
+            cards.append(e)
+            continue
+        if e.type != "irregularity":
+            continue
+        situations = kinds.get(e.kind or "")
+        if situations is None:
+            unknown.append(e)
+            continue
+        disposition = e.disposition or ""
+        if disposition not in allowed_anywhere(situations):
+            continue
+        if disposition == ROUND_VOID:
+            void = True
+        elif disposition == ROUND_REDEALT:
+            cards = []
+        elif e.card is not None and (disposition == BANKER_THIRD_CARD or disposition in CARD_OUT):
+            hands = (PLAYER,) if disposition == BANKER_THIRD_CARD else (PLAYER, BANKER)
+            at = next((i for i in range(len(cards) - 1, -1, -1)
+                       if cards[i].card == e.card and cards[i].to in hands), None)
+            if at is None:
+                continue  # not where the disposition takes it from: nothing moves
+            if disposition == BANKER_THIRD_CARD:
+                cards[at] = replace(cards[at], to=BANKER)
+            else:
+                del cards[at]
+    return RoundIrregularities(tuple(cards), void, tuple(unknown))
+
+
+# --- The table pass: each disposition against the pack --------------------------------------
 
 
 @dataclass(frozen=True)
@@ -102,21 +209,42 @@ def judge_player_extra_card(
     return []
 
 
+def judge_listed(
+    irr: Irregularity, pack: RulePack, allowed: Mapping[str, Sequence[str]]
+) -> list[TableFinding]:
+    """A kind the pack lists and no judge here reads the situation of: the disposition must be
+    one the pack allows for the kind, in situation `any` when it has one, else in some
+    situation (a disposition no situation allows is wrong whatever the cards)."""
+    ok = tuple(allowed[ANY]) if ANY in allowed else allowed_anywhere(allowed)
+    if irr.disposition in ok:
+        return []
+    where = f"{irr.table} shoe {irr.shoe} round {irr.round}"
+    return [_finding(
+        irr, "disposition",
+        f"{where}: irregularity {irr.kind!r} was resolved as {irr.disposition!r}; the rule "
+        f"pack {pack.id} allows {' or '.join(repr(d) for d in ok) or 'no disposition'}.",
+        {"kind": irr.kind, "dispositions": list(ok)},
+        {"disposition": irr.disposition, "card": irr.card},
+    )]
+
+
 JUDGES = {PLAYER_EXTRA_CARD: judge_player_extra_card}
 
 
 def irregularity_findings(
     found: Sequence[Irregularity], pack_of: Mapping[str, RulePack | None]
 ) -> tuple[list[TableFinding], int]:
-    """Findings for the irregularities a pack lists, and how many could not be judged."""
+    """Findings for the irregularities of kinds a pack lists, and how many were not judged
+    here: no usable pack, a kind the pack does not list (the round replay reports it as
+    irregularity.unknown_kind), or a chemin de fer table (judged by its own replay)."""
     out: list[TableFinding] = []
     unjudged = 0
     for irr in found:
         pack = pack_of.get(irr.table)
-        allowed = None if pack is None else pack.value(f"irregularities.{irr.kind}")
-        judge = JUDGES.get(irr.kind)
-        if allowed is None or judge is None or pack is None:
+        allowed = None if pack is None or pack.game == CHEMIN else listed_kinds(pack).get(
+            irr.kind)
+        if pack is None or allowed is None:
             unjudged += 1
             continue
-        out += judge(irr, pack, allowed)
+        out += JUDGES.get(irr.kind, judge_listed)(irr, pack, allowed)
     return out, unjudged

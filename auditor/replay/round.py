@@ -27,6 +27,7 @@ from auditor.replay.hands import (
     outcome,
     required_draws,
 )
+from auditor.replay.irregular import listed_kinds, round_irregularities
 from auditor.replay.model import Event, RoundFinding, TableContext
 from auditor.replay.settle import (
     COLLECT,
@@ -62,8 +63,8 @@ class _Parts:
     wagers: list[Event] = field(default_factory=list)
     settlements: list[Event] = field(default_factory=list)  # collect, pay, push
     vigs: list[Event] = field(default_factory=list)
+    irregularities: list[Event] = field(default_factory=list)
     void: bool = False
-    irregular: bool = False
 
     @classmethod
     def of(cls, events: Sequence[Event]) -> _Parts:
@@ -83,7 +84,7 @@ class _Parts:
             elif t == "void":
                 parts.void = True
             elif t == "irregularity":
-                parts.irregular = True
+                parts.irregularities.append(e)
         return parts
 
     @property
@@ -101,23 +102,28 @@ def check_round(ctx: TableContext, events: Sequence[Event]) -> list[RoundFinding
 
     - A void round is only checked for every wager being returned (and no vigorish).
     - After a deal.order error the draw checks are skipped: the tables assume P, B, P, B.
-    - A round with an irregularity is not checked for deal order or draws (the irregularity
-      audit judges those against the pack's dispositions) but is settled on the cards dealt.
+    - An irregularity changes what is checked only when the pack lists its kind and the
+      disposition for that kind (replay/irregular.py): a void round is checked as void, a
+      redealt round on the cards after it, a card moved or taken out is moved or taken out;
+      every other check runs on the hands that leaves. Any other irregularity leaves the
+      cards as dealt, and one of a kind the pack does not list is irregularity.unknown_kind.
+      Whether the disposition suited the cards is the table pass's irregularity.disposition.
     - Chemin de fer has its own replay; this returns [] for it.
     """
     if ctx.game == "chemin_de_fer":
         return []
     parts = _Parts.of(events)
     found: list[RoundFinding] = []
+    if parts.irregularities:
+        found += _irregularities(ctx, parts)
     result: Outcome | None = None
     if not parts.void:
         hands = Hands.deal([(e.to or "", e.card or "") for e in parts.cards])
-        if not parts.irregular:
-            error = deal_error(hands, ctx.pack.deal_order)
-            if error is not None:
-                found.append(_deal_order_finding(parts, hands, error))
-            else:
-                found += _draw_findings(ctx, parts, hands)
+        error = deal_error(hands, ctx.pack.deal_order)
+        if error is not None:
+            found.append(_deal_order_finding(parts, hands, error))
+        else:
+            found += _draw_findings(ctx, parts, hands)
         if hands.complete:
             result = outcome(hands)
             found += _result_findings(parts, result)
@@ -187,6 +193,32 @@ def _result_text(result: Outcome) -> str:
         else (result.banker_count, result.player_count)
     )
     return f"a {result.winner.title()} win, {win} to {lose}"
+
+
+# --- irregularities ----------------------------------------------------------------------
+
+
+def _irregularities(ctx: TableContext, parts: _Parts) -> list[RoundFinding]:
+    """Leave in `parts` the cards (and void or not) the round's irregularities make of it, by
+    the dispositions the pack gives for their kinds; each irregularity of a kind the pack does
+    not list is a finding."""
+    effect = round_irregularities(ctx.pack, parts.events)
+    parts.cards = list(effect.cards)
+    parts.void = parts.void or effect.void
+    kinds = sorted(listed_kinds(ctx.pack))
+    listed = f"lists {', '.join(repr(k) for k in kinds)}" if kinds else "lists none"
+    return [
+        _finding(
+            "irregularity.unknown_kind",
+            e,
+            f"The dealer declared an irregularity of kind {e.kind!r}, which the rule pack "
+            f"{ctx.pack.id} does not list ({listed}); its disposition {e.disposition!r} was "
+            "not judged and changes nothing in the checks of the round.",
+            {"kinds": kinds},
+            {"kind": e.kind, "disposition": e.disposition, "card": e.card},
+        )
+        for e in effect.unknown
+    ]
 
 
 # --- deal and draws ----------------------------------------------------------------------

@@ -361,8 +361,8 @@ _CODES = [
         "irregularity.disposition",
         "major",
         "round",
-        "Irregularity dispositions of the rule pack (NZ rule 12.2); raised by the table pass, "
-        "which owns it (chemin de fer: irregularity.chemin_disposition)",
+        "Irregularity dispositions of the rule pack (irregularities.*: NZ rule 12.2); raised "
+        "by the table pass, which owns it (chemin de fer: irregularity.chemin_disposition)",
         "An irregularity resolved other than the rules allow",
         "How a card dealt in error is used decides the round; a disposition the rules do not "
         "allow for the situation can turn the result for or against the wagers on it.",
@@ -399,6 +399,37 @@ _CODES = [
         "Logs are evidence; a changed log after ingest may be a tampering attempt.",
         "night.jsonl ingested at 06:00, offered again at 07:00 with a changed payout.",
         "night.jsonl offered again unchanged: nothing new is loaded.",
+    ),
+    Code(
+        "log.table_unclosed",
+        "major",
+        "log",
+        "Event log v1, table events: a table's opening is recorded from its table_open to its "
+        "table_close",
+        "A table opening with no table_close: the table's log stops, or the table opens again, "
+        "without it",
+        "Rounds that are not in the log are never audited, and a log cut at a round boundary "
+        "shows no gap in seq. The end of a table's log is judged only once its gaming day is "
+        "over (the database holds an event at or after the end of the gaming day of the "
+        "table's last event, by the property's gaming_day_start), so a night still being "
+        "delivered is not flagged; a later file that completes the table withdraws it.",
+        "Table MB-03's log stops at 01:12 after round 31 of its fourth shoe; the other tables "
+        "closed after 06:00.",
+        "Its file goes on to the end of the shoe and the table_close at 06:04.",
+    ),
+    Code(
+        "log.shoe_unfinished",
+        "minor",
+        "log",
+        "Event log v1, table events: a shoe is recorded from its shoe_start to its shoe_end",
+        "A shoe with no shoe_end although the table went on to another shoe, closed or opened "
+        "again",
+        "Without the shoe's end the cards left in it are not known, so the shoe's count in all "
+        "and its last rounds cannot be checked, and the record of the night has a hole. A shoe "
+        "in play where a table's log stops is named in that table's log.table_unclosed instead.",
+        "Shoe MB-03-1128-02 ends after round 74 with no shoe_end; shoe_start of MB-03-1128-03 "
+        "follows.",
+        "shoe_end of MB-03-1128-02 with 15 cards remaining, then shoe_start of MB-03-1128-03.",
     ),
     Code(
         "chemin.priority",
@@ -491,13 +522,18 @@ _CODES = [
     Code(
         "irregularity.unknown_kind",
         "info",
-        "chemin",
-        "Irregularity kinds of the rule pack (chemin de fer: the irregularities.* table)",
+        "round",
+        "Irregularity kinds of the rule pack (irregularities.*: NZ rule 12.2; chemin de fer: "
+        f"{NJ_412}); event log v1: an irregularity's kind is one the table's rule pack lists",
         "An irregularity of a kind the table's rule pack does not list",
-        "The audit cannot judge what it does not know: the round's cards and the disposition "
-        "were not checked, so someone should read the dealer's report and the video.",
-        'irregularity kind "shoe_dropped" at a chemin de fer table.',
-        'irregularity kind "card_drawn_disclosed", one the pack lists.',
+        "The audit cannot judge a resolution it has no rule for, so someone should read the "
+        "dealer's report and the video. At a mini-baccarat or punto banco table the round "
+        "still gets every check on the cards as dealt, so the declaration cannot hide a wrong "
+        "draw or payout; at a chemin de fer table the cards of the coup are not judged.",
+        'An NJ mini-baccarat round logs irregularity kind "shoe_dropped", which the NJ pack '
+        "does not list (the round is still checked on the cards as dealt).",
+        'An NZ mini-baccarat round logs kind "player_extra_card", which the NZ pack lists '
+        "(rule 12.2), and its disposition is judged.",
     ),
 ]
 

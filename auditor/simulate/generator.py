@@ -130,10 +130,17 @@ class Outcome:
     banker_count: int
     winner: str
     options: list[tuple[str, str]] = field(default_factory=list)  # chemin de fer decisions
+    kept_aside: str | None = None  # a card dealt in error before the Banker's third card
 
     @property
     def cards(self) -> int:
+        """The cards of the two hands."""
         return len(self.player) + len(self.banker)
+
+    @property
+    def out_of_shoe(self) -> int:
+        """The cards the round took from the shoe, a card kept aside included."""
+        return self.cards + (self.kept_aside is not None)
 
 
 def _count(cards: list[str]) -> int:
@@ -199,8 +206,8 @@ def _qualifies(pack: RulePack, kind: str, o: Outcome, spec: TableSpec) -> bool:
         return o.winner == "player"
     if kind == "panda8_missing":
         return _is_panda8(o)
-    if kind == "irregular_disposition":  # both stand on two cards: no third card authorised
-        return not natural and len(o.player) == 2 and len(o.banker) == 2
+    if kind == "irregular_disposition":  # the Player stands and the Banker must draw
+        return not natural and len(o.player) == 2 and len(o.banker) == 3
     return True
 
 
@@ -217,13 +224,14 @@ def _panda8_due(pack: RulePack, variant: str) -> bool:
     )
 
 
-def _with_player_card(o: Outcome, card: str) -> Outcome:
-    """The round with one more card dealt to the Player (an irregularity left in the hand:
-    the replay settles a round with an irregularity on the cards as dealt)."""
-    player = [*o.player, card]
-    pc = _count(player)
-    winner = "player" if pc > o.banker_count else "banker" if o.banker_count > pc else "tie"
-    return Outcome(player, o.banker, [*o.order, "player"], pc, o.banker_count, winner)
+def _with_card_kept_aside(o: Outcome, shoe: list[str], pos: int) -> Outcome:
+    """The round with a card dealt to the Player in error before the Banker's third card, and
+    kept aside (NZ rule 12.2 wants it to be the Banker's third card, the Banker having to
+    draw): the Banker draws the card after it, and the hands are settled without it."""
+    banker = [*o.banker[:2], shoe[pos + 5]]
+    bc = _count(banker)
+    winner = "player" if o.player_count > bc else "banker" if bc > o.player_count else "tie"
+    return Outcome(o.player, banker, o.order, o.player_count, bc, winner, kept_aside=shoe[pos + 4])
 
 
 @dataclass
@@ -415,12 +423,12 @@ class TableNight:
         if kind in ("banker_missed", "player_extra", "player_missed", "banker_extra"):
             o = deal(self.pack, cards, pos, kind)
             assert o is not None
-        if kind == "irregular_disposition":  # a card to the Player in error, kept there
-            o = _with_player_card(o, cards[pos + o.cards])
+        if kind == "irregular_disposition":  # a card to the Player in error, kept aside
+            o = _with_card_kept_aside(o, cards, pos)
         if dev:
             dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
         self.banking_round(shoe_id, rnd, o, t, kind)
-        return o.cards
+        return o.out_of_shoe
 
     # --- punto banco / mini-baccarat ---------------------------------------------------------
 
@@ -507,13 +515,14 @@ class TableNight:
         order = o.order
         if kind == "deal_order":  # the first two cards both to the Player
             order = ["player", "player", "banker", "banker", *order[4:]]
-        for hand in order:
+        for i, hand in enumerate(order):
+            if i == 4 and o.kept_aside is not None:  # kept for the next round, wrongly
+                emit(1.2, "card", to="player", card=o.kept_aside)
+                emit(1, "irregularity", kind="player_extra_card", card=o.kept_aside,
+                     disposition="next_round_first_card")
             card = o.player[pi] if hand == "player" else o.banker[bi]
             pi, bi = (pi + 1, bi) if hand == "player" else (pi, bi + 1)
             emit(1.2, "card", to=hand, card=card)
-        if kind == "irregular_disposition":  # resolved as if the Banker had to draw
-            emit(1, "irregularity", kind="player_extra_card", card=o.player[2],
-                 disposition="banker_third_card")
         winner = o.winner
         if kind == "wrong_winner":
             winner = "player"

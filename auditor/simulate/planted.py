@@ -87,7 +87,10 @@ LOG_KINDS = {
     "seq_skipped": "log.seq_gap",  # a seq number skipped before table_close
     "bad_line": "log.malformed",  # a round_start written first without its UTC offset
     "resent_changed": "log.altered",  # a second file resends events, one payout changed
+    "night_cut": "log.table_unclosed",  # the night stops after its last round, unclosed
+    "shoe_end_lost": "log.shoe_unfinished",  # a shoe_end never written, the next shoe follows
 }
+MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: its next opening
 KIND_CODES = BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
 GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
 DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
@@ -249,9 +252,12 @@ class SimTableNight(TableNight):
     the audit must find each deviation, keyed as its finding is."""
 
     def __init__(self, night: Night, spec: TableSpec, rng: random.Random, dev_rng: random.Random,
-                 rate: float) -> None:
+                 rate: float, ends_rng: random.Random | None = None) -> None:
         super().__init__(night, spec, rng)
         self.dev_rng, self.rate = dev_rng, rate
+        # The stream-end kinds draw from their own generator, so that adding them left every
+        # other deviation of a seed where it was.
+        self.ends_rng = ends_rng or random.Random(f"{spec.table}:ends")
         self.kinds = table_kinds(spec)
         self.shoe_kinds = shoe_kinds(spec)
         self.shoe_rules = ShoeRules.of(self.pack)
@@ -432,12 +438,23 @@ class SimTableNight(TableNight):
         lines = super().run()
         if self.stretch is not None:
             self.stretch_cut_short()
+        lost_end = self.ends_rng.random() < self.rate
+        cut = self.ends_rng.random() < self.rate
+        if lost_end:
+            lines = self.lose_shoe_end(lines)
+        if cut:
+            cut = self.cut_night(lines)
         rng = self.dev_rng
         if rng.random() < self.rate:  # seq jumps before table_close: outside every shoe
             close = json.loads(lines[-1])
             close["seq"] += 1
             lines[-1] = json.dumps(close, separators=(",", ":"))
             self.truth("seq_skipped")
+            # Before a cut night's morning opening, the jump may hold the missing close:
+            # log.seq_gap reports the missing events, and the unclosed night is not judged.
+            cut = False
+        if cut:
+            self.truth("night_cut", table=self.spec.table)
         if rng.random() < self.rate:
             starts = [i for i, line in enumerate(lines) if '"type":"round_start"' in line]
             if starts:
@@ -456,6 +473,40 @@ class SimTableNight(TableNight):
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)
         return lines
+
+
+    def lose_shoe_end(self, lines: list[str]) -> list[str]:
+        """shoe_end_lost: the shoe_end of a shoe other than the last is never written (the
+        events after it numbered on without a gap), so the next shoe_start follows its last
+        round. A table with one shoe has nothing to lose."""
+        ends = [i for i, line in enumerate(lines) if '"type":"shoe_end"' in line][:-1]
+        if not ends:
+            return lines
+        i = self.ends_rng.choice(ends)
+        self.truth("shoe_end_lost", json.loads(lines[i])["shoe"])
+        out = lines[:i]
+        for line in lines[i + 1:]:
+            e = json.loads(line)
+            e["seq"] -= 1
+            out.append(json.dumps(e, separators=(",", ":")))
+        return out
+
+    def cut_night(self, lines: list[str]) -> bool:
+        """night_cut: the table's log stops after the night's last round, its shoe_end and
+        table_close never written, and goes on (seq numbered on) with the table's next opening
+        the next morning, which shows the night is over. In place; False when the night does
+        not end on a round (a last shoe with no round: nothing is cut then)."""
+        if len(lines) < 3 or '"type":"round_end"' not in lines[-3]:
+            return False
+        first, last = json.loads(lines[0]), json.loads(lines[-3])
+        t = self.local(MORNING_OPEN, next_day=True)
+        first.update(ts=t.isoformat(timespec="milliseconds"), seq=last["seq"] + 1,
+                     dealer=self.dealer(t))
+        first.pop("procedure", None)
+        if self.procedure is not None:  # the procedure in force at the end of the night
+            first["procedure"] = self.procedure
+        lines[-2:] = [json.dumps(first, separators=(",", ":"))]
+        return True
 
 
 def _alternation_broken(batches: list[str]) -> bool:
@@ -530,7 +581,9 @@ def simulate(
       undeclared change (three rounds with several winners paid in another order; cut short
       by the night's end or a declared change, they stay procedure mismatches);
     - log-level kinds (LOG_KINDS): each one per table file. A resent file is written as
-      DATE_TABLE.resent.jsonl, after its table's file in name order.
+      DATE_TABLE.resent.jsonl, after its table's file in name order. A cut night's file ends
+      with the table's next opening at MORNING_OPEN the next morning, the event that shows
+      its gaming day is over.
     announce.panda8_missing is planted only where the rule pack makes "panda 8" due (no
     shipped pack does; point BACC_AUDIT_RULES at packs that do)."""
     if not 0 <= deviation_rate <= 1:
@@ -542,7 +595,8 @@ def simulate(
 
     def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
         dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
-        players.append(SimTableNight(night, spec, rng, dev_rng, deviation_rate))
+        ends_rng = random.Random(f"{seed}:{i}:{spec.table}:ends")
+        players.append(SimTableNight(night, spec, rng, dev_rng, deviation_rate, ends_rng))
         return players[-1]
 
     written, _ = write_night(night, out, seed, make)

@@ -7,7 +7,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1  # findings at or above the --fail-on threshold
 EXIT_INPUT = 2  # usage, input or configuration error
 EXIT_INTERNAL = 3  # a bug or an unexpected failure
-EXIT_BUSY = 4  # another process holds the database for writing
+EXIT_BUSY = 4  # another process has the database open (a writer, or a reader when we write)
 EXIT_LOCKED = 5  # another nightly run holds its lock; nothing was done
 
 
@@ -18,4 +18,7 @@ class UserError(Exception):
 
 
 class DatabaseBusy(UserError):
+    """DuckDB lets one process write or many read: not an error in the data, so its own exit
+    code, which a wrapper can treat as "try again later"."""
+
     exit_code = EXIT_BUSY

@@ -434,7 +434,15 @@ def test_bad_line_is_quarantined_with_its_reason_and_found(
 
     # The bad line is kept whole, with its file, line number and reason.
     [q] = [x for x in audit.quarantine() if x["line_no"] == n]
-    assert q == {"source_id": audit.sources()[0]["id"], "line_no": n, "reason": reason, "raw": raw}
+    # raw_bytes: the line's own bytes, kept only where its text could not hold them.
+    own = bad if isinstance(bad, bytes) and raw.encode() != bad else None
+    assert q == {
+        "source_id": audit.sources()[0]["id"],
+        "line_no": n,
+        "reason": reason,
+        "raw": raw,
+        "raw_bytes": own,
+    }
     assert audit.events("line_no = ?", n) == []
 
     # ... and is a log.malformed finding pointing at path:line.

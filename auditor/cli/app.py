@@ -8,7 +8,6 @@ Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at o
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from collections import Counter
@@ -23,7 +22,7 @@ from rich.table import Table as RichTable
 
 from auditor import __version__
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, UserError
-from auditor.ingest.files import IngestResult, discover, ingest
+from auditor.ingest.files import IngestResult, discover, escape_path, ingest
 from auditor.store import db, runs
 
 EXIT_CODES_HELP = (
@@ -94,7 +93,7 @@ def ingest_cmd(
     a log.altered finding.
     """
     con = db.connect(db_path or db.default_db_path())
-    run_id = runs.start(con, "ingest", {"paths": [str(p) for p in paths]})
+    run_id = runs.start(con, "ingest", {"paths": [escape_path(p) for p in paths]})
     files, _ = discover(paths)
     total = sum(f.stat().st_size for f in files if f.is_file())
     use_bar = err.is_terminal and not as_json
@@ -113,7 +112,9 @@ def ingest_cmd(
 
                 def progress(path: Path, read: int) -> None:
                     done[path] = read
-                    bar.update(task, completed=sum(done.values()), description=path.name)
+                    bar.update(
+                        task, completed=sum(done.values()), description=escape_path(path.name)
+                    )
 
                 result = ingest(con, paths, run_id, progress)
         else:
@@ -147,7 +148,7 @@ def _ingest_summary(result: IngestResult) -> dict:
         "run_id": result.run_id,
         "files": [
             {
-                "path": str(f.path),
+                "path": escape_path(f.path),
                 "status": f.status,
                 "sha256": f.sha256,
                 "lines": f.lines,
@@ -333,12 +334,7 @@ def findings_cmd(
         for r in rows:
             sys.stdout.write(json.dumps(r, separators=(",", ":")) + "\n")
     elif fmt is Format.csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow(
-                {k: json.dumps(v) if k in ("expected", "observed") else v for k, v in r.items()}
-            )
+        findings.write_csv(sys.stdout, rows)
     else:
         t = RichTable(show_lines=False)
         for col in ("time", "severity", "code", "table", "shoe/round", "message"):
@@ -529,7 +525,7 @@ def nightly_cmd(
     Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
     the gaming day, or new in this run); 2 input or configuration error (missing spool,
     unreadable file, no rounds in the whole gaming day); 3 internal failure; 4 database busy
-    (a standalone command is writing); 5 another nightly run holds the lock.
+    (another command has the database open); 5 another nightly run holds the lock.
     """
     from auditor import config as cfg
     from auditor.jobs import nightly

@@ -8,19 +8,23 @@ all in one SELECT.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
+import os
+import re
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from auditor.errors import UserError
-from auditor.ingest.validate import staging_select
+from auditor.ingest.validate import names_its_event_sql, staging_select
 from auditor.store import findings
 from auditor.store.db import one, single
 from auditor.store.events import FIELDS
@@ -29,6 +33,16 @@ SUFFIXES = (".jsonl", ".jsonl.gz")
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 64 << 20
 SMALL_FILE = 16 << 20  # files below this are validated together (see `ingest`)
+# Hostile input must not take memory with it (README, "What ingest guarantees"). No event
+# comes near a kilobyte, so a line over MAX_LINE_BYTES is streamed through and quarantined as
+# its length, SHA-256 and first LONG_LINE_HEAD bytes.
+MAX_LINE_BYTES = 1 << 20
+LONG_LINE_HEAD = 4096
+# A .jsonl.gz may inflate to MAX_INFLATE_RATIO times its size on disk (real logs: about 15),
+# always to INFLATE_FLOOR, never past MAX_INFLATED; beyond that it is refused while reading.
+MAX_INFLATE_RATIO = 100
+INFLATE_FLOOR = 64 << 20
+MAX_INFLATED = 16 << 30
 BATCH_ROWS = 1 << 16
 EVENT_COLUMNS = (
     "source_id",
@@ -87,6 +101,64 @@ class IngestResult:
         return sum(f.quarantined for f in self.files)
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_RE = re.compile(r"\\(?:([\\nrt])|x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8}))")
+
+
+def escape_path(path: Path | str) -> str:
+    """A path as messages show it and the `sources` manifest records it: one line of UTF-8.
+
+    A POSIX file name is bytes. Bytes that are not UTF-8 (Python keeps them as the surrogates
+    U+DC80-U+DCFF) become `\\xNN`, control and other unprintable characters `\\n`, `\\r`,
+    `\\t`, `\\xNN` (below U+0080) or `\\uNNNN`, and a backslash `\\\\`; so every problem stays
+    one line, the database can store the name, and `unescape_path` gives the exact name back.
+    """
+    text = str(path)
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif o < 0x80:
+            out.append(f"\\x{o:02x}")
+        elif 0xDC80 <= o <= 0xDCFF:  # an undecodable byte of the name
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif o <= 0xFFFF:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    return "".join(out)
+
+
+def unescape_path(text: str) -> Path:
+    """The path `escape_path` showed as `text` (`os.fsencode` of it gives the name's bytes)."""
+
+    def one(m: re.Match[str]) -> str:
+        short, byte, u4, u8 = m.groups()
+        if short:
+            return _UNESCAPES[short]
+        if byte:
+            n = int(byte, 16)
+            return chr(n if n < 0x80 else 0xDC00 + n)
+        return chr(int(u4 or u8, 16))
+
+    return Path(_ESCAPE_RE.sub(one, text))
+
+
+_C0 = re.compile("[\x00-\x1f]")
+
+
+def _one_line(text: str) -> str:
+    """A reason as one line. The reasons quote values as JSON, which escapes these already;
+    this is the backstop (C0 controls only: they are what break lines and drive terminals)."""
+    return _C0.sub(lambda m: _ESCAPES.get(m[0]) or f"\\x{ord(m[0]):02x}", text)
+
+
 def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
     """Expand directories (recursively) to their log files.
 
@@ -96,13 +168,15 @@ def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
     errors: list[str] = []
     for p in map(Path, paths):
         if not p.exists():
-            errors.append(f"{p}: no such file or directory")
+            errors.append(f"{escape_path(p)}: no such file or directory")
         elif p.is_dir():
             logs = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
             if logs:
                 found.extend(logs)
             else:
-                errors.append(f"{p}: nothing to ingest (no .jsonl or .jsonl.gz files in it)")
+                errors.append(
+                    f"{escape_path(p)}: nothing to ingest (no .jsonl or .jsonl.gz files in it)"
+                )
         else:
             found.append(p)
     unique: dict[Path, Path] = {}
@@ -126,48 +200,187 @@ def _is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
-    """Blocks of whole lines, with the count of file bytes read so far (for progress)."""
+class LongLine(NamedTuple):
+    """A line over MAX_LINE_BYTES, streamed through: what quarantine keeps of it."""
+
+    line_no: int
+    length: int  # bytes, without the newline that ends it
+    sha256: str
+    head: bytes  # its first LONG_LINE_HEAD bytes
+    limit: int
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"line too long: {self.length:,} bytes, over the limit of {self.limit:,} "
+            f"(sha256 {self.sha256}); only its first {len(self.head):,} bytes are kept"
+        )
+
+    @property
+    def raw(self) -> str:
+        """The head as text (a character cut in two at its end is left out)."""
+        return codecs.getincrementaldecoder("utf-8")("replace").decode(self.head, final=False)
+
+
+class Block(NamedTuple):
+    """Whole lines of a file, as `lines_table` takes them."""
+
+    data: bytes  # a line over MAX_LINE_BYTES stands here as an empty line
+    read: int  # bytes of the file read so far (compressed ones for a .gz: for progress)
+    first_line: int  # the number of the first line of `data`
+    long_lines: tuple[LongLine, ...]
+
+
+class _LongLineReader:
+    """A line found to be over the limit, fed piece by piece: only hash, length and head."""
+
+    def __init__(self, start: bytes) -> None:
+        self.hash = hashlib.sha256(start)
+        self.length = len(start)
+        self.head = start[:LONG_LINE_HEAD]
+
+    def feed(self, piece: bytes | memoryview) -> None:
+        self.hash.update(piece)
+        self.length += len(piece)
+        if len(self.head) < LONG_LINE_HEAD:
+            self.head += bytes(piece[: LONG_LINE_HEAD - len(self.head)])
+
+    def done(self, line_no: int) -> LongLine:
+        return LongLine(line_no, self.length, self.hash.hexdigest(), self.head, MAX_LINE_BYTES)
+
+
+def inflation_cap(compressed_size: int) -> int:
+    """The most a gzip file of this size may inflate to before it is refused as a bomb."""
+    return min(MAX_INFLATED, max(INFLATE_FLOOR, MAX_INFLATE_RATIO * compressed_size))
+
+
+def _size_text(n: int) -> str:
+    """A limit as people write it: 64 MiB, 16 GiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
+
+
+def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[Block]:
+    """Blocks of whole lines, read `chunk_bytes` at a time, so that memory stays flat whatever
+    the file holds: a gzip file is refused (UserError) as soon as it inflates past
+    `inflation_cap`, and a line over MAX_LINE_BYTES is never held whole (`LongLine`)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     gz = _is_gzip(path)
+    shown = escape_path(path)
     if path.name.endswith(".gz") and not gz:
-        raise UserError(f"{path}: not a gzip file (it does not start with the gzip signature)")
+        raise UserError(f"{shown}: not a gzip file (it does not start with the gzip signature)")
     with path.open("rb") as raw_fh:
+        size = os.fstat(raw_fh.fileno()).st_size
+        cap = inflation_cap(size) if gz else None
         fh = gzip.GzipFile(fileobj=raw_fh, mode="rb") if gz else raw_fh
-        rest = b""
-        first = True
-        while True:
+        inflated = 0
+
+        def read() -> bytes:
+            nonlocal inflated
             try:
                 data = fh.read(chunk_bytes)
             except (OSError, EOFError, zlib.error) as e:
-                raise UserError(f"{path}: corrupt gzip data ({e})") from None
-            if first:
-                # A UTF-8 byte order mark is not part of the first line (read enough to see).
-                while len(data) < 3 and (more := fh.read(chunk_bytes)):
-                    data += more
-                if data.startswith(b"\xef\xbb\xbf"):
-                    data = data[3:]
-                    if not data:  # the mark was all of the first read; the lines follow
-                        first = False
-                        continue
-                first = False
-                if not data:
-                    return
-            if not data:
-                if rest:
-                    yield rest, raw_fh.tell()
-                return
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
+                raise UserError(f"{shown}: corrupt gzip data ({e})") from None
+            inflated += len(data)
+            if cap is not None and inflated > cap:
+                raise UserError(
+                    f"{shown}: not loaded: it decompresses to more than {cap:,} bytes, the "
+                    f"limit for a gzip file of {size:,} bytes ({MAX_INFLATE_RATIO} times its "
+                    f"size, at least {_size_text(INFLATE_FLOOR)}, at most "
+                    f"{_size_text(MAX_INFLATED)}); it may be a decompression bomb, and nothing "
+                    "of it was loaded"
+                )
+            return data
+
+        # A UTF-8 byte order mark is not part of the first line (read enough to see).
+        data = read()
+        while len(data) < 3 and (more := read()):
+            data += more
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:] or read()
+        yield from _split(data, read, raw_fh.tell)
+
+
+def _split(data: bytes, read: Callable[[], bytes], where: Callable[[], int]) -> Iterator[Block]:
+    """Cut what `read` gives (starting with `data`) into blocks that end at a line's end."""
+    limit = MAX_LINE_BYTES
+    line_no = 1  # of the next line not yet in a block
+    rest = b""  # the start of a line still open, at most `limit` bytes
+    long: _LongLineReader | None = None  # or a line still open that is over the limit
+    while True:
+        eof = not data
+        found: list[LongLine] = []
+        start = b""
+        if long is not None:
+            nl = data.find(b"\n")
+            if nl < 0 and not eof:
+                long.feed(data)
+                data = read()
                 continue
-            rest = data[cut:]
-            yield data[:cut], raw_fh.tell()
+            end = nl if nl >= 0 else len(data)
+            long.feed(memoryview(data)[:end])
+            found.append(long.done(line_no))
+            long = None
+            start = b"\n"  # the long line's place, so the line numbers after it hold
+            data = data[end + 1 :]
+        if rest:
+            data = rest + data
+        if eof:
+            whole, rest = data, b""
+        else:
+            cut = data.rfind(b"\n") + 1
+            whole, rest = data[:cut], data[cut:]
+            if len(rest) > limit:
+                long, rest = _LongLineReader(rest), b""
+        whole, inner = _cut_long_lines(whole, line_no + len(start), limit)
+        block = start + whole if start else whole
+        if block:
+            yield Block(block, where(), line_no, (*found, *inner))
+            line_no += block.count(b"\n") + int(not block.endswith(b"\n"))
+        if eof:
+            return
+        data = read()
+
+
+def _cut_long_lines(block: bytes, first_line: int, limit: int) -> tuple[bytes, list[LongLine]]:
+    """`block` with each line over `limit` bytes replaced by an empty line, and those lines.
+
+    Cheap when there are none, as nearly always: a line over `limit` bytes covers a whole
+    aligned window of limit // 2 bytes, so only a window without a newline calls for the
+    exact look."""
+    step = max(limit // 2, 1)
+    if len(block) <= limit or all(
+        block.find(b"\n", i, i + step) >= 0 for i in range(0, len(block) - step + 1, step)
+    ):
+        return block, []
+    nl = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.append(nl, len(block))
+    over = np.flatnonzero(ends - starts > limit).tolist()
+    if not over:
+        return block, []
+    view = memoryview(block)
+    parts: list[bytes | memoryview] = []
+    found: list[LongLine] = []
+    pos = 0
+    for i in over:
+        s, e = int(starts[i]), int(ends[i])
+        head = min(s + LONG_LINE_HEAD, e)
+        reader = _LongLineReader(bytes(view[s:head]))
+        reader.feed(view[head:e])
+        found.append(reader.done(first_line + i))
+        parts += [view[pos:s], b"\n"]
+        pos = e + 1
+    parts.append(view[pos:])
+    return b"".join(parts), found
 
 
 def lines_table(block: bytes, first_line_no: int) -> pa.Table:
-    """An Arrow table (line_no, line, utf8_ok) over `block` without copying the text."""
+    """An Arrow table (line_no, line, utf8_ok, raw_bytes) over `block` without copying the
+    text; `raw_bytes` holds a line's own bytes where they are not UTF-8 (`line` shows them
+    as U+FFFD), else null."""
     utf8_ok = True
     try:
         block.decode("utf-8")
@@ -180,8 +393,10 @@ def lines_table(block: bytes, first_line_no: int) -> pa.Table:
     n = len(ends)
     if utf8_ok:
         ok = np.ones(n, dtype=bool)
+        kept = pa.nulls(n, pa.binary())
     else:
-        ok, block = _mend_utf8(block, ends)
+        ok, block, originals = _mend_utf8(block, ends)
+        kept = pa.array(originals, pa.binary())
         buf = np.frombuffer(block, dtype=np.uint8)
         ends = np.flatnonzero(buf == 10) + 1
         if len(block) and block[-1:] != b"\n":
@@ -194,15 +409,20 @@ def lines_table(block: bytes, first_line_no: int) -> pa.Table:
             "line_no": np.arange(first_line_no, first_line_no + n, dtype=np.int64),
             "line": lines,
             "utf8_ok": ok,
+            "raw_bytes": kept,
         }
     )
     return pa.Table.from_batches(table.to_batches(max_chunksize=BATCH_ROWS), table.schema)
 
 
-def _mend_utf8(block: bytes, ends: np.ndarray) -> tuple[np.ndarray, bytes]:
-    """Mark lines that are not UTF-8 and replace their bad bytes, so the rest can load."""
+def _mend_utf8(
+    block: bytes, ends: np.ndarray
+) -> tuple[np.ndarray, bytes, list[bytes | None]]:
+    """Mark lines that are not UTF-8 and replace their bad bytes, so the rest can load; the
+    bytes they had are given back (without the line ending, as `raw` is kept) for quarantine."""
     ok = np.ones(len(ends), dtype=bool)
     parts: list[bytes] = []
+    originals: list[bytes | None] = [None] * len(ends)
     start = 0
     for i, end in enumerate(ends.tolist()):
         line = block[start:end]
@@ -211,9 +431,10 @@ def _mend_utf8(block: bytes, ends: np.ndarray) -> tuple[np.ndarray, bytes]:
             parts.append(line)
         except UnicodeDecodeError:
             ok[i] = False
+            originals[i] = line.rstrip(b"\r\n")
             parts.append(line.decode("utf-8", errors="replace").encode("utf-8"))
         start = end
-    return ok, b"".join(parts)
+    return ok, b"".join(parts), originals
 
 
 def ingest(
@@ -224,33 +445,40 @@ def ingest(
 ) -> IngestResult:
     """Ingest every log file under `paths`; one file's failure does not stop the others.
 
-    Files under SMALL_FILE bytes are validated together, up to CHUNK_BYTES at a time, in one
-    transaction (the bulk check has a fixed cost per statement that thousands of table files
-    a day would otherwise pay one by one); bigger files load alone, each in its own."""
+    Files under SMALL_FILE bytes of text (decompressed) are validated together, up to
+    CHUNK_BYTES at a time, in one transaction (the bulk check has a fixed cost per statement
+    that thousands of table files a day would otherwise pay one by one); bigger files load
+    alone, each in its own."""
     files, errors = discover(paths)
     results: list[FileResult] = []
     batch: list[_Offer] = []
+    batch_bytes = 0
 
     def flush() -> None:
+        nonlocal batch_bytes
         if batch:
             results.extend(_ingest_batch(con, batch, run_id, progress))
             batch.clear()
+            batch_bytes = 0
 
     for f in files:
         try:
             offer = _offer(con, f, run_id)
             if isinstance(offer, FileResult):
                 results.append(offer)
-            elif offer.size >= SMALL_FILE:
+                continue
+            text_bytes = _text_size(offer.path, offer.size)
+            if text_bytes >= SMALL_FILE:
                 flush()
-                results.append(_ingest_offer(con, offer, run_id, progress))
+                results.append(_ingest_alone(con, offer, run_id, progress))
             else:
                 if any(o.sha == offer.sha or o.resolved == offer.resolved for o in batch):
                     flush()  # the earlier copy must be committed for this one to be judged
                     results.append(ingest_file(con, f, run_id, progress))
                     continue
                 batch.append(offer)
-                if sum(o.size for o in batch) >= CHUNK_BYTES:
+                batch_bytes += text_bytes
+                if batch_bytes >= CHUNK_BYTES:
                     flush()
         except UserError as e:
             results.append(FileResult(f, "unreadable", message=str(e)))
@@ -275,8 +503,10 @@ def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | 
     try:
         sha, size = sha256_of(path)
     except OSError as e:
-        return FileResult(path, "unreadable", message=f"{path}: cannot read ({e.strerror})")
-    resolved = str(path.resolve())
+        return FileResult(
+            path, "unreadable", message=f"{escape_path(path)}: cannot read ({e.strerror})"
+        )
+    resolved = escape_path(path.resolve())
     same = one(
         con,
         "SELECT path, ingested_at FROM sources WHERE sha256 = ? AND status = 'ingested' "
@@ -291,7 +521,7 @@ def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | 
             "already_ingested",
             sha,
             size,
-            message=f"{path}: already ingested{where} on {when}; nothing new",
+            message=f"{escape_path(path)}: already ingested{where} on {when}; nothing new",
         )
     before = one(
         con,
@@ -316,6 +546,33 @@ def ingest_file(
     if isinstance(offer, FileResult):
         return offer
     return _ingest_offer(con, offer, run_id, progress)
+
+
+def _text_size(path: Path, size: int) -> int:
+    """What a file should hold once decompressed, to decide whether it is small: for gzip the
+    size its trailer states (modulo 4 GiB, of the last member only: a hint, which
+    `_read_small` checks while reading)."""
+    if size < 18:  # no room for a gzip header and trailer
+        return size
+    try:
+        with path.open("rb") as fh:
+            if fh.read(2) != GZIP_MAGIC:
+                return size
+            fh.seek(-4, os.SEEK_END)
+            return max(size, int.from_bytes(fh.read(4), "little"))
+    except OSError:
+        return size
+
+
+def _ingest_alone(
+    con: duckdb.DuckDBPyConnection, o: _Offer, run_id: int, progress: Progress | None
+) -> FileResult:
+    """One offer in its own transaction; a file that turns out unreadable (corrupt, a
+    decompression bomb) is reported as such and the others go on."""
+    try:
+        return _ingest_offer(con, o, run_id, progress)
+    except UserError as e:
+        return FileResult(o.path, "unreadable", o.sha, o.size, message=str(e))
 
 
 def _ingest_offer(
@@ -343,70 +600,124 @@ def _ingest_batch(
     """Small files in one statement and one transaction. Only the common case is done in
     bulk: when a file repeats a seq or shares a stream's seq range with another file (here
     or already ingested), the batch is rolled back and each file goes alone, so duplicates
-    and altered files are judged exactly as `ingest_file` judges them."""
-    readable: list[tuple[_Offer, list[pa.Table]]] = []
+    and altered files are judged exactly as `ingest_file` judges them.
+
+    Memory is bounded by what is read, not by what the sizes promised: a file that holds
+    SMALL_FILE bytes of text or more goes alone, and once CHUNK_BYTES are held the files
+    left over make a batch of their own."""
+    readable: list[tuple[_Offer, list[pa.Table], list[LongLine]]] = []
     results: list[FileResult] = []
-    for o in offers:
+    alone: list[_Offer] = []
+    later: list[_Offer] = []
+    held = 0
+    for k, o in enumerate(offers):
+        if held >= CHUNK_BYTES:
+            later = offers[k:]
+            break
         try:
-            parts: list[pa.Table] = []
-            lines = 0
-            for block, read in iter_blocks(o.path):
-                parts.append(lines_table(block, lines + 1))
-                lines += parts[-1].num_rows
-                if progress:
-                    progress(o.path, read)
+            got = _read_small(o, progress)
         except UserError as e:
-            results.append(FileResult(o.path, "unreadable", message=str(e)))
+            results.append(FileResult(o.path, "unreadable", o.sha, o.size, message=str(e)))
             continue
-        readable.append((o, parts))
-    if not readable:
-        return results
-    con.execute("BEGIN TRANSACTION")
-    try:
-        ids = [int(single(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
-        parts = [
-            t.append_column("source_id", pa.array(np.full(t.num_rows, i, dtype=np.int64)))
-            for i, (_, tables) in zip(ids, readable, strict=True)
-            for t in tables
-        ]
-        if parts:
-            con.register("chunk", pa.concat_tables(parts))
-            cols = ", ".join((*EVENT_COLUMNS, "rejected"))
-            select = staging_select("chunk", "source_id")
-            con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
-            con.unregister("chunk")
-        con.execute(
-            "CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events "
-            f"WHERE source_id IN ({', '.join(map(str, ids))})"
-        )
-        one_by_one = _batch_needs_one_by_one(con)
-        if not one_by_one:
-            counts = [sum(t.num_rows for t in tables) for _, tables in readable]
-            results += _finish_batch(
-                con, [(o, i, n) for (o, _), i, n in zip(readable, ids, counts, strict=True)],
-                run_id,
+        if got is None:
+            alone.append(o)
+            continue
+        parts, long_lines, text_bytes = got
+        held += text_bytes
+        readable.append((o, parts, long_lines))
+    one_by_one = False
+    if readable:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            ids = [int(single(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
+            tables = [
+                t.append_column("source_id", pa.array(np.full(t.num_rows, i, dtype=np.int64)))
+                for i, (_, parts, _) in zip(ids, readable, strict=True)
+                for t in parts
+            ]
+            if tables:
+                con.register("chunk", pa.concat_tables(tables))
+                cols = ", ".join((*EVENT_COLUMNS, "rejected"))
+                select = staging_select("chunk", "source_id")
+                con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+                con.unregister("chunk")
+                _keep_bytes(con, tables)
+            for i, (_, _, long_lines) in zip(ids, readable, strict=True):
+                _insert_long_lines(con, i, long_lines)
+            con.execute(
+                "CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events "
+                f"WHERE source_id IN ({', '.join(map(str, ids))})"
             )
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    if one_by_one:
-        con.execute("ROLLBACK")
-        return results + [_ingest_offer(con, o, run_id, progress) for o, _ in readable]
-    con.execute("COMMIT")
+            one_by_one = _batch_needs_one_by_one(con)
+            if not one_by_one:
+                counts = [sum(t.num_rows for t in parts) for _, parts, _ in readable]
+                results += _finish_batch(
+                    con,
+                    [(o, i, n) for (o, _, _), i, n in zip(readable, ids, counts, strict=True)],
+                    run_id,
+                )
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        if one_by_one:
+            con.execute("ROLLBACK")
+            results += [_ingest_alone(con, o, run_id, progress) for o, _, _ in readable]
+        else:
+            con.execute("COMMIT")
+    results += [_ingest_alone(con, o, run_id, progress) for o in alone]
+    if later:  # offered again: a copy of one of them may have been committed since
+        again = [_offer(con, o.path, run_id) for o in later]
+        results += [x for x in again if isinstance(x, FileResult)]
+        rest = [x for x in again if isinstance(x, _Offer)]
+        results += _ingest_batch(con, rest, run_id, progress) if rest else []
     return results
+
+
+def _read_small(
+    o: _Offer, progress: Progress | None
+) -> tuple[list[pa.Table], list[LongLine], int] | None:
+    """A small file's lines as Arrow tables, its long lines and its bytes of text; None once
+    it turns out to hold SMALL_FILE bytes or more (a gzip trailer that understated)."""
+    parts: list[pa.Table] = []
+    long_lines: list[LongLine] = []
+    text_bytes = 0
+    for b in iter_blocks(o.path):
+        text_bytes += len(b.data)
+        if text_bytes >= SMALL_FILE:
+            return None
+        parts.append(lines_table(b.data, b.first_line))
+        long_lines += b.long_lines
+        if progress:
+            progress(o.path, b.read)
+    return parts, long_lines, text_bytes
+
+
+def _insert_long_lines(
+    con: duckdb.DuckDBPyConnection, source_id: int, long_lines: Iterable[LongLine]
+) -> None:
+    """Long lines join the file's rejected rows, so quarantine, `log.malformed` and the
+    problems list take them like any bad line."""
+    rows = [(source_id, x.line_no, x.raw, x.reason) for x in long_lines]
+    if rows:
+        con.executemany(
+            "INSERT INTO events (source_id, line_no, raw, rejected) VALUES (?, ?, ?, ?)", rows
+        )
 
 
 def _batch_needs_one_by_one(con: duckdb.DuckDBPyConnection) -> bool:
     """A seq repeated within a file, or a stream seq range shared with another file of the
-    batch or an earlier one: cases the per-file path judges line by line."""
+    batch or an earlier one: cases the per-file path judges line by line. A rejected line
+    that names its event counts in the ranges, as `_check_overlap` compares it too."""
     return bool(
         single(
             con,
-            """
+            f"""
             WITH ranges AS (
-              SELECT source_id, stream, min(seq) AS lo, max(seq) AS hi, count(*) AS n,
-                     count(DISTINCT seq) AS seqs
-              FROM this WHERE rejected IS NULL GROUP BY source_id, stream
+              SELECT source_id, stream, min(seq) AS lo, max(seq) AS hi,
+                     count(*) FILTER (rejected IS NULL) AS n,
+                     count(DISTINCT seq) FILTER (rejected IS NULL) AS seqs
+              FROM this WHERE rejected IS NULL OR {names_its_event_sql()}
+              GROUP BY source_id, stream
             )
             SELECT (SELECT count(*) FROM ranges WHERE n <> seqs)
                  + (SELECT count(*) FROM ranges a JOIN ranges b
@@ -445,10 +756,7 @@ def _finish_batch(
     ).fetchall():
         problems.setdefault(source_id, []).append((line_no, reason))
     if problems:
-        con.execute(
-            "INSERT INTO quarantine SELECT source_id, line_no, rejected, raw FROM this "
-            "WHERE rejected IS NOT NULL ORDER BY source_id, line_no"
-        )
+        _quarantine(con)
         for o, source_id, _ in files:
             if source_id in problems:
                 con.execute(
@@ -476,9 +784,12 @@ def _finish_batch(
         out.append(
             FileResult(
                 o.path, "ingested", o.sha, o.size, lines, events, quarantined, 0,
-                message=f"{o.path}: {events} events, {quarantined} quarantined",
+                message=f"{escape_path(o.path)}: {events} events, {quarantined} quarantined",
                 per_stream=per_stream.get(source_id, {}),
-                problems=[f"{o.path}:{n}: {r}" for n, r in problems.get(source_id, [])],
+                problems=[
+                    f"{escape_path(o.path)}:{n}: {_one_line(r)}"
+                    for n, r in problems.get(source_id, [])
+                ],
             )
         )
     return out
@@ -500,14 +811,16 @@ def _load(
     select = staging_select("chunk", str(source_id))
     cols = ", ".join((*EVENT_COLUMNS, "rejected"))
     lines = 0
-    for block, read in iter_blocks(path):
-        chunk = lines_table(block, lines + 1)
-        lines += chunk.num_rows
+    for b in iter_blocks(path):
+        chunk = lines_table(b.data, b.first_line)
+        lines = b.first_line - 1 + chunk.num_rows
         con.register("chunk", chunk)
         con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
         con.unregister("chunk")
+        _keep_bytes(con, [chunk], source_id)
+        _insert_long_lines(con, source_id, b.long_lines)
         if progress:
-            progress(path, read)
+            progress(path, b.read)
     # From here on the file's rows are `this`; committed rows of other files never change.
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events WHERE source_id = {source_id}"
@@ -540,13 +853,10 @@ def _load(
             run_id,
         ],
     )
-    con.execute(
-        "INSERT INTO quarantine SELECT source_id, line_no, rejected, raw FROM this "
-        "WHERE rejected IS NOT NULL ORDER BY line_no"
-    )
+    _quarantine(con)
     _record_malformed(con, run_id, resolved, sha)
     problems = [
-        f"{path}:{line_no}: {reason}"
+        f"{escape_path(path)}:{line_no}: {_one_line(reason)}"
         for line_no, reason in con.execute(
             "SELECT line_no, rejected FROM this WHERE rejected IS NOT NULL ORDER BY line_no"
         ).fetchall()
@@ -573,7 +883,7 @@ def _load(
         events,
         quarantined,
         duplicates,
-        message=f"{path}: {events} events, {quarantined} quarantined{note}",
+        message=f"{escape_path(path)}: {events} events, {quarantined} quarantined{note}",
         per_stream=per_stream,
         problems=problems,
     )
@@ -597,40 +907,54 @@ def _reject_repeated_seq(con: duckdb.DuckDBPyConnection, source_id: int) -> None
 def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
     """Events of this file already in the database: identical ones are skipped as
     duplicates (table `dups`); a different one means a log was altered, and the message says
-    where."""
+    where.
+
+    A rejected line is held against them too when it still names its event (stream and
+    seq): a resend whose copy of an event was changed into a bad line is as altered as one
+    whose change still reads well, and quarantining that line would let the file through."""
+    named = names_its_event_sql()
     earlier = _ids(
         con,
-        """
+        f"""
         SELECT DISTINCT r.source_id FROM stream_sources r
         JOIN (SELECT stream, min(seq) AS lo, max(seq) AS hi FROM this
-              WHERE rejected IS NULL GROUP BY stream) t
+              WHERE rejected IS NULL OR {named} GROUP BY stream) t
           ON r.stream = t.stream AND r.min_seq <= t.hi AND r.max_seq >= t.lo
         """,
     )
+    named_s = names_its_event_sql("s.stream", "s.seq", "s.raw")
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE overlap AS
-        SELECT s.line_no, s.stream, s.seq, e.source_id AS other_source, e.line_no AS other_line,
+        SELECT s.line_no, s.stream, s.seq, s.rejected, e.source_id AS other_source,
+               e.line_no AS other_line,
                (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
         FROM this s JOIN events e
           ON e.stream = s.stream AND e.seq = s.seq AND e.source_id <> s.source_id
-        WHERE s.rejected IS NULL AND e.rejected IS NULL AND e.source_id IN ({earlier})
+        WHERE (s.rejected IS NULL OR {named_s}) AND e.rejected IS NULL
+          AND e.source_id IN ({earlier})
         """
     )
     differ = one(
         con,
-        "SELECT o.stream, o.seq, o.line_no, src.path, o.other_line, "
+        "SELECT o.stream, o.seq, o.line_no, o.rejected, src.path, o.other_line, "
         "count(*) OVER () FROM overlap o JOIN sources src ON src.id = o.other_source "
         "WHERE NOT coalesce(o.same, false) ORDER BY o.line_no LIMIT 1",
     )
     if differ:
-        stream, seq, line_no, other, other_line, n = differ
+        stream, seq, line_no, rejected, other, other_line, n = differ
+        bad = f", malformed: {rejected}" if rejected else ""
         return (
-            f"line {line_no} ({stream.replace(':', ' ')} seq {seq}) differs from the event "
-            f"already ingested from {other}:{other_line} "
+            f"line {line_no} ({stream.replace(':', ' ')} seq {seq}{bad}) differs from the "
+            f"event already ingested from {other}:{other_line} "
             f"({n} {'event differs' if n == 1 else 'events differ'})"
         )
-    con.execute("CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap WHERE same")
+    # A rejected line the same as an ingested event stays in quarantine: only good lines
+    # are skipped as duplicates.
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap "
+        "WHERE same AND rejected IS NULL"
+    )
     return ""
 
 
@@ -644,7 +968,7 @@ def _refuse_altered(
     reason: str,
 ) -> FileResult:
     """Keep a record of the refused offer and raise `log.altered`; load nothing from it."""
-    message = f"{path}: refused: {reason}"
+    message = f"{escape_path(path)}: refused: {reason}"
     con.execute("BEGIN TRANSACTION")
     source_id = single(
         con,
@@ -669,6 +993,43 @@ def _refuse_altered(
     )
     con.execute("COMMIT")
     return FileResult(path, "refused_altered", sha, size, message=message)
+
+
+LINE_BYTES_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS line_bytes (source_id BIGINT, line_no BIGINT, bytes BLOB)"
+)
+
+
+def _keep_bytes(
+    con: duckdb.DuckDBPyConnection, parts: Iterable[pa.Table], source_id: int | None = None
+) -> None:
+    """Hold the bytes of lines that are not UTF-8 (`lines_table`'s raw_bytes) in the temp
+    table `line_bytes` until `_quarantine` writes their rows: the events table has no place
+    for them. `parts` carry a source_id column unless `source_id` is given."""
+    sid = "source_id" if source_id is None else str(int(source_id))
+    for t in parts:
+        if t.column("raw_bytes").null_count == t.num_rows:
+            continue
+        con.execute(LINE_BYTES_DDL)
+        con.register("chunk_bytes", t)
+        con.execute(
+            f"INSERT INTO line_bytes SELECT {sid}, line_no, raw_bytes FROM chunk_bytes "
+            "WHERE raw_bytes IS NOT NULL"
+        )
+        con.unregister("chunk_bytes")
+
+
+def _quarantine(con: duckdb.DuckDBPyConnection) -> None:
+    """The rejected lines of `this` into quarantine: reason, text, and the bytes of a line
+    that is not UTF-8 (its text shows them as U+FFFD)."""
+    con.execute(LINE_BYTES_DDL)
+    con.execute(
+        "INSERT INTO quarantine (source_id, line_no, reason, raw, raw_bytes) "
+        "SELECT t.source_id, t.line_no, t.rejected, t.raw, b.bytes FROM this t "
+        "LEFT JOIN line_bytes b ON b.source_id = t.source_id AND b.line_no = t.line_no "
+        "WHERE t.rejected IS NOT NULL ORDER BY t.source_id, t.line_no"
+    )
+    con.execute("DELETE FROM line_bytes")
 
 
 def _record_malformed(

@@ -1,9 +1,10 @@
 """Bulk validation of log lines against event log v1, as one DuckDB SELECT.
 
-Each line is parsed once (`json_transform` to raw JSON texts per field), then checked with
-SQL predicates. The SELECT yields, per line, either a reason (the first rule it breaks, in
-words a user can act on) or the typed values for the events table. Checking a few million
-lines a second this way is what lets ingest keep pace with DuckDB's own loader.
+Each line is parsed once (`json_transform` to raw JSON texts per field) and its keys listed
+(`json_keys`, so a key given twice is refused), then checked with SQL predicates. The SELECT
+yields, per line, either a reason (the first rule it breaks, in words a user can act on) or
+the typed values for the events table. Checking a few million lines a second this way is
+what lets ingest keep pace with DuckDB's own loader.
 """
 
 from __future__ import annotations
@@ -239,6 +240,7 @@ def _reason_sql() -> str:
     whens: list[str] = [
         "WHEN j IS NULL AND NOT json_valid(line) THEN 'not valid JSON'",
         "WHEN j IS NULL OR left(ltrim(line), 1) <> '{' THEN 'not a JSON object'",
+        f"WHEN {_repeats_a_key()} THEN {_repeated_keys_message()}",
         "WHEN r_v IS NULL THEN 'missing field \"v\" (format version)'",
         "WHEN r_v NOT IN ('1', '1.0') THEN 'format version v=' || "
         + _shown("r_v")
@@ -260,6 +262,51 @@ def _reason_sql() -> str:
     per_type = " ".join(f"WHEN {q(t)} THEN {_type_reason_sql(t)}" for t in EVENT_TYPES)
     whens.append(f"ELSE (CASE type {per_type} END)")
     return "CASE " + "\n  ".join(whens) + " END"
+
+
+_KEYS = "json_keys(line)"
+# Shown by name in a reason: more repeated keys than this are counted, not named.
+_REPEATED_SHOWN = 3
+
+
+def _repeats_a_key() -> str:
+    """A key given twice at the top of the object. JSON leaves such a line's meaning open
+    (DuckDB reads the first value, Python's json the last), so it is refused
+    before any field is judged: whichever value a check read, another reader sees another.
+
+    Listing the keys is cheap; telling them distinct costs a hash per key, so that is done
+    only where the keys outnumber the fields the line sets (an extra field, a null or a
+    repeat); a line of the format's fields alone, each set once, is the common case."""
+    fields_set = " + ".join(
+        f"({raw(n)} IS NOT NULL)::INTEGER" for n in ("v", "ts", "type", "seq", *FIELDS)
+    )
+    return (
+        f"(CASE WHEN len({_KEYS}) = {fields_set} THEN false "
+        f"ELSE len({_KEYS}) <> list_unique({_KEYS}) END)"
+    )
+
+
+def _repeated_keys_message() -> str:
+    """`key "amount" is given twice`, one clause per repeated key in the order the line first
+    gives them (JSON escapes decoded: "\\u0061mount" is "amount")."""
+    k = _KEYS
+    repeated = (
+        f"list_filter({k}, lambda x, i: list_position({k}, x) = i "
+        f"AND list_contains(list_slice({k}, i + 1, len({k})), x))"
+    )
+    times = f"len(list_filter({k}, lambda y: y = x))"
+    clause = (
+        f"'key ' || {_shown('to_json(x)::VARCHAR')} || ' is given ' || "
+        f"CASE WHEN {times} = 2 THEN 'twice' ELSE {times} || ' times' END"
+    )
+    named = f"list_transform(list_slice({repeated}, 1, {_REPEATED_SHOWN}), lambda x: {clause})"
+    more = f"len({repeated}) - {_REPEATED_SHOWN}"
+    return (
+        f"array_to_string({named}, '; ') || "
+        f"CASE WHEN {more} = 1 THEN '; and 1 more key is given more than once' "
+        f"WHEN {more} > 1 THEN '; and ' || {more} || ' more keys are given more than once' "
+        "ELSE '' END"
+    )
 
 
 def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
@@ -312,6 +359,25 @@ def _has(name: str) -> str:
 
 def _no_field(event_type: str, name: str) -> str:
     return f'{event_type} has no "{name}"'
+
+
+def names_its_event_sql(stream: str = "stream", seq: str = "seq", raw_line: str = "raw") -> str:
+    """Whether a rejected line still says which event it is: its stream id and seq are
+    written as the format writes them (an id string, a whole number), so it can be held
+    against an event of another file. A seq of 7.0 or a table of 12345 is not taken at its
+    word: the cast that made `stream` and `seq` would read those as 7 and "234".
+
+    For the few rejected rows only: it parses the line again."""
+    value = (
+        f"CAST(try(CASE WHEN starts_with({stream}, 'pit:') THEN json_extract({raw_line}, '$.pit') "
+        f"ELSE json_extract({raw_line}, '$.table') END) AS VARCHAR)"
+    )
+    written_seq = f"CAST(try(json_extract({raw_line}, '$.seq')) AS VARCHAR)"
+    return (
+        f"({stream} IS NOT NULL AND {seq} IS NOT NULL AND coalesce("
+        rf"regexp_full_match({written_seq}, '\d{{1,15}}') "
+        f"AND regexp_full_match({value}, {q(ID_RE)}), false))"
+    )
 
 
 STRUCT_SPEC = "{" + ", ".join(f'"{n}": "JSON"' for n in ("v", "ts", "type", "seq", *FIELDS)) + "}"

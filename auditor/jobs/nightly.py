@@ -35,7 +35,7 @@ from auditor.errors import (
     EXIT_OK,
     UserError,
 )
-from auditor.ingest.files import IngestResult, ingest
+from auditor.ingest.files import IngestResult, escape_path, ingest
 from auditor.report.gather import scope_for
 from auditor.report.render import write_report
 from auditor.rules.codes import SEVERITIES
@@ -59,8 +59,14 @@ class NightlyLocked(UserError):
 
 
 def lock_path(db_path: Path) -> Path:
-    """`<db>.lock`, beside the database it guards."""
-    return db_path.with_name(db_path.name + ".lock")
+    """`<db>.lock`, beside the database file it guards, symlinks followed: every name of the
+    same database (a symlinked file or folder) must take the same lock, or two runs through
+    two names would run at once."""
+    try:
+        real = db_path.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop: RuntimeError before Python 3.13
+        raise UserError(f"{db_path}: cannot follow the path to the database ({e})") from None
+    return real.with_name(real.name + ".lock")
 
 
 @dataclass(frozen=True)
@@ -293,7 +299,7 @@ class NightlyResult:
             "archive": str(self.archive),
             "files": [
                 {
-                    "path": str(f.path),
+                    "path": escape_path(f.path),
                     "status": f.status,
                     "sha256": f.sha256,
                     "events": f.events,

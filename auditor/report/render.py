@@ -9,7 +9,6 @@ anywhere.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -59,10 +58,7 @@ def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
         json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in records
     ).encode()
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=findings.EXPORT_FIELDS, lineterminator="\n")
-    w.writeheader()
-    for f in records:
-        w.writerow({k: json.dumps(v) if k in ("expected", "observed") else v for k, v in f.items()})
+    findings.write_csv(buf, records)  # the same cells as `bacc-audit findings --format csv`
     return jsonl, buf.getvalue().encode()
 
 

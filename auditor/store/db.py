@@ -64,13 +64,18 @@ CREATE TABLE IF NOT EXISTS stream_sources (
 )"""
 DDL = [
     EVENTS_DDL,
+    # `raw` is the line as text; a line that is not UTF-8 shows its bad bytes there as
+    # U+FFFD, and `raw_bytes` keeps the bytes it had (NULL: `raw` in UTF-8 is the line).
     """
     CREATE TABLE IF NOT EXISTS quarantine (
       source_id BIGINT NOT NULL,
       line_no BIGINT NOT NULL,
       reason VARCHAR NOT NULL,
-      raw VARCHAR NOT NULL
+      raw VARCHAR NOT NULL,
+      raw_bytes BLOB
     )""",
+    # A database from before `raw_bytes`: its rows stay as they were (NULL there).
+    "ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS raw_bytes BLOB",
     "CREATE SEQUENCE IF NOT EXISTS finding_id_seq",
     """
     CREATE TABLE IF NOT EXISTS findings (
@@ -122,6 +127,30 @@ DDL = [
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")
+# DuckDB 2 names the holder ("Conflicting lock is held in PROGRAM (PID N)") and, when the
+# holder only reads, adds that this one could still open the database read-only.
+_LOCK_HELD = "conflicting lock is held"
+_HOLDER_READS = "able to open this database in read-only mode"
+
+
+def busy_message(path: Path, duckdb_text: str, read_only: bool) -> str:
+    """The sentence for a lock DuckDB refused: what the holder has the database open for,
+    as far as DuckDB's error tells, never a guess. A reader blocks a writer too, so "is
+    writing" would send the operator after the wrong process.
+
+    Readers share the lock, so a refused read means the holder writes; a refused write is
+    from a reader only when DuckDB says so.
+    """
+    text = duckdb_text.lower()
+    m = _LOCK_PID.search(duckdb_text)
+    who = f"another process (PID {m.group(1)})" if m else "another process"
+    if _HOLDER_READS in text:
+        how = " for reading, and nothing can write to it until that process closes it"
+    elif read_only or _LOCK_HELD in text:
+        how = " for writing"
+    else:
+        how = ""
+    return f"{path}: database busy: {who} has it open{how}; try again when it has finished"
 
 
 def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -137,11 +166,7 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
     except duckdb.IOException as e:
         text = str(e)
         if "lock" in text.lower():
-            m = _LOCK_PID.search(text)
-            who = f"process {m.group(1)}" if m else "another process"
-            raise DatabaseBusy(
-                f"{path}: database busy: {who} is writing to it; try again when it has finished"
-            ) from None
+            raise DatabaseBusy(busy_message(path, text, read_only)) from None
         raise UserError(f"{path}: cannot open the audit database: {text}") from None
     except duckdb.Error as e:
         raise UserError(f"{path}: not a readable audit database ({e})") from None

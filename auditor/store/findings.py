@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 import duckdb
 
@@ -157,3 +158,57 @@ def select(
             rec[k] = json.loads(rec[k]) if rec[k] is not None else None
         out.append(rec)
     return out
+
+
+# OWASP's list: a cell starting with = + - @ is a formula to a spreadsheet, and some still
+# read one after a leading tab or carriage return. A quote in front makes it text. A cell that
+# starts with a quote already gets one more, so an importer undoes the rule exactly by
+# dropping the first quote of any cell that starts with one.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+JSON_FIELDS = ("expected", "observed")
+
+
+def csv_cell(value: object) -> object:
+    """A text cell a spreadsheet shows as text: a shoe id like `=HYPERLINK(...)` comes from
+    the logs, and a CSV opened by a reviewer must not run it. Numbers pass unchanged: `-3` is
+    a number to a spreadsheet, never a formula, and a quote would make it text."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One findings-format record as CSV cells: expected/observed as JSON texts, and every
+    text cell through `csv_cell`."""
+    row: dict[str, Any] = {}
+    for k, v in record.items():
+        if k in JSON_FIELDS:
+            number = isinstance(v, int | float) and not isinstance(v, bool)
+            row[k] = json.dumps(v) if number else csv_cell(json.dumps(v))
+        else:
+            row[k] = csv_cell(v)
+    return row
+
+
+def _field(cell: object) -> str:
+    text = "" if cell is None else str(cell)
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def write_csv(out: TextIO, records: Iterable[dict[str, Any]]) -> None:
+    """The findings as CSV with a header row: the one writer behind `bacc-audit findings
+    --format csv` and the report's findings.csv, so both neutralise formulas alike.
+
+    Written by hand rather than with the csv module: with "\n" line ends, Python 3.11's
+    writer leaves a carriage return inside a cell unquoted, and a reader then ends the row
+    there, so a shoe id `x\r=1+1` would start a row with a formula. Every cell holding a
+    comma, a double quote, a carriage return or a line feed is quoted (RFC 4180).
+    """
+    out.write(",".join(EXPORT_FIELDS) + "\n")
+    for r in records:
+        row = csv_row(r)
+        if row.keys() != set(EXPORT_FIELDS):  # a bug upstream: never drop or invent a field
+            raise ValueError(f"not a findings-format record: {sorted(row)}")
+        out.write(",".join(_field(row[k]) for k in EXPORT_FIELDS) + "\n")

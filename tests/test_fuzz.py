@@ -1,0 +1,131 @@
+"""The fuzz suite at a small size (bench/fuzz.py runs it at full size): files that mix good
+events with every kind of bad line (tests/helpers/hostile.py), read whole and in small
+blocks, plain and gzip. Every bad line is quarantined with a reason and a `log.malformed`
+finding, every good line is one event, and nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+
+import pytest
+from helpers.db import AuditDb, set_chunk_bytes
+from helpers.hostile import hostile_file, line_kinds
+
+from auditor.ingest import files as ingest_files
+
+LONG = 4_096  # the line limit these tests set, so a "long line" stays small
+
+
+@pytest.fixture
+def kinds(monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setattr(ingest_files, "MAX_LINE_BYTES", LONG)
+    return line_kinds(LONG)
+
+
+@pytest.mark.parametrize("block", [None, 700], ids=["whole", "small_blocks"])
+def test_every_bad_line_is_quarantined_and_every_good_line_loaded(
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch, kinds: dict, block: int | None
+) -> None:
+    if block:
+        set_chunk_bytes(monkeypatch, block)
+    rng = random.Random(20261201)
+    planted = {}
+    paths = []
+    for i, gz in enumerate((False, True, False)):
+        table = f"FZ-{i}"
+        data, good_at, bad_at = hostile_file(rng, table, good=40, bad=2 * len(kinds),
+                                             kinds=kinds)
+        name = f"night_{table}.jsonl" + (".gz" if gz else "")
+        paths.append(audit.write_bytes(name, gzip.compress(data, mtime=0) if gz else data))
+        planted[table] = (good_at, bad_at)
+
+    result = audit.ingest(*paths)
+
+    assert [f.status for f in result.files] == ["ingested"] * 3
+    for path, f in zip(paths, result.files, strict=True):
+        good_at, bad_at = planted[path.name.split("_")[1].split(".")[0]]
+        assert (f.events, f.quarantined, f.duplicates) == (len(good_at), len(bad_at), 0)
+        assert f.lines == len(good_at) + len(bad_at)
+        source = audit.scalar("SELECT id FROM sources WHERE path = ?", str(path.resolve()))
+        loaded = [r["line_no"] for r in audit.events("source_id = ?", source)]
+        assert sorted(loaded) == good_at
+        held = {
+            r["line_no"]: r["reason"]
+            for r in audit.rows("SELECT line_no, reason FROM quarantine WHERE source_id = ?",
+                                source)
+        }
+        assert sorted(held) == sorted(bad_at)  # each bad line, once, at its own number
+        assert all(reason for reason in held.values())
+        seqs = [r["seq"] for r in audit.events("source_id = ?", source)]
+        assert sorted(seqs) == list(range(1, len(good_at) + 1))
+    assert len(audit.findings("log.malformed")) == sum(len(b) for _, b in planted.values())
+    assert audit.findings("log.seq_gap") == []
+
+
+@pytest.mark.slow  # many of the lines share a stream and seq, so the files load one by one
+def test_every_kind_is_planted_and_each_gets_its_own_reason(
+    audit: AuditDb, kinds: dict
+) -> None:
+    """One line of each kind, each in its own file: the reason names what is wrong, and a
+    rule violation names the field it breaks."""
+    rng = random.Random(7)
+    paths = {name: audit.write_bytes(f"{name}.jsonl", make(rng) + b"\n")
+             for name, make in kinds.items()}
+    result = audit.ingest(*paths.values())
+    outcome = {f.path.name: (f.status, f.events, f.quarantined) for f in result.files}
+    reasons = {}
+    for name, path in paths.items():
+        assert outcome[path.name] == ("ingested", 0, 1), name
+        reasons[name] = audit.rows(
+            "SELECT q.reason FROM quarantine q JOIN sources s ON s.id = q.source_id "
+            "WHERE s.path = ?", str(path.resolve()))[0]["reason"]
+    assert "given twice" in reasons["duplicate_amount"]
+    assert "amount" in reasons["duplicate_amount"]
+    assert "type" in reasons["duplicate_type"]
+    assert "UTF-8" in reasons["not_utf8"]
+    assert str(LONG) in reasons["long_line"] or "long" in reasons["long_line"]
+    assert reasons["not_json"] == "not valid JSON"
+    assert "seq" in reasons["huge_seq"]
+
+
+def test_a_night_of_hostile_files_loads_every_good_file_and_refuses_only_the_bad_ones(
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch, kinds: dict
+) -> None:
+    """File-level kinds beside good files in one ingest: names that are not UTF-8 or hold a
+    newline, a gzip bomb (limits set low), a .gz that is not gzip, a gzip cut short. Each
+    bad file is refused alone with one sentence; every other file loads whole."""
+    monkeypatch.setattr(ingest_files, "INFLATE_FLOOR", 64 << 10)
+    monkeypatch.setattr(ingest_files, "MAX_INFLATE_RATIO", 10)
+    rng = random.Random(11)
+    folder = audit.dir / "spool"
+    folder.mkdir()
+    good: dict[str, tuple[int, int]] = {}
+    for raw_name in (b"odd_\xff\xfe.jsonl", b"two\nlines.jsonl", b"plain.jsonl"):
+        data, good_at, bad_at = hostile_file(rng, f"FZ-{len(good)}", good=30, bad=len(kinds),
+                                             kinds=kinds)
+        path = folder / os.fsdecode(raw_name)
+        path.write_bytes(data)
+        good[path.name] = (len(good_at), len(bad_at))
+    (folder / "bomb.jsonl.gz").write_bytes(gzip.compress(b"\0" * (4 << 20), mtime=0))
+    (folder / "fake.jsonl.gz").write_bytes(b"not gzip at all\n")
+    whole = gzip.compress(hostile_file(rng, "FZ-9", 30, 0, kinds)[0], mtime=0)
+    (folder / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+
+    result = audit.ingest(folder)
+
+    by_name = {os.fsdecode(ingest_files.unescape_path(str(f.path))).rsplit("/", 1)[-1]: f
+               for f in result.files}
+    for shown, (events, quarantined) in good.items():
+        f = by_name[shown]
+        assert (f.status, f.events, f.quarantined) == ("ingested", events, quarantined)
+    for refused in ("bomb.jsonl.gz", "fake.jsonl.gz", "cut.jsonl.gz"):
+        f = by_name[refused]
+        assert f.status == "unreadable" and f.events == 0, refused
+        assert "\n" not in f.message and f.message, refused
+    assert audit.scalar("SELECT count(*) FROM events") == sum(e for e, _ in good.values())
+    assert {r["path"].rsplit("/", 1)[-1] for r in audit.sources()} == {
+        "odd_\\xff\\xfe.jsonl", "two\\nlines.jsonl", "plain.jsonl"
+    }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pypdf
 import pytest
@@ -33,7 +35,7 @@ def night(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rendered(night, tmp_path_factory):
     con = db.connect(night, read_only=True)
-    conf = config.PropertyConfig(name="Harbor Point Casino")
+    conf = config.PropertyConfig(name="Harbor Point Casino", time_zone="America/New_York")
     scope = gather.scope_for(conf, con, shift=SHIFT)
     out = tmp_path_factory.mktemp("pdf")
     first = render.write_report(con, conf, scope, out / "a.pdf")
@@ -43,6 +45,12 @@ def rendered(night, tmp_path_factory):
     reader = pypdf.PdfReader(first)
     text = "\n".join(page.extract_text() for page in reader.pages)
     return first, second, reader, re.sub(r"\s+", " ", text), context
+
+
+def _local(
+    year: int, month: int, day: int, hour: int, minute: int = 0, second: int = 0
+) -> dt.datetime:
+    return dt.datetime(year, month, day, hour, minute, second, tzinfo=ZoneInfo("America/New_York"))
 
 
 def test_two_renders_of_the_same_database_are_byte_identical(rendered):
@@ -171,3 +179,142 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
     sources = "\n".join(context["sources_listing"]).splitlines()
     assert [x.split()[0] for x in sources] == [s["sha256"] for s in context["sources"]]
     assert '<table class="wide">' not in html and html.count('<pre class="listing">') >= 3
+
+
+# --- layout (issue 19) -----------------------------------------------------------------------
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
+
+
+def test_a_closed_table_shows_no_procedure_after_its_close(rendered):
+    """MB-04's log closes the table at 02:04:08: its lane ends there, not at 06:00 (pit P2
+    looked mixed after 03:00 when MB-03 and MB-05 moved to procedure 4)."""
+    *_, context = rendered
+    lanes = {x["table"]: x for x in context["procedures"]["lanes"]}
+    assert lanes["MB-04"]["spans"] == [
+        {"from": _local(2026, 11, 28, 22), "to": _local(2026, 11, 29, 2, 4, 8), "procedure": 3}
+    ]
+    assert lanes["MB-04"]["closed"] == [_local(2026, 11, 29, 2, 4, 8)]
+    assert [(x["procedure"], x["to"]) for x in lanes["MB-03"]["spans"]] == [
+        (3, _local(2026, 11, 29, 3, 0, 30)), (4, _local(2026, 11, 29, 6))
+    ]
+    assert lanes["CF-01"]["spans"] == [] and lanes["CF-01"]["closed"] == []  # no procedures
+    assert ">closed 02:04</text>" in context["procedures"]["timeline_svg"]
+
+
+def test_a_reopened_table_starts_a_new_span_and_keeps_its_procedure():
+    utc = dt.UTC
+    start, end = dt.datetime(2026, 1, 1, 0, tzinfo=utc), dt.datetime(2026, 1, 1, 8, tzinfo=utc)
+
+    def at(hour: int) -> dt.datetime:
+        return dt.datetime(2026, 1, 1, hour, tzinfo=utc)
+
+    events = [
+        {"type": "table_open", "ts": at(1), "procedure": 3},
+        {"type": "table_close", "ts": at(2), "procedure": None},
+        {"type": "procedure_change", "ts": at(3), "procedure": 1},  # while closed: no span
+        {"type": "table_open", "ts": at(4), "procedure": None},  # declares none: 1 stays
+        {"type": "procedure_change", "ts": at(5), "procedure": 4},
+    ]
+    spans, closes = gather._open_spans(events, start, end)
+    assert spans == [(at(1), at(2), 3), (at(4), at(5), 1), (at(5), end, 4)]
+    assert closes == [at(2)]
+
+
+def test_the_last_hour_label_of_the_timeline_is_inside_the_chart(rendered):
+    """'06:00' was centred on the chart's right edge and cut in half."""
+    *_, context = rendered
+    svg = context["procedures"]["timeline_svg"]
+    size = re.search(r'<svg [^>]*width="(\d+)"', svg)
+    last = re.search(r'<text x="([\d.]+)"[^>]*text-anchor="middle"[^>]*>06:00</text>', svg)
+    assert size and last
+    width, x = float(size.group(1)), float(last.group(1))
+    half = 11.6  # half of "06:00" in DejaVu Sans at 8 px: 4 digits of 0.636 em, a colon 0.337
+    assert x + half <= width
+
+
+def test_card_captions_sit_under_the_card_not_across_its_border(rendered):
+    *_, text, context = rendered
+    html = render.render_html(context)
+    assert ('<span class="card red">8<span class="suit">♦</span></span>'
+            '<span class="card-cap">P #1146</span>') in html
+    css = (TEMPLATES / "report.css").read_text()
+    assert re.search(r"\.card-cap \{ display: block;", css)
+    assert ".card .hand" not in css
+    assert "8 ♦ P #1146 9 ♠ B #1147 9 ♦ P #1148 3 ♦ B #1149 Player 7, Banker 2" in text
+
+
+def test_page_numbers_and_change_times_do_not_wrap(rendered):
+    """'page 10 of / 11' and '(seq / 3813)' broke over two lines."""
+    _, _, reader, _, _ = rendered
+    n = len(reader.pages)
+    assert n >= 10
+    for i, page in enumerate(reader.pages, 1):
+        assert f"page {i} of {n}" in page.extract_text()
+    raw = "\n".join(page.extract_text() for page in reader.pages)
+    for change in ("02:00:42 (seq 3813)", "03:00:30 (seq 4955)", "03:00:36 (seq 4533)"):
+        assert change in raw
+    css = (TEMPLATES / "report.css").read_text()
+    right = css[css.index("@bottom-right"):]
+    assert "white-space: nowrap" in right[: right.index("}")]
+    assert '<td class="nowrap">' in (TEMPLATES / "report.html.j2").read_text()
+
+
+def test_evidence_reads_as_lines_with_local_times_and_the_attachments_keep_utc(rendered):
+    _, _, reader, text, _ = rendered
+    assert "given_by: 2026-11-29 02:30:30 EST" in text
+    assert "ts: 2026-11-29 03:00:30 EST" in text and "given_at: 2026-11-29 02:40:00 EST" in text
+    assert "recipients: division, surveillance" in text
+    assert "2026-11-29T07:30:30+00:00" not in text and '"given_by"' not in text
+    jsonl = reader.attachments["findings.jsonl"][0].decode()
+    csv_text = reader.attachments["findings.csv"][0].decode()
+    assert '"given_by":"2026-11-29T07:30:30+00:00"' in jsonl
+    assert '""given_by"": ""2026-11-29T07:30:30+00:00""' in csv_text
+
+
+def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
+    zone = ZoneInfo("America/New_York")
+    value = {
+        "at": "2026-11-29T07:30:30+00:00",
+        "line": '{"ts":"2026-11-29T00:38:23-05:00"}',  # a raw line stays as it was
+        "written": True,
+        "lead_seconds": 1230.0,
+        "missing": [],
+        "order": ["pay 7", "vig 7"],
+        "notices": [{"recipient": "division", "tables": ["MB-03", "MB-04"]}, {"key": None}],
+    }
+    assert gather.evidence_text(value, zone) == "\n".join([
+        "at: 2026-11-29 02:30:30 EST",
+        'line: {"ts":"2026-11-29T00:38:23-05:00"}',
+        "written: yes",
+        "lead_seconds: 1230",
+        "missing: none",
+        "order: pay 7, vig 7",
+        "notices:",
+        "  1. recipient: division",
+        "     tables: MB-03, MB-04",
+        "  2. key: none",
+    ])
+    assert gather.evidence_text(None, zone) == "none"
+
+
+def test_appendix_lines_carry_the_date(rendered):
+    """The shift crosses midnight and the lines run gravest first, so a bare 23:11 or 03:01
+    does not say which day."""
+    *_, text, context = rendered
+    lines = "\n".join(context["appendix_blocks"]).splitlines()
+    assert len(lines) == len(context["findings"])
+    assert all(re.match(r"2026-11-2[89] \d\d:\d\d:\d\d EST ", x) for x in lines)
+    assert lines[0].startswith("2026-11-28 23:11:17 EST critical draw.banker_missed")
+    assert "2026-11-29 03:01:18 EST critical draw.player_extra" in text
+
+
+def test_the_document_says_what_is_attached_and_how_to_open_it(rendered):
+    *_, text, context = rendered
+    n = len(context["findings"])
+    note = (f"Attached to this PDF: findings.csv (a header row, then one row a finding, for a "
+            f"spreadsheet) and findings.jsonl (one JSON record a line, for other systems), both "
+            f"holding all {n} findings of this report")
+    assert text.count(note) == 2  # on the cover and above the findings
+    assert "attachments panel (paperclip icon)" in text
+    assert "pdfdetach -saveall" in text

@@ -110,16 +110,36 @@ def paired_bars(
     return "".join(parts)
 
 
+# A timeline lane: table name, spans (start, end as 0-1 of the window, procedure), notice
+# marks (position, label) and closes (position, label).
+Lane = tuple[
+    str,
+    Sequence[tuple[float, float, str]],
+    Sequence[tuple[float, str]],
+    Sequence[tuple[float, str]],
+]
+TICK_FONT = 8
+CHAR_WIDTH = 0.62  # of the font size: DejaVu Sans digits are 0.64 em, a colon 0.34
+
+
 def timeline(
-    rows: Sequence[tuple[str, Sequence[tuple[float, float, str]], Sequence[tuple[float, str]]]],
+    rows: Sequence[Lane],
     ticks: Sequence[tuple[float, str]],
     title: str,
 ) -> str:
-    """One lane per table: spans (start, end as 0-1 of the shift, label) and marks
-    (position, label), with hour ticks under the lanes."""
+    """One lane per table: spans (start, end as 0-1 of the shift, label), notice marks
+    (position, label) and closes (position, label), with hour ticks under the lanes.
+
+    The plot stops short of the right edge by half the widest tick label, so the last label
+    (the end of the shift) is drawn whole instead of clipped by the SVG's edge. Where a
+    table closes its lane is empty and says "closed" with the time, so a closed table is
+    never read as playing under its last procedure.
+    """
     lane, left, top = 20, 70, 22
+    widest = max((len(label) for _, label in ticks), default=0)
+    right = max(8, int(widest * TICK_FONT * CHAR_WIDTH / 2) + 3)
     height = top + lane * len(rows) + 28
-    plot_w = WIDTH - left - 8
+    plot_w = WIDTH - left - right
     palette = {"1": "#3b5b92", "2": "#6a9f58", "3": "#c8a04a", "4": "#a35d8e"}
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -127,7 +147,7 @@ def timeline(
         f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
         f"{escape(title)}</text>",
     ]
-    for r, (name, spans, marks) in enumerate(rows):
+    for r, (name, spans, marks, closes) in enumerate(rows):
         y = top + r * lane
         parts.append(
             f'<text x="{left - 4}" y="{y + 13}" font-size="9" text-anchor="end" '
@@ -145,6 +165,19 @@ def timeline(
                     f'<text x="{_fmt(x + 3)}" y="{y + 13}" font-size="8" fill="#ffffff">'
                     f"procedure {escape(label)}</text>"
                 )
+        for pos, label in closes:
+            x = left + plot_w * pos
+            parts.append(
+                f'<line x1="{_fmt(x)}" y1="{y + 2}" x2="{_fmt(x)}" y2="{y + lane - 2}" '
+                f'stroke="{TEXT}" stroke-width="1.2"/>'
+            )
+            # The label only where the lane stays empty long enough to hold it.
+            room = min([s for s, _, _ in spans if s > pos] + [1.0]) - pos
+            if plot_w * room > len(label) * 8 * CHAR_WIDTH + 6:
+                parts.append(
+                    f'<text x="{_fmt(x + 3)}" y="{y + 13}" font-size="8" fill="{TEXT}">'
+                    f"{escape(label)}</text>"
+                )
         for pos, label in marks:
             x = left + plot_w * pos
             parts.append(
@@ -156,8 +189,8 @@ def timeline(
         x = left + plot_w * pos
         parts.append(
             f'<line x1="{_fmt(x)}" y1="{top}" x2="{_fmt(x)}" y2="{base}" stroke="{GRID}"/>'
-            f'<text x="{_fmt(x)}" y="{base + 11}" font-size="8" text-anchor="middle" '
-            f'fill="{TEXT}">{escape(label)}</text>'
+            f'<text x="{_fmt(x)}" y="{base + 11}" font-size="{TICK_FONT}" '
+            f'text-anchor="middle" fill="{TEXT}">{escape(label)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

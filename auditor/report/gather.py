@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +39,11 @@ DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all ar
 # a minute and a half, the same lines as preformatted blocks of 100 in a few seconds.
 APPENDIX_BLOCK = 100
 LISTING_ROWS = 150  # past this many tables, changes or sources, fixed-width lines, not a table
+# Every time to the second in the report, in the scope's zone with its abbreviation: a shift
+# crosses midnight (so the date) and can cross a DST change (so the zone).
+LOCAL_TIME = "%Y-%m-%d %H:%M:%S %Z"
+# A whole JSON string value that is a timestamp (the evidence stores them in UTC).
+ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 SUITS = {"s": ("♠", "black"), "c": ("♣", "black"), "h": ("♥", "red"), "d": ("♦", "red")}
 
 
@@ -269,7 +274,7 @@ def _procedures(
         con,
         """
         SELECT table_id, ts, seq, type, procedure FROM events
-        WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
+        WHERE type IN ('table_open', 'procedure_change', 'table_close')
           AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
         ORDER BY table_id, seq
         """,
@@ -289,7 +294,9 @@ def _procedures(
     def pos(t: dt.datetime) -> float:
         return min(max((t - scope.start).total_seconds() / span, 0.0), 1.0)
 
-    lanes, rows = [], []
+    lanes: list[dict[str, Any]] = []
+    drawn: list[charts.Lane] = []
+    rows: list[dict[str, Any]] = []
     pit_of = {t["table_id"]: t["pit"] for t in tables}
     flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
     by_table: dict[str, list[dict]] = defaultdict(list)
@@ -297,61 +304,112 @@ def _procedures(
         by_table[c["table_id"]].append(c)
     for name in names:
         mine = by_table[name]
-        before = [c for c in mine if c["ts"] < scope.start]
-        during = [c for c in mine if c["ts"] >= scope.start]
-        current = (
-            before[-1]["procedure"] if before else (during[0]["procedure"] if during else None)
-        )
-        spans, start = [], 0.0
-        for c in during:
-            if c["procedure"] != current and current is not None:
-                spans.append((start, pos(c["ts"]), str(current)))
-                start = pos(c["ts"])
-            current = c["procedure"]
-            if c["type"] == "procedure_change":
-                given = [
-                    n
-                    for n in notices
-                    if n["pit"] == pit_of[name]
-                    and n["procedure"] == c["procedure"]
-                    and (not n["tables"] or name in n["tables"])
-                ]
-                rows.append(
-                    {
-                        "table": name,
-                        "pit": pit_of[name],
-                        "procedure": c["procedure"],
-                        "at": c["ts"].astimezone(scope.zone),
-                        "seq": c["seq"],
-                        "notices": [
-                            {
-                                **n,
-                                "given": n["ts"].astimezone(scope.zone),
-                                "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
-                            }
-                            for n in given
-                        ],
-                        "flagged": sorted(code for t, code in flagged if t == name),
-                    }
-                )
-        if current is not None:
-            spans.append((start, 1.0, str(current)))
+        for c in mine:
+            if c["type"] != "procedure_change" or c["ts"] < scope.start:
+                continue
+            given = [
+                n
+                for n in notices
+                if n["pit"] == pit_of[name]
+                and n["procedure"] == c["procedure"]
+                and (not n["tables"] or name in n["tables"])
+            ]
+            rows.append(
+                {
+                    "table": name,
+                    "pit": pit_of[name],
+                    "procedure": c["procedure"],
+                    "at": c["ts"].astimezone(scope.zone),
+                    "seq": c["seq"],
+                    "notices": [
+                        {
+                            **n,
+                            "given": n["ts"].astimezone(scope.zone),
+                            "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
+                        }
+                        for n in given
+                    ],
+                    "flagged": sorted(code for t, code in flagged if t == name),
+                }
+            )
         if len(names) <= LISTING_ROWS:
+            spans, closes = _open_spans(mine, scope.start, scope.end)
+            lanes.append({
+                "table": name,
+                "spans": [
+                    {"from": a.astimezone(scope.zone), "to": b.astimezone(scope.zone),
+                     "procedure": p}
+                    for a, b, p in spans
+                ],
+                "closed": [t.astimezone(scope.zone) for t in closes],
+            })
             marks = [
                 (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
                 for n in notices
                 if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
             ]
-            lanes.append((name, spans, marks))
+            drawn.append((
+                name,
+                [(pos(a), pos(b), str(p)) for a, b, p in spans],
+                marks,
+                [(pos(t), f"closed {t.astimezone(scope.zone):%H:%M}") for t in closes],
+            ))
     svg = ""
-    if lanes:  # one lane a table: past LISTING_ROWS tables the changes are listed instead
+    if drawn:  # one lane a table: past LISTING_ROWS tables the changes are listed instead
         svg = charts.timeline(
-            lanes,
+            drawn,
             [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in _hour_ticks(scope)],
             "Procedure in force per table (▼ written notice given)",
         )
     listing = _listing([_change_line(c) for c in rows]) if len(rows) > LISTING_ROWS else []
-    return {"changes": rows, "timeline_svg": svg, "notices": notices, "listing": listing}
+    return {
+        "changes": rows,
+        "lanes": lanes,
+        "timeline_svg": svg,
+        "notices": notices,
+        "listing": listing,
+    }
+
+
+def _open_spans(
+    events: list[dict], start: dt.datetime, end: dt.datetime
+) -> tuple[list[tuple[dt.datetime, dt.datetime, int]], list[dt.datetime]]:
+    """The procedure in force while the table is open, as (from, to, procedure) spans inside
+    the window, and its closes inside the window.
+
+    A closed table has no procedure in force on the floor: drawing the last one until the end
+    of the shift would show a pit as mixed when it is not. A span ends at a table_close or a
+    change; a reopening starts a new one. As in the audit (replay/tables.py), the procedure
+    carries across a close, and a table_open that declares none keeps it.
+    """
+    spans: list[tuple[dt.datetime, dt.datetime, int]] = []
+    closes: list[dt.datetime] = []
+    current: int | None = None
+    opened: dt.datetime | None = None  # start of the running span while the table is open
+
+    def cut(at: dt.datetime) -> None:
+        if opened is not None and current is not None:
+            spans.append((opened, at, current))
+
+    for e in events:  # seq order
+        ts = e["ts"]
+        if e["type"] == "table_open":
+            cut(ts)  # an opening without a close: the old span ends here
+            current = e["procedure"] if e["procedure"] is not None else current
+            opened = ts
+        elif e["type"] == "procedure_change":
+            if e["procedure"] is not None and e["procedure"] != current:
+                cut(ts)
+                opened = ts if opened is not None else None
+                current = e["procedure"]
+        elif e["type"] == "table_close":
+            if opened is not None and current is not None and start <= ts < end:
+                closes.append(ts)  # a lane that ends here: a table without procedures has none
+            cut(ts)
+            opened = None
+    cut(end)
+    kept = [(max(a, start), min(b, end), p) for a, b, p in spans if b > start and a < end]
+    return [(a, b, p) for a, b, p in kept if b > a], closes
 
 
 def _change_line(c: dict) -> str:
@@ -594,8 +652,8 @@ def section_findings(basis: Basis) -> dict[str, Any]:
                 "video_by": (ts + dt.timedelta(days=retention)).astimezone(scope.zone),
                 "cards": [_card_face(card, hand, seq) for seq, hand, card in round_cards],
                 "counts": _counts(round_cards, values),
-                "expected_json": _json_lines(f["expected"]),
-                "observed_json": _json_lines(f["observed"]),
+                "expected_text": evidence_text(f["expected"], scope.zone),
+                "observed_text": evidence_text(f["observed"], scope.zone),
             }
         )
     return {"details": details, "detail_limit": DETAIL_LIMIT, "retention_days": retention}
@@ -603,7 +661,7 @@ def section_findings(basis: Basis) -> dict[str, Any]:
 
 def section_appendix(basis: Basis) -> dict[str, Any]:
     """Appendix A: every finding, one line each, however many there are."""
-    return {"appendix_blocks": _appendix_blocks(basis.found)}
+    return {"appendix_blocks": _appendix_blocks(basis.found, basis.scope.zone)}
 
 
 def section_sources(basis: Basis) -> dict[str, Any]:
@@ -667,14 +725,22 @@ def _ack_text(ack: dict | None) -> str:
     return f"  [acknowledged {ack['at']:%Y-%m-%d %H:%M} by {ack['by']}: {ack['disposition']}{note}]"
 
 
-def _appendix_blocks(found: list[dict]) -> list[str]:
-    """Every finding on one fixed-width line (wrapping only its message), in blocks."""
+def _appendix_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
+    """Every finding on one fixed-width line (wrapping only its message), in blocks. Each line
+    carries its date: the lines run gravest first, not in time order, across midnight."""
     return _listing([
-        f"{f['ts'][11:19]} {f['severity']:<8} {f['code']:<28} {f['table'] or f['pit'] or '':<8} "
+        f"{local_time(f['ts'], zone):<23} {f['severity']:<8} {f['code']:<28} "
+        f"{f['table'] or f['pit'] or '':<8} "
         f"{(f['shoe'] + '/' + str(f['round'])) if f['shoe'] else '':<18} {f['seq'] or '':>7}  "
         f"{f['message']}{_ack_text(f.get('ack'))}"
         for f in found
     ])
+
+
+def local_time(ts: str | dt.datetime, zone: dt.tzinfo) -> str:
+    """A time as the report writes it: LOCAL_TIME in the scope's zone."""
+    when = dt.datetime.fromisoformat(ts) if isinstance(ts, str) else ts
+    return when.astimezone(zone).strftime(LOCAL_TIME)
 
 
 def _listing(lines: list[str]) -> list[str]:
@@ -706,13 +772,59 @@ def _source_line(s: dict) -> str:
     return f"{s['sha256']}  {s['lines']:>9} {s['events']:>9} {s['quarantined']:>5}  {s['path']}"
 
 
-def _json_lines(value: Any) -> str:
-    """One `key: value` line per top-level key, values as compact JSON."""
+def evidence_text(value: Any, zone: dt.tzinfo) -> str:
+    """A finding's expected or observed evidence as an officer reads it: `key: value` lines,
+    nested records indented, lists of records numbered, times in the scope's zone (the
+    message above it uses local time; the stored evidence is UTC). The attached JSONL and CSV
+    keep the evidence exactly as stored."""
+    return "\n".join(_evidence_lines(value, zone))
+
+
+def _evidence_lines(value: Any, zone: dt.tzinfo) -> list[str]:
+    if isinstance(value, dict) and value:
+        out: list[str] = []
+        for k, v in value.items():
+            if _inline(v):
+                out.append(f"{k}: {_evidence_value(v, zone)}")
+            else:
+                out.append(f"{k}:")
+                out.extend("  " + line for line in _evidence_lines(v, zone))
+        return out
+    if isinstance(value, list) and not _inline(value):
+        out = []
+        for i, item in enumerate(value, 1):
+            head = f"{i}. "
+            sub = _evidence_lines(item, zone)
+            out.append(head + sub[0])
+            out.extend(" " * len(head) + line for line in sub[1:])
+        return out
+    return [_evidence_value(value, zone)]
+
+
+def _inline(value: Any) -> bool:
+    """Fits on its key's line: a scalar, an empty container, or a list of plain scalars."""
     if isinstance(value, dict):
-        return "\n".join(
-            f"{k}: {json.dumps(v, separators=(', ', ': '))}" for k, v in sorted(value.items())
+        return not value
+    if isinstance(value, list):
+        return all(
+            not isinstance(v, dict | list) and not (isinstance(v, str) and "," in v)
+            for v in value
         )
-    return json.dumps(value, separators=(", ", ": "))
+    return True
+
+
+def _evidence_value(value: Any, zone: dt.tzinfo) -> str:
+    if value is None or value == [] or value == {}:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return ", ".join(_evidence_value(v, zone) for v in value)
+    if isinstance(value, str) and ISO_TIME.fullmatch(value):
+        return local_time(value, zone)
+    return str(value)
 
 
 def _card_face(card: str, hand: str, seq: int) -> dict[str, str]:

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from auditor.config import PropertyConfig
-from auditor.report.gather import Scope, gather, money, pct
+from auditor.report.gather import LOCAL_TIME, Scope, gather, money, pct
 from auditor.rules.codes import REGISTRY
 from auditor.shipped import shipped
 from auditor.store import findings
@@ -42,6 +42,7 @@ def _env():
     env.filters["money"] = money
     env.filters["pct"] = pct
     env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
+    env.filters["stamp"] = lambda t: t.strftime(LOCAL_TIME)  # a time to the second
     env.globals["registry_title"] = lambda code: REGISTRY[code].title
     return env
 

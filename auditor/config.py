@@ -8,6 +8,7 @@ exists. The documented example is `docs/property.example.toml`.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -104,6 +105,78 @@ def _time(value: Any, where: str, path: Path) -> dt.time:
         ) from None
 
 
+# The keys a property config may hold (docs/property.example.toml): anything else is a typo
+# that would otherwise be ignored in silence (`timezone`, `[[shift]]`).
+TOP_KEYS = ("property", "shifts", "procedures", "house_options")
+PROPERTY_KEYS = ("name", "time_zone", "gaming_day_start", "archive")
+SHIFT_KEYS = ("name", "start", "end")
+
+
+def _check_keys(keys: Any, known: tuple[str, ...], where: str, path: Path) -> None:
+    for key in keys:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise UserError(
+                f"{path}: unknown key {where}{key!r}{hint} (known here: {', '.join(known)})"
+            )
+
+
+def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise UserError(
+            f"{path}: [{key}] must be a table of keys (a [{key}] header with key = value "
+            f"lines), not {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def _shifts(raw: Any, path: Path) -> tuple[Shift, ...]:
+    """The [[shifts]] array of tables; `[shifts]` (one table) is the usual slip."""
+    if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
+        raise UserError(
+            f"{path}: shifts must be an array of tables: write each shift under its own "
+            "[[shifts]] header (two brackets), with name, start and end"
+        )
+    shifts = []
+    for i, s in enumerate(raw):
+        _check_keys(s, SHIFT_KEYS, f"in shifts[{i}]: ", path)
+        shifts.append(
+            Shift(
+                str(s.get("name") or f"shift{i + 1}"),
+                _time(s.get("start"), f"shifts[{i}].start", path),
+                _time(s.get("end"), f"shifts[{i}].end", path),
+            )
+        )
+    if not shifts:
+        raise UserError(f"{path}: [[shifts]] lists no shift")
+    _check_overlaps(shifts, path)
+    return tuple(shifts)
+
+
+def _minutes(s: Shift) -> list[tuple[int, int]]:
+    """A shift as [start, end) minutes of the day; one past midnight is two pieces."""
+    a, b = s.start.hour * 60 + s.start.minute, s.end.hour * 60 + s.end.minute
+    return [(a, b)] if b > a else [(a, 24 * 60), (0, b)]
+
+
+def _check_overlaps(shifts: list[Shift], path: Path) -> None:
+    """Two shifts that share time would put a round in two reports (and two sign-offs)."""
+    seen: set[str] = set()
+    for s in shifts:
+        if s.name in seen:
+            raise UserError(f"{path}: two shifts are named {s.name!r}; give each its own name")
+        seen.add(s.name)
+    for i, s in enumerate(shifts):
+        for t in shifts[i + 1 :]:
+            if any(a < d and c < b for a, b in _minutes(s) for c, d in _minutes(t)):
+                raise UserError(
+                    f"{path}: shifts {s.name!r} ({s.start:%H:%M}-{s.end:%H:%M}) and {t.name!r} "
+                    f"({t.start:%H:%M}-{t.end:%H:%M}) overlap; a time belongs to one shift"
+                )
+
+
 def load(path: Path | str | None = None) -> PropertyConfig:
     """Load and check the property config; no file at all means the defaults."""
     if path is None:
@@ -116,33 +189,30 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; --config takes the config file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the config ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file, so not a config") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML ({e})") from None
-    prop = data.get("property", {})
+    _check_keys(data, TOP_KEYS, "", path)
+    prop = _table(data, "property", path)
+    _check_keys(prop, PROPERTY_KEYS, "in [property]: ", path)
     tz = prop.get("time_zone")
     if tz is not None:
         try:
             ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
             raise UserError(
                 f"{path}: property.time_zone {tz!r} is not a time zone name "
                 "(use one like \"America/New_York\")"
             ) from None
-    shifts: tuple[Shift, ...] = DEFAULT_SHIFTS
-    if "shifts" in data:
-        shifts = tuple(
-            Shift(
-                str(s.get("name") or f"shift{i + 1}"),
-                _time(s.get("start"), f"shifts[{i}].start", path),
-                _time(s.get("end"), f"shifts[{i}].end", path),
-            )
-            for i, s in enumerate(data["shifts"])
-        )
-        if not shifts:
-            raise UserError(f"{path}: [[shifts]] lists no shift")
+    shifts = _shifts(data["shifts"], path) if "shifts" in data else DEFAULT_SHIFTS
     pits = {}
-    for pit, proc in data.get("procedures", {}).items():
-        if proc not in (1, 2, 3, 4):
+    for pit, proc in _table(data, "procedures", path).items():
+        if isinstance(proc, bool) or proc not in (1, 2, 3, 4):
             raise UserError(f"{path}: procedures.{pit} must be 1, 2, 3 or 4, not {proc!r}")
         pits[str(pit)] = int(proc)
     archive = prop.get("archive")
@@ -154,7 +224,7 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         gaming_day_start=_time(prop.get("gaming_day_start", "06:00"), "gaming_day_start", path),
         shifts=shifts,
         pit_procedures=pits,
-        house_options=dict(data.get("house_options", {})),
+        house_options=dict(_table(data, "house_options", path)),
         # A relative archive is read from the config file's folder, as a person reading the
         # file would expect, not from wherever the job happens to start.
         archive=None if archive is None else path.parent / Path(archive).expanduser(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 # Exit codes, documented in README.md and `bacc-audit --help`.
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # findings at or above the --fail-on threshold
@@ -9,6 +11,7 @@ EXIT_INPUT = 2  # usage, input or configuration error
 EXIT_INTERNAL = 3  # a bug or an unexpected failure
 EXIT_BUSY = 4  # another process has the database open (a writer, or a reader when we write)
 EXIT_LOCKED = 5  # another nightly run holds its lock; nothing was done
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): the shell's own convention, 128 + signal 2
 
 
 class UserError(Exception):
@@ -22,3 +25,27 @@ class DatabaseBusy(UserError):
     code, which a wrapper can treat as "try again later"."""
 
     exit_code = EXIT_BUSY
+
+
+# What the system says when an output cannot go where it was asked to: the setup's doing.
+WRITE_ERRNOS = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ENOTEMPTY,
+        errno.ENAMETOOLONG,
+        errno.EEXIST,  # a file stands where a folder of the path should be
+    }
+)
+
+
+def cannot_write(path: object, e: OSError, advice: str) -> UserError:
+    """An output that cannot be written (read-only folder, no permission, disk full) is the
+    setup's problem, not a bug: one sentence naming the path the system refused."""
+    where = e.filename if e.filename else path
+    return UserError(f"{where}: cannot write there ({e.strerror or e}); {advice}")

@@ -5,15 +5,19 @@ ingest exit codes and output, the --json summary, findings export (jsonl, csv, f
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import gc
 import io
 import json
+import os
 import re
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -502,3 +506,615 @@ def test_memory_limit_from_the_environment(tmp_path: Path, monkeypatch: Any) -> 
     monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "lots")
     with pytest.raises(UserError, match=r"BACC_AUDIT_MEMORY_LIMIT=lots: not a memory size"):
         db.connect(tmp_path / "a.duckdb")
+
+
+# --------------------------------------------------------------------------------------------
+# doctor: finds what would break a command or the nightly job (issue 19)
+# --------------------------------------------------------------------------------------------
+
+NOBODY = 65534
+SPOOL_ADVICE = (
+    "     create it or correct --spool (BACC_AUDIT_SPOOL): the folder the table systems "
+    "deliver their logs to"
+)
+
+
+def _fails(r: Run) -> list[str]:
+    """Each FAIL line with the advice line under it."""
+    lines = r.out.splitlines()
+    return [f"{x}\n{lines[i + 1]}" for i, x in enumerate(lines) if x.startswith("FAIL ")]
+
+
+@pytest.fixture
+def nightly_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A config, spool, archive and database that are all good."""
+    monkeypatch.delenv("BACC_AUDIT_SPOOL", raising=False)
+    monkeypatch.delenv("BACC_AUDIT_ARCHIVE", raising=False)
+    s = {"config": tmp_path / "property.toml", "spool": tmp_path / "spool",
+         "archive": tmp_path / "archive", "db": tmp_path / "a.duckdb"}
+    s["config"].write_text('[property]\nname = "Harbor Point"\ntime_zone = "America/New_York"\n')
+    s["spool"].mkdir()
+    write(s["spool"] / "2026-11-28_MB-07.jsonl", L)
+    s["archive"].mkdir()
+    db.connect(s["db"]).close()
+    return s
+
+
+def _doctor(s: dict[str, Path], **changed: Path) -> list[str | Path]:
+    s = s | changed
+    return ["doctor", "--config", s["config"], "--spool", s["spool"], "--archive", s["archive"],
+            "--db", s["db"]]
+
+
+def test_doctor_all_good_exits_0(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
+) -> None:
+    from auditor.cli.doctor import AS_ROOT
+
+    s = nightly_setup
+    r = bacc_audit(*_doctor(s))
+    assert r.code == 0, r
+    assert _fails(r) == [] and r.err == ""
+    lines = r.out.splitlines()
+    for expected in (
+        f"ok   property config: {s['config']}",
+        f"ok   nightly archive {s['archive']}: writable",
+        f"ok   nightly spool {s['spool']}: readable, 1 files",
+        f"ok   database folder {tmp_path}: writable",
+        f"ok   {s['db']}: readable and writable, 0 events",
+    ):
+        assert expected in lines, expected
+    assert (f"note {AS_ROOT}" in lines) == (os.geteuid() == 0)
+    # Nothing of the nightly job given: its folders are not checked, and that is said.
+    r = bacc_audit("doctor", "--db", s["db"])
+    assert r.code == 0, r
+    assert (
+        "note nightly spool and archive: not checked (no --spool or BACC_AUDIT_SPOOL, no "
+        "--archive, BACC_AUDIT_ARCHIVE or [property] archive)"
+    ) in r.out.splitlines()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # doctor's probes leave nothing
+        "a.duckdb", "archive", "property.toml", "spool"]
+
+
+def test_doctor_reports_the_config_every_command_would_stop_on(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path, monkeypatch: Any
+) -> None:
+    s = nightly_setup
+    (tmp_path / "bacc-audit.toml").write_text("[property]\nname = 'unclosed\n")  # ./ is found
+    r = bacc_audit("doctor", "--spool", s["spool"], "--db", s["db"])
+    assert r.code == 2, r
+    [fail] = _fails(r)
+    assert fail.startswith("FAIL property config: bacc-audit.toml: not valid TOML (")
+    assert fail.endswith(
+        "\n     fix the config file (docs/property.example.toml shows every key), or point "
+        "--config (BACC_AUDIT_CONFIG) at another"
+    )
+    assert "note nightly archive: not checked (the property config did not load)" in r.out
+    assert f"ok   nightly spool {s['spool']}: readable, 1 files" in r.out
+    # The same file stops a command, with the same sentence.
+    cmd = bacc_audit("findings", "--db", s["db"])
+    assert cmd.code == 2 and cmd.err.startswith("error: bacc-audit.toml: not valid TOML (")
+    # From the environment too.
+    monkeypatch.setenv("BACC_AUDIT_CONFIG", str(tmp_path / "gone.toml"))
+    r = bacc_audit("doctor", *_doctor(s)[3:])  # no --config
+    assert r.code == 2, r
+    assert [f.splitlines()[0] for f in _fails(r)] == [
+        f"FAIL property config: {tmp_path / 'gone.toml'}: no such config file"]
+
+
+def test_doctor_missing_spool_alone_exits_2(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
+) -> None:
+    r = bacc_audit(*_doctor(nightly_setup, spool=tmp_path / "spoool"))
+    assert r.code == 2, r
+    assert _fails(r) == [f"FAIL nightly spool {tmp_path / 'spoool'}: no such folder\n"
+                         + SPOOL_ADVICE]
+    r = bacc_audit(*_doctor(nightly_setup, spool=nightly_setup["config"]))
+    assert r.code == 2, r
+    assert _fails(r) == [f"FAIL nightly spool {nightly_setup['config']}: not a folder\n"
+                         + SPOOL_ADVICE]
+
+
+def test_doctor_missing_archive_alone_exits_2_given_by_the_environment(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path, monkeypatch: Any
+) -> None:
+    s = nightly_setup
+    monkeypatch.setenv("BACC_AUDIT_SPOOL", str(s["spool"]))
+    monkeypatch.setenv("BACC_AUDIT_ARCHIVE", str(tmp_path / "pdf"))
+    r = bacc_audit("doctor", "--config", s["config"], "--db", s["db"])
+    assert r.code == 2, r
+    assert _fails(r) == [
+        f"FAIL nightly archive {tmp_path / 'pdf'}: no such folder\n"
+        f"     create it (mkdir -p {tmp_path / 'pdf'}) writable by the user of the job, or "
+        "correct --archive (BACC_AUDIT_ARCHIVE, or [property] archive in the config)"
+    ]
+    (tmp_path / "pdf").mkdir()
+    assert bacc_audit("doctor", "--config", s["config"], "--db", s["db"]).code == 0
+
+
+def test_doctor_finds_the_archive_where_nightly_would(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
+) -> None:
+    s = nightly_setup
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "p.toml").write_text('[property]\narchive = "pdfs"\n')  # relative to the file
+    r = bacc_audit("doctor", "--config", etc / "p.toml", "--db", s["db"])
+    assert r.code == 2, r
+    assert [f.splitlines()[0] for f in _fails(r)] == [
+        f"FAIL nightly archive {etc / 'pdfs'}: no such folder"]
+    assert "note nightly spool: not checked (no --spool or BACC_AUDIT_SPOOL)" in r.out
+    (etc / "pdfs").mkdir()
+    r = bacc_audit("doctor", "--config", etc / "p.toml", "--db", s["db"])
+    assert r.code == 0, r
+    assert f"ok   nightly archive {etc / 'pdfs'}: writable" in r.out.splitlines()
+    # --archive wins over the config; no archive anywhere: nightly's reports/archive.
+    assert bacc_audit("doctor", "--config", etc / "p.toml", "--archive", s["archive"],
+                      "--db", s["db"]).code == 0
+    r = bacc_audit("doctor", "--spool", s["spool"], "--db", s["db"])
+    assert [f.splitlines()[0] for f in _fails(r)] == [
+        f"FAIL nightly archive {Path('reports') / 'archive'}: no such folder"]
+
+
+def test_doctor_database_that_is_not_one_or_has_no_folder_exits_2(
+    bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
+) -> None:
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database\n")
+    r = bacc_audit(*_doctor(nightly_setup, db=junk))
+    assert r.code == 2, r
+    [fail] = _fails(r)
+    assert fail.startswith(f"FAIL {junk}: ")
+    assert fail.endswith(
+        "\n     point --db (BACC_AUDIT_DB) at the audit database, or check the file's permissions"
+    )
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()  # DuckDB, but no audit tables
+    r = bacc_audit(*_doctor(nightly_setup, db=other))
+    assert r.code == 2, r
+    assert [f.splitlines()[0] for f in _fails(r)] == [
+        f"FAIL {other}: a DuckDB file, but not an audit database (Catalog Error: Table with "
+        "name events does not exist!)"]
+    r = bacc_audit(*_doctor(nightly_setup, db=tmp_path / "var" / "a.duckdb"))
+    assert r.code == 2, r
+    assert _fails(r) == [
+        f"FAIL database folder {tmp_path / 'var'}: no such folder\n"
+        f"     create it (mkdir -p {tmp_path / 'var'}) or point --db (BACC_AUDIT_DB) elsewhere"
+    ]
+
+
+@contextlib.contextmanager
+def _as_unprivileged() -> Iterator[None]:
+    """Root may read and write anywhere, so a read-only folder is read-only only to another
+    user: as root (CI), the block runs with nobody's effective user and no groups."""
+    if os.geteuid() != 0:
+        yield
+        return
+    groups = os.getgroups()
+    os.setgroups([])
+    os.setegid(NOBODY)
+    os.seteuid(NOBODY)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(groups)
+
+
+@pytest.fixture
+def shared_setup(bacc_audit: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
+    """A good nightly setup in a folder every user can reach (pytest's tmp_path is private to
+    its owner), made the working directory."""
+    monkeypatch.delenv("BACC_AUDIT_SPOOL", raising=False)
+    monkeypatch.delenv("BACC_AUDIT_ARCHIVE", raising=False)
+    top = Path(tempfile.mkdtemp(prefix="bacc-audit-doctor-"))
+    top.chmod(0o755)
+    monkeypatch.chdir(top)
+    s = {"spool": top / "spool", "archive": top / "archive", "data": top / "data"}
+    for folder, mode in (("spool", 0o755), ("archive", 0o777), ("data", 0o777)):
+        s[folder].mkdir()
+        s[folder].chmod(mode)
+    write(s["spool"] / "2026-11-28_MB-07.jsonl", L).chmod(0o644)
+    s["db"] = s["data"] / "a.duckdb"
+    db.connect(s["db"]).close()
+    s["db"].chmod(0o666)
+    try:
+        yield s
+    finally:
+        for p in [top, *(p for p in top.iterdir() if p.is_dir())]:
+            p.chmod(0o755)
+        shutil.rmtree(top)
+
+
+@pytest.mark.parametrize(
+    ("broken", "mode", "fail"),
+    [
+        ("data", 0o555, "FAIL database folder {data}: cannot be written (Permission denied); "
+         "the database, its .wal and the nightly lock go there"),
+        ("db", 0o444, "FAIL {db}: readable, 0 events, but cannot be written (Permission denied)"),
+        ("archive", 0o555, "FAIL nightly archive {archive}: cannot be written (Permission "
+         "denied)"),
+        ("spool", 0o311, "FAIL nightly spool {spool}: cannot be read (Permission denied)"),
+        ("spool", 0o644, "FAIL nightly spool {spool}: cannot be read (Permission denied)"),
+    ],
+)
+def test_doctor_permissions_as_the_user_of_the_job(
+    bacc_audit: Any, shared_setup: dict[str, Path], broken: str, mode: int, fail: str
+) -> None:
+    s = shared_setup
+    args = ["doctor", "--spool", s["spool"], "--archive", s["archive"], "--db", s["db"]]
+    # Once as this user first: it also loads every module doctor imports lazily, which
+    # nobody could not read (the interpreter may live under /root).
+    assert bacc_audit(*args).code == 0
+    with _as_unprivileged():
+        good = bacc_audit(*args)
+    assert good.code == 0, good
+    s[broken].chmod(mode)
+    if os.geteuid() == 0:  # root passes: the note says to run doctor as the job's user
+        r = bacc_audit(*args)
+        assert r.code == 0 and "note permissions checked as root" in r.out, r
+    with _as_unprivileged():
+        r = bacc_audit(*args)
+    assert r.code == 2, r
+    [line] = [f.splitlines()[0] for f in _fails(r)]
+    assert line == fail.format(**s)
+    assert os.geteuid() == os.getuid()  # the privileges came back
+
+
+# --------------------------------------------------------------------------------------------
+# Errors a user causes must not look like bugs (issue 19)
+# --------------------------------------------------------------------------------------------
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SHIFT = "2026-11-28/grave"
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample night ingested (rounds to report on); closed, so the CLI can open it."""
+    from auditor.ingest.files import ingest
+    from auditor.store import runs
+
+    path = tmp_path_factory.mktemp("sample") / "sample.duckdb"
+    con = db.connect(path)
+    ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
+    con.close()
+    return path
+
+
+def runs_rows(db_path: Path) -> list[tuple[str, str, int]]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute("SELECT command, status, exit_code FROM runs ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+def read_only_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the kernel answers for a file in a read-only folder (EROFS). chmod cannot stand in
+    for it: these tests may run as root, whom permissions do not stop."""
+    import errno
+    import os
+
+    from auditor.report import render
+
+    def refuse(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.partial")
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp))
+
+    monkeypatch.setattr(render, "_write_whole", refuse)
+
+
+def test_report_into_a_read_only_folder_exits_2_naming_the_file(
+    bacc_audit: Any, sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_only_output(monkeypatch)
+    out = tmp_path / "ro" / "grave.html"
+    r = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--out", out)
+    assert r.code == 2, r
+    assert r.err == (
+        f"error: {tmp_path / 'ro' / '.grave.html.partial'}: cannot write there (Read-only file "
+        "system); choose another --out, or make that folder writable\n"
+    )
+    assert r.out == ""
+
+
+CONFIGS = {
+    "shifts as a table": (
+        '[shifts]\nname = "day"\nstart = "06:00"\nend = "14:00"\n',
+        "shifts must be an array of tables: write each shift under its own [[shifts]] header "
+        "(two brackets), with name, start and end",
+    ),
+    "timezone": (
+        '[property]\ntimezone = "America/New_York"\n',
+        "unknown key in [property]: 'timezone'; did you mean 'time_zone'? "
+        "(known here: name, time_zone, gaming_day_start, archive)",
+    ),
+    "[[shift]]": (
+        '[[shift]]\nname = "day"\nstart = "06:00"\nend = "18:00"\n',
+        "unknown key 'shift'; did you mean 'shifts'? "
+        "(known here: property, shifts, procedures, house_options)",
+    ),
+    "a shift's key": (
+        '[[shifts]]\nname = "day"\nbegin = "06:00"\nend = "18:00"\n',
+        "unknown key in shifts[0]: 'begin' (known here: name, start, end)",
+    ),
+    "overlapping shifts": (
+        '[[shifts]]\nname = "day"\nstart = "06:00"\nend = "15:00"\n'
+        '[[shifts]]\nname = "swing"\nstart = "14:00"\nend = "22:00"\n',
+        "shifts 'day' (06:00-15:00) and 'swing' (14:00-22:00) overlap; a time belongs to one "
+        "shift",
+    ),
+    "overlapping past midnight": (
+        '[[shifts]]\nname = "grave"\nstart = "22:00"\nend = "07:00"\n'
+        '[[shifts]]\nname = "day"\nstart = "06:00"\nend = "22:00"\n',
+        "shifts 'grave' (22:00-07:00) and 'day' (06:00-22:00) overlap; a time belongs to one "
+        "shift",
+    ),
+    "procedures not a table": (
+        'procedures = "P1=1"\n',
+        "[procedures] must be a table of keys (a [procedures] header with key = value lines), "
+        "not str 'P1=1'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIGS))
+def test_a_config_mistake_exits_2_naming_the_key(
+    bacc_audit: Any, findings_db: Path, tmp_path: Path, case: str
+) -> None:
+    text, words = CONFIGS[case]
+    conf = tmp_path / "bacc-audit.toml"
+    conf.write_text(text)
+    r = bacc_audit("findings", "--db", findings_db, "--config", conf)
+    assert r.code == 2, r
+    assert r.err == f"error: {conf}: {words}\n"
+
+
+def test_shifts_that_meet_end_to_start_are_accepted(tmp_path: Path) -> None:
+    from auditor import config
+
+    conf = tmp_path / "c.toml"
+    conf.write_text(
+        '[[shifts]]\nname = "day"\nstart = "06:00"\nend = "18:00"\n'
+        '[[shifts]]\nname = "night"\nstart = "18:00"\nend = "06:00"\n'
+    )
+    assert [s.name for s in config.load(conf).shifts] == ["day", "night"]
+    assert [s.name for s in config.load(SAMPLE / "property.toml").shifts] == [
+        "day", "swing", "grave"
+    ]
+    example = Path(__file__).resolve().parent.parent / "docs" / "property.example.toml"
+    assert config.load(example).pit_procedures == {"P1": 1, "P2": 3}
+
+
+def interrupt_at(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, exc: BaseException
+) -> None:
+    def stop(*_args: Any, **_kw: Any) -> Any:
+        raise exc
+
+    monkeypatch.setattr(module, name, stop)
+
+
+@pytest.mark.parametrize(
+    "exc", [KeyboardInterrupt(), RuntimeError("Query interrupted")], ids=["python", "duckdb"]
+)
+def test_ctrl_c_during_ingest_exits_130_and_the_run_reads_interrupted(
+    bacc_audit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException
+) -> None:
+    """Ctrl-C reaches Python code as KeyboardInterrupt, and a DuckDB query (which catches
+    SIGINT itself) as RuntimeError("Query interrupted")."""
+    dbp = tmp_path / "a.duckdb"
+    interrupt_at(monkeypatch, cli, "ingest", exc)
+    r = bacc_audit("ingest", write(tmp_path / "night.jsonl", L), "--db", dbp)
+    assert r.code == 130, r
+    assert (r.out, r.err) == ("", "interrupted\n")
+    assert runs_rows(dbp) == [("ingest", "interrupted", 130)]
+    shown = bacc_audit("runs", "--db", dbp, "--json")
+    assert [(x["status"], x["exit_code"]) for x in json.loads(shown.out)] == [("interrupted", 130)]
+
+
+def test_ctrl_c_during_audit_exits_130_and_the_run_reads_interrupted(
+    bacc_audit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor.audit import run as audit_run
+
+    dbp = tmp_path / "a.duckdb"
+    assert bacc_audit("ingest", write(tmp_path / "night.jsonl", L), "--db", dbp).code == 0
+    interrupt_at(monkeypatch, audit_run, "audit", RuntimeError("Query interrupted"))
+    r = bacc_audit("audit", "--db", dbp)
+    assert r.code == 130, r
+    assert (r.out, r.err) == ("", "interrupted\n")
+    assert runs_rows(dbp) == [("ingest", "done", 0), ("audit", "interrupted", 130)]
+
+
+SIGINT_INGEST = textwrap.dedent(
+    """
+    import sys
+    from auditor.cli.app import main
+    sys.argv = ["bacc-audit", "ingest", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigint_mid_ingest_of_a_large_file_exits_130(tmp_path: Path) -> None:
+    """The real thing: SIGINT to a process loading a large file (a query is running)."""
+    import signal
+    import time
+
+    from auditor.simulate.bulk import simulate_bulk
+
+    logs = simulate_bulk(tmp_path / "logs", 40, 24, 1, 0.0).files
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as fh:
+        for f in logs:
+            fh.write(f.read_bytes())
+    dbp = tmp_path / "a.duckdb"
+    child = subprocess.Popen(
+        [sys.executable, "-c", SIGINT_INGEST, str(big), "--db", str(dbp)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not dbp.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the run is recorded; the file's load is under way
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, (out, err)
+    assert (out, err) == ("", "interrupted\n")
+    assert runs_rows(dbp) == [("ingest", "interrupted", 130)]
+    assert count(dbp, "SELECT count(*) FROM events") == 0  # the file's transaction rolled back
+
+
+DB_COMMANDS = {
+    "ingest": ["ingest", "{log}"],
+    "audit": ["audit"],
+    "findings": ["findings"],
+    "report": ["report", "--shift", SHIFT],
+    "runs": ["runs"],
+    "ack --list": ["ack", "--list"],
+    "ack": ["ack", "fp", "--by", "me", "--disposition", "ok"],
+    "notice list": ["notice", "list"],
+    "nightly": ["nightly", "--spool", "{spool}"],
+}
+
+
+@pytest.mark.parametrize("command", list(DB_COMMANDS))
+@pytest.mark.parametrize("content", [b"", L[0].encode() + b"\n"], ids=["empty", "a log"])
+def test_a_db_that_is_not_a_duckdb_database_is_refused(
+    bacc_audit: Any, tmp_path: Path, command: str, content: bytes
+) -> None:
+    """`--db garb.jsonl` once loaded the log as data in memory, said "events loaded" and saved
+    nothing; now every command that opens the database refuses it and leaves it untouched."""
+    garb = tmp_path / "garb.jsonl"
+    garb.write_bytes(content)
+    log = write(tmp_path / "night.jsonl", L)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    args = [a.format(log=log, spool=spool) for a in DB_COMMANDS[command]]
+    r = bacc_audit(*args, "--db", garb)
+    assert r.code == 2, r
+    what = "an empty file" if not content else "not a DuckDB database"
+    assert r.err == (
+        f"error: {garb}: {what}, so not an audit database; give --db (or BACC_AUDIT_DB) the "
+        "audit database file, or a path where none exists yet to create one\n"
+    )
+    assert "another process" not in r.err + r.out
+    assert garb.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["garb.jsonl", "night.jsonl", "spool"]
+
+
+def test_doctor_on_a_db_that_is_not_a_database_does_not_blame_another_process(
+    bacc_audit: Any, tmp_path: Path
+) -> None:
+    garb = write(tmp_path / "garb.jsonl", L)
+    r = bacc_audit("doctor", "--db", garb)
+    assert r.code == 2, r
+    assert f"FAIL {garb}: not a DuckDB database, so not an audit database" in r.out
+    assert "another process" not in r.out
+
+
+def test_an_unknown_code_exits_2_and_names_the_near_one(
+    bacc_audit: Any, findings_db: Path
+) -> None:
+    r = bacc_audit("findings", "--db", findings_db, "--code", "draw.banker_miss")
+    assert r.code == 2, r
+    assert r.err == (
+        "error: --code draw.banker_miss: no such finding code; did you mean "
+        "draw.banker_missed? (bacc-audit codes lists them; * matches any text, as in log.*)\n"
+    )
+    assert r.out == ""
+    wild = bacc_audit("findings", "--db", findings_db, "--code", "drew.*")
+    assert wild.code == 2, wild
+    assert wild.err.startswith("error: --code drew.*: no such finding code")
+    # A code that exists but has no findings is a clean answer, not a typo.
+    assert bacc_audit("findings", "--db", findings_db, "--code", "vig.missing").code == 0
+
+
+def test_an_unknown_table_exits_2_and_names_the_near_one(
+    bacc_audit: Any, findings_db: Path
+) -> None:
+    r = bacc_audit("findings", "--db", findings_db, "--table", "XX-99")
+    assert r.code == 2, r
+    assert r.err == "error: --table XX-99: no such table in this database (it holds MB-07)\n"
+    near = bacc_audit("findings", "--db", findings_db, "--table", "MB-7")
+    assert near.code == 2, near
+    assert near.err == (
+        "error: --table MB-7: no such table in this database; did you mean MB-07? "
+        "(it holds MB-07)\n"
+    )
+
+
+def test_a_reversed_rerun_range_exits_2(bacc_audit: Any, tmp_path: Path) -> None:
+    dbp = tmp_path / "a.duckdb"
+    r = bacc_audit("audit", "--db", dbp, "--rerun", "2026-11-28..2026-11-27")
+    assert r.code == 2, r
+    assert r.err == (
+        "error: --rerun 2026-11-28..2026-11-27: the range ends before it starts; write it "
+        "FROM..TO, like 2026-11-27..2026-11-28\n"
+    )
+    assert not dbp.exists()  # refused before anything was opened or recorded
+
+
+def test_report_with_shift_and_date_together_exits_2(bacc_audit: Any, sample_db: Path) -> None:
+    r = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--date", "2026-11-28")
+    assert r.code == 2, r
+    assert r.err == (
+        "error: give --shift (one shift) or --date (the whole gaming day), not both\n"
+    )
+
+
+def test_report_format_follows_the_out_suffix_and_a_contradiction_exits_2(
+    bacc_audit: Any, sample_db: Path, tmp_path: Path
+) -> None:
+    html = tmp_path / "y.html"
+    r = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--out", html)
+    assert r.code == 0, r
+    assert r.out == f"{html}\n"
+    assert html.read_bytes().startswith(b"<!DOCTYPE html>")
+
+    pdf = tmp_path / "z.pdf"
+    bad = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--format", "html",
+                     "--out", pdf)
+    assert bad.code == 2, bad
+    assert bad.err == (
+        f"error: --format html contradicts --out {pdf}, whose suffix says pdf; make them "
+        "agree (or leave --format out)\n"
+    )
+    txt = tmp_path / "z.txt"
+    odd = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--out", txt)
+    assert odd.code == 2, odd
+    assert odd.err == (
+        f"error: --out {txt}: the report is PDF or HTML; name the file .pdf or .html, or say "
+        "which with --format\n"
+    )
+    assert not pdf.exists() and not txt.exists()
+
+
+def test_an_empty_log_file_is_said_to_be_empty_exits_2_and_is_recorded(
+    bacc_audit: Any, tmp_path: Path
+) -> None:
+    dbp = tmp_path / "a.duckdb"
+    empty = tmp_path / "MB-09.jsonl"
+    empty.write_bytes(b"")
+    log = write(tmp_path / "night.jsonl", L)
+    r = bacc_audit("ingest", empty, log, "--db", dbp)
+    assert r.code == 2, r
+    assert r.err == (
+        f"error: {empty}: empty file, no events to load (recorded in the manifest as empty); "
+        "check that its table system delivered its log\n"
+    )
+    assert r.out.splitlines()[-1] == (
+        "2 files: 1 ingested, 0 already ingested, 0 refused, 0 unreadable, 1 empty; "
+        "15 events loaded, 0 lines quarantined"
+    )
+    assert count(dbp, "SELECT list(status ORDER BY id) FROM sources") == ["empty", "ingested"]
+    as_json = bacc_audit("ingest", empty, "--db", dbp, "--json")
+    assert as_json.code == 2, as_json
+    assert [f["status"] for f in json.loads(as_json.out)["files"]] == ["empty"]
+    assert count(dbp, "SELECT count(*) FROM sources") == 2  # the same empty file: no new row

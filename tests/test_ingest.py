@@ -536,12 +536,44 @@ def test_blank_lines_are_ignored_but_counted(audit: AuditDb) -> None:
     assert f["source"] == f"{path.resolve()}:7"
 
 
-def test_empty_file_loads_nothing_and_is_recorded(audit: AuditDb) -> None:
+def test_empty_file_loads_nothing_and_is_recorded_as_empty(audit: AuditDb) -> None:
+    """An empty file is evidence that a table system delivered nothing: one manifest row with
+    status `empty` per file (all empty files share one SHA-256, so a second empty file is
+    not "already ingested" as the first), none more when the same file comes again."""
     path = audit.write_bytes("empty.jsonl", b"")
     r = audit.ingest_file(path)
-    assert (r.status, r.lines, r.events, r.quarantined) == ("ingested", 0, 0, 0)
+    assert (r.status, r.lines, r.events, r.quarantined) == ("empty", 0, 0, 0)
+    assert r.message == (
+        f"{path}: empty file, no events to load (recorded in the manifest as empty); "
+        "check that its table system delivered its log"
+    )
     [src] = audit.sources()
-    assert (src["lines"], src["first_ts"], src["last_ts"]) == (0, None, None)
+    assert (src["status"], src["lines"], src["first_ts"], src["last_ts"]) == (
+        "empty", 0, None, None
+    )
+    assert src["note"] == "the file holds no lines"
+    again = audit.ingest_file(path)
+    assert again.status == "empty"
+    assert "(already recorded as empty on " in again.message
+    other = audit.ingest_file(audit.write("other.jsonl.gz", [], gz=True))
+    assert other.status == "empty"
+    assert [(s["path"].rsplit("/", 1)[-1], s["status"]) for s in audit.sources()] == [
+        ("empty.jsonl", "empty"),
+        ("other.jsonl.gz", "empty"),
+    ]
+    # A file delivered empty and later with its content loads as any new file.
+    audit.write("empty.jsonl", L)
+    assert audit.ingest_file(path).status == "ingested"
+
+
+def test_a_file_ingested_then_emptied_is_refused_as_altered(audit: AuditDb) -> None:
+    path = audit.write("night.jsonl", L)
+    assert audit.ingest_file(path).status == "ingested"
+    path.write_bytes(b"")
+    r = audit.ingest_file(path)
+    assert r.status == "refused_altered"
+    assert r.message.startswith(f"{path}: refused: it is now empty, and held content when")
+    assert [f["code"] for f in audit.findings("log.altered")] == ["log.altered"]
 
 
 def test_gzip_loads_with_line_numbers_of_the_uncompressed_text(audit: AuditDb) -> None:

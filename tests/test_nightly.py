@@ -83,10 +83,10 @@ def bacc_audit(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> Any:
     """`bacc-audit ARGS...` in-process through cli.main, as a user's shell would run it."""
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, color_system=None))
-    monkeypatch.setattr(
-        cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, color_system=None)
-    )
+    # markup=False as in the CLI's own consoles: "[property]" in a message is printed as is.
+    plain = {"highlight": False, "soft_wrap": True, "color_system": None, "markup": False}
+    monkeypatch.setattr(cli, "out", Console(**plain))  # type: ignore[arg-type]
+    monkeypatch.setattr(cli, "err", Console(stderr=True, **plain))  # type: ignore[arg-type]
     for var in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
@@ -629,3 +629,54 @@ def test_the_archive_comes_from_the_option_else_the_config_else_the_default(
     conf_file.write_text("[property]\narchive = 3\n")
     with pytest.raises(UserError, match=r"property\.archive must be a folder path"):
         config.load(conf_file)
+
+
+def test_an_archive_that_cannot_be_written_exits_2_naming_it_and_is_recorded(
+    night: Night, tmp_path: Path, bacc_audit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only archive folder is the setup's problem: one sentence, exit 2, no traceback.
+    The kernel's answer (EROFS) is stood in for: chmod does not stop root, who may run this."""
+    import errno
+
+    from auditor.report import render
+
+    def refuse(path: Path, data: bytes) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(render, "_write_whole", refuse)
+    db_copy = tmp_path / "copy.duckdb"
+    shutil.copy2(night.db, db_copy)
+    archive = tmp_path / "ro"
+    r = bacc_audit(
+        "nightly", "--spool", night.spool, "--db", db_copy, "--archive", archive,
+        "--date", "2026-11-28", "--config", CONFIG,
+    )
+    assert r.code == EXIT_INPUT, r
+    pdf = archive / "2026-11-28" / "2026-11-28_swing.pdf"  # the first shift with rounds
+    assert r.err.splitlines()[-1] == (
+        f"error: {pdf}: cannot write there (Read-only file system); point --archive (or "
+        "BACC_AUDIT_ARCHIVE, or [property] archive) at a folder this user can write to"
+    )
+    assert "Traceback" not in r.err and "please report it" not in r.err
+    assert scalar(db_copy, "SELECT status || ' ' || exit_code FROM runs ORDER BY id DESC") == (
+        "failed 2"
+    )
+
+
+def test_an_empty_file_in_the_spool_is_a_problem_of_the_night(
+    night: Night, tmp_path: Path
+) -> None:
+    db_copy = tmp_path / "copy.duckdb"
+    shutil.copy2(night.db, db_copy)
+    spool = tmp_path / "spool"
+    shutil.copytree(night.spool, spool)
+    (spool / "2026-11-28_MB-09.jsonl").write_bytes(b"")
+    r = nightly.run_nightly(
+        db_copy, spool, config.load(CONFIG), day=DAY, archive=night.archive
+    )
+    assert r.exit_code == EXIT_INPUT
+    [problem] = r.problems
+    assert problem.startswith(f"{spool / '2026-11-28_MB-09.jsonl'}: empty file, no events")
+    lines = nightly.summary_lines(r)
+    assert any(x.startswith("  EMPTY ") for x in lines), lines
+    assert "1 empty;" in next(x for x in lines if x.startswith("ingest:"))

@@ -3,12 +3,14 @@ with a ground truth the audit must find exactly (the recall test)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 
 from auditor import config
 from auditor.audit.run import audit
@@ -257,3 +259,126 @@ def test_payments_show_the_order_only_when_procedures_differ():
     # A side wager paid at another seat: procedures 1 and 3 give the same order.
     side = lines(("pay", 5), ("pay", 1), ("vig", 1))
     assert _shows_order(side, 1) == _shows_order(side, 3) == "declared"
+
+
+# --- the output folder and the gaming day (issue 19) ----------------------------------------
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_cli_simulate_refuses_a_folder_that_is_not_empty(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sim"
+    out.mkdir()
+    (out / "2026-12-01_MB-01.jsonl").write_text('{"old": true}\n')
+    (out / "notes.txt").write_text("mine\n")
+    before = _tree(out)
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "2",
+                "--hours", "0.5", "--games", "mini_baccarat")
+    assert r.code == 2, r
+    assert r.err == (
+        f"error: {out} is not empty: simulated logs would mix with what is there; choose an "
+        "empty or new folder, or add --replace to remove the logs and ground truth already "
+        "there (other files are kept)\n"
+    )
+    assert r.out == ""
+    assert _tree(out) == before  # nothing written, nothing removed
+    # A file is not a folder; a bad --date is refused before anything is touched.
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out / "notes.txt"), "--tables",
+                "2", "--hours", "0.5")
+    assert (r.code, r.err) == (
+        2, f"error: {out / 'notes.txt'} is a file; --out takes a folder to write the logs into\n")
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "2", "--hours",
+                "0.5", "--replace", "--date", "2026-02-30")
+    assert (r.code, r.err) == (
+        2, "error: --date: a date must look like 2026-11-28, not '2026-02-30'\n")
+    # --replace with arguments the generator refuses: the old logs stay.
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "0", "--hours",
+                "0.5", "--replace")
+    assert (r.code, r.err) == (2, "error: tables must be at least 1\n")
+    assert _tree(out) == before
+
+
+def test_cli_simulate_replace_removes_only_what_a_simulation_writes(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "sim"
+    (out / "keep").mkdir(parents=True)
+    for name in ("2026-11-30_MB-09.jsonl", "2026-11-30_MB-09.resent.jsonl",
+                 "2026-11-30_NZ-01.jsonl.gz", "ground_truth.ndjson"):
+        (out / name).write_text("old\n")
+    kept = {"notes.txt": b"mine\n", "property.toml": b"[property]\n",
+            "ground_truth.ndjson.bak": b"old\n", "keep/a.jsonl": b"in a subfolder\n"}
+    for name, data in kept.items():
+        (out / name).write_bytes(data)
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "3", "--hours",
+                "1", "--seed", "2", "--deviation-rate", "0.3", "--games", "mini_baccarat,nz",
+                "--replace")
+    assert r.code == 0, r
+    tree = _tree(out)
+    for name, data in kept.items():
+        assert tree.pop(name) == data, name
+    # What is left is exactly this run's output: its logs (as printed) and its ground truth.
+    printed = {Path(line).name for line in r.out.splitlines()[:-1]}
+    assert set(tree) == printed and "ground_truth.ndjson" in printed
+    assert all(name.startswith("2026-12-01_") for name in printed - {"ground_truth.ndjson"})
+    truth = [json.loads(line) for line in tree["ground_truth.ndjson"].splitlines()]
+    assert truth and f"{len(truth)} deviations planted" in r.out
+    # The same run into a new folder writes the same bytes: nothing old leaked in.
+    fresh = simulate(tmp_path / "fresh", 3, 1, seed=2, deviation_rate=0.3,
+                     games=("mini_baccarat", "nz"))
+    assert _bytes(fresh) == tree
+
+
+def test_cli_simulate_date_names_the_gaming_day(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sim"
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "4", "--hours",
+                "0.5", "--seed", "3", "--deviation-rate", "0.2", "--games",
+                "mini_baccarat,punto_banco", "--date", "2027-02-14")
+    assert r.code == 0, r
+    logs = sorted(p.name for p in out.glob("*.jsonl"))
+    assert logs and all(name.startswith("2027-02-14_") for name in logs)
+    events = [e for name in logs for e in _events(out / name)]
+    # Open from 22:00 for half an hour: the night is on the 14th; only a cut night's file
+    # goes on with the table's next opening, the next morning.
+    night = [e for e in events if e["ts"][:11] == "2027-02-14T"]
+    morning = [e for e in events if e not in night]
+    assert len(night) > 100
+    assert {(e["type"], e["ts"]) for e in morning} <= {
+        ("table_open", "2027-02-15T06:30:00.000-05:00")}
+    assert min(e["ts"] for e in events if e["type"] == "table_open").startswith(
+        "2027-02-14T22:00")
+    shoes = {e["shoe"] for e in events if "shoe" in e}
+    assert shoes and all("-0214-" in s for s in shoes)
+    # The default day is the one the help names, and only the dates differ from it.
+    default = simulate(tmp_path / "default", 4, 0.5, seed=3, deviation_rate=0.2,
+                       games=("mini_baccarat", "punto_banco"))
+    assert default.files[0].name.startswith("2026-12-01_")
+    for p in default.files:
+        moved = p.read_text().replace("2026-12-01", "2027-02-14").replace("-1201-", "-0214-")
+        moved = moved.replace("2026-12-02T", "2027-02-15T")  # a cut night's next opening
+        assert (out / p.name.replace("2026-12-01", "2027-02-14")).read_text() == moved, p.name
+
+
+def test_cli_simulate_help_tells_both_generators_apart():
+    import typer.main
+
+    from auditor.cli import app as cli
+
+    command = typer.main.get_command(cli.app).commands["simulate"]  # type: ignore[attr-defined]
+    helps = {p.name: p.help for p in command.params}
+    assert helps["hours"] == (
+        "Hours each table is open: from 22:00 on --date (at most 13), or with --bulk from "
+        "06:00 (at most 24)."
+    )
+    assert "default 2026-12-01" in helps["date"]
+    assert "*.jsonl, *.jsonl.gz and ground_truth.ndjson" in helps["replace"]
+    assert "nothing else is touched" in helps["replace"]
+    # The help's figures are the generators' own.
+    from auditor.simulate import bulk, planted
+
+    told = (planted.SIM_DATE, bulk.BULK_DATE, planted.SIM_OPENS, planted.MAX_HOURS,
+            bulk.MAX_HOURS, bulk.BULK_OPENS)
+    assert told == (dt.date(2026, 12, 1), dt.date(2026, 12, 1), "22:00", 13, 24, dt.time(6))

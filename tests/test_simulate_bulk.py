@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 
 from auditor import config
 from auditor.audit.run import audit
@@ -15,7 +16,13 @@ from auditor.ingest.files import ingest
 from auditor.rules.cards import RANKS, SUITS, card_value
 from auditor.rules.draw import play_round
 from auditor.rules.pack import load_pack
-from auditor.simulate.bulk import BULK_CODES, BULK_KINDS, SHOE_CARDS, simulate_bulk
+from auditor.simulate.bulk import (
+    BULK_CODES,
+    BULK_DATE,
+    BULK_KINDS,
+    SHOE_CARDS,
+    simulate_bulk,
+)
 from auditor.simulate.planted import KIND_CODES, SimulationResult, simulate
 from auditor.store import db, runs
 
@@ -203,3 +210,62 @@ def test_cli_simulate_bulk(tmp_path, monkeypatch, capsys):
     assert "5 tables" in text and "rounds/s" in text and "ground_truth.ndjson" in text
     assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [
         f"2026-12-01_MB-000{i}.jsonl" for i in range(1, 6)]
+
+
+# --- the output folder and the gaming day (issue 19) ----------------------------------------
+
+
+def test_cli_simulate_bulk_refuses_a_folder_that_is_not_empty_unless_replace(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "sim"
+    out.mkdir()
+    old = {"2026-12-01_MB-0009.jsonl": b'{"old":1}\n', "ground_truth.ndjson": b"",
+           "2026-11-30_MB-0001.jsonl.gz": b"old"}
+    kept = {"notes.txt": b"mine\n", "summary.json": b"{}\n"}
+    for name, data in (old | kept).items():
+        (out / name).write_bytes(data)
+    args = ("simulate", "--bulk", "--out", str(out), "--tables", "5", "--hours", "2",
+            "--deviation-rate", "0.1")
+    r = run_cli(monkeypatch, capsys, *args)
+    assert r.code == 2, r
+    assert r.err.startswith(f"error: {out} is not empty: simulated logs would mix")
+    assert r.err.count("\n") == 1 and r.out == ""
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old | kept  # nothing written
+
+    r = run_cli(monkeypatch, capsys, *args, "--replace")
+    assert r.code == 0, r
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    for name, data in kept.items():
+        assert after.pop(name) == data, name
+    assert sorted(after) == sorted(
+        [f"2026-12-01_MB-000{i}.jsonl" for i in range(1, 6)]
+        + ["2026-12-01_pit-notices.jsonl", "ground_truth.ndjson"])
+    truth = after["ground_truth.ndjson"].decode().splitlines()
+    assert truth and f"{len(truth)} deviations planted" in r.out
+    fresh = simulate_bulk(tmp_path / "fresh", 5, 2, seed=1, deviation_rate=0.1)
+    assert _bytes(fresh) == after  # the old MB-0009 log is gone, nothing else leaked in
+
+
+def test_date_moves_the_day_and_nothing_else(tmp_path, monkeypatch, capsys):
+    r = run_cli(monkeypatch, capsys, "simulate", "--bulk", "--out", str(tmp_path / "d"),
+                "--tables", "5", "--hours", "3", "--deviation-rate", "0.1", "--date",
+                "2027-02-14")
+    assert r.code == 0, r
+    moved = sorted((tmp_path / "d").glob("*.jsonl"))
+    assert [p.name for p in moved] == [f"2027-02-14_MB-000{i}.jsonl" for i in range(1, 6)] + [
+        "2027-02-14_pit-notices.jsonl"]
+    events = [json.loads(line) for p in moved for line in p.read_text().splitlines()]
+    assert {e["ts"][:16] for e in events if e["type"] == "table_open"} == {"2027-02-14T06:00"}
+    assert {e["ts"][:11] for e in events} == {"2027-02-14T"}
+    assert {e["shoe"].split("-")[2] for e in events if "shoe" in e} == {"0214"}
+    # The default day, given or not, writes the bytes it always wrote; another day only
+    # changes the dates.
+    default = simulate_bulk(tmp_path / "default", 5, 3, seed=1, deviation_rate=0.1)
+    given = simulate_bulk(tmp_path / "given", 5, 3, seed=1, deviation_rate=0.1,
+                          day=BULK_DATE)
+    assert _bytes(default) == _bytes(given)
+    for name, data in _bytes(default).items():
+        text = data.decode().replace("2026-12-01", "2027-02-14").replace("-1201-", "-0214-")
+        path = tmp_path / "d" / name.replace("2026-12-01", "2027-02-14")
+        assert path.read_text() == text, name

@@ -3,25 +3,37 @@
 
 Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above
 --fail-on); 2 usage, input or configuration error; 3 internal failure; 4 database busy;
-5 another nightly run holds its lock.
+5 another nightly run holds its lock; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import sys
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
 
 from auditor import __version__
-from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.errors import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    WRITE_ERRNOS,
+    UserError,
+    cannot_write,
+)
 from auditor.ingest.files import IngestResult, discover, escape_path, ingest
 from auditor.store import db, runs
 
@@ -29,7 +41,7 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above "
     "--fail-on); "
     "2 usage, input or configuration error; 3 internal failure; 4 database busy; "
-    "5 another nightly run holds its lock."
+    "5 another nightly run holds its lock; 130 interrupted (Ctrl-C)."
 )
 
 app = typer.Typer(
@@ -90,7 +102,8 @@ def ingest_cmd(
     Each file loads in one transaction. Bad lines are kept in quarantine with their file,
     line and reason, and the rest of the file still loads. A file already ingested adds
     nothing; a file whose content changed since it was ingested is refused and recorded as
-    a log.altered finding.
+    a log.altered finding. An empty file is recorded as empty in the manifest and said on
+    stderr (exit 2): its table system delivered nothing.
     """
     con = db.connect(db_path or db.default_db_path())
     run_id = runs.start(con, "ingest", {"paths": [escape_path(p) for p in paths]})
@@ -119,8 +132,9 @@ def ingest_cmd(
                 result = ingest(con, paths, run_id, progress)
         else:
             result = ingest(con, paths, run_id)
-    except BaseException:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+    except BaseException as e:
+        _finish_failed(con, run_id, e)
+        con.close()
         raise
     code = _ingest_exit_code(result)
     runs.finish(con, run_id, "done", code, _ingest_summary(result))
@@ -132,8 +146,17 @@ def ingest_cmd(
     raise typer.Exit(code)
 
 
+def _finish_failed(con: duckdb.DuckDBPyConnection, run_id: int, e: BaseException) -> None:
+    """Record how a run ended early: Ctrl-C is the operator's choice, recorded as
+    'interrupted' with exit 130, not as a failure of the tool."""
+    if db.interrupted(e):
+        runs.finish(con, run_id, "interrupted", EXIT_INTERRUPTED, {"error": "interrupted"})
+    else:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+
+
 def _ingest_exit_code(result: IngestResult) -> int:
-    if result.errors or any(f.status == "unreadable" for f in result.files):
+    if result.errors or any(f.status in ("unreadable", "empty") for f in result.files):
         return EXIT_INPUT
     if result.quarantined or any(f.status == "refused_altered" for f in result.files):
         return EXIT_FINDINGS
@@ -176,7 +199,7 @@ def _print_ingest(result: IngestResult) -> None:
         per_stream.update(f.per_stream)
         for line in f.problems:
             err.print(f"quarantined: {line}")
-        if f.status in ("unreadable", "refused_altered"):
+        if f.status in ("unreadable", "refused_altered", "empty"):
             err.print(f"error: {f.message}")
         else:
             out.print(f.message)
@@ -185,10 +208,11 @@ def _print_ingest(result: IngestResult) -> None:
         for stream, n in sorted(per_stream.items()):
             out.print(f"  {stream.replace(':', ' '):<24} {n:>10,}")
     counts = Counter(f.status for f in result.files)
+    empty = f", {counts['empty']} empty" if counts["empty"] else ""
     out.print(
         f"{len(result.files)} files: {counts['ingested']} ingested, "
         f"{counts['already_ingested']} already ingested, "
-        f"{counts['refused_altered']} refused, {counts['unreadable']} unreadable; "
+        f"{counts['refused_altered']} refused, {counts['unreadable']} unreadable{empty}; "
         f"{result.events:,} events loaded, {result.quarantined:,} lines quarantined"
     )
 
@@ -211,7 +235,8 @@ def audit_cmd(
     rerun: Annotated[
         str | None,
         typer.Option(
-            help="Also replay rounds already audited in these gaming days: DAY or FROM..TO."
+            help="Also replay rounds already audited in these gaming days: DAY or FROM..TO "
+            "(FROM not after TO)."
         ),
     ] = None,
     fail_on: Annotated[
@@ -233,19 +258,29 @@ def audit_cmd(
     if fail_on not in SEVERITIES:
         raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
     conf = cfg.load(config_path)
-    con = db.connect(db_path or db.default_db_path())
-    window = None
+    days = None
     if rerun:
         first, _, last = rerun.partition("..")
+        days = cfg.parse_date(first), cfg.parse_date(last or first)
+        if days[1] < days[0]:
+            raise UserError(
+                f"--rerun {rerun}: the range ends before it starts; "
+                f"write it FROM..TO, like {days[1]}..{days[0]}"
+            )
+    con = db.connect(db_path or db.default_db_path())
+    window = None
+    if days:
+        day_from, day_to = days
         zone = conf.zone_for(con)
-        start = conf.gaming_day_window(cfg.parse_date(first), zone)[0]
-        end = conf.gaming_day_window(cfg.parse_date(last or first), zone)[1]
+        start = conf.gaming_day_window(day_from, zone)[0]
+        end = conf.gaming_day_window(day_to, zone)[1]
         window = (start, end)
     run_id = runs.start(con, "audit", {"rerun": rerun, "config": conf.source})
     try:
         result = audit(con, run_id, conf, window)
-    except BaseException:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+    except BaseException as e:
+        _finish_failed(con, run_id, e)
+        con.close()
         raise
     graver = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
     n_fail = db.single(
@@ -289,10 +324,13 @@ class Format(StrEnum):
 def findings_cmd(
     db_path: DbOption = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
-    table: Annotated[str | None, typer.Option(help="Only this table.")] = None,
+    table: Annotated[
+        str | None, typer.Option(help="Only this table (one the database holds).")
+    ] = None,
     pit: Annotated[str | None, typer.Option(help="Only this pit.")] = None,
     code: Annotated[
-        list[str] | None, typer.Option(help="Only these codes (repeatable; `log.*` works).")
+        list[str] | None,
+        typer.Option(help="Only these codes (repeatable; `log.*` works; see `bacc-audit codes`)."),
     ] = None,
     severity: Annotated[
         str | None,
@@ -310,6 +348,8 @@ def findings_cmd(
     """Write the standing findings (findings format v1) to standard output.
 
     Times are shown in the property's time zone (config), else at the offset the logs carry.
+    A --code no finding code matches, or a --table the database holds nothing of, is refused
+    (exit 2) with the near one named: "0 findings" for a typo would read as a clean night.
     """
     from auditor import config as cfg
     from auditor.rules.codes import SEVERITIES
@@ -319,6 +359,11 @@ def findings_cmd(
         raise UserError(f"--severity must be one of {', '.join(SEVERITIES)}, not {severity!r}")
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
+    try:
+        _check_filters(con, code or [], table)
+    except UserError:
+        con.close()
+        raise
     zone = conf.zone_for(con)
     window = None
     if shift:
@@ -352,6 +397,56 @@ def findings_cmd(
         wide = Console(highlight=False, markup=False, width=max(out.width, 160))
         wide.print(t)
         wide.print(f"{len(rows)} findings")
+
+
+def _near(word: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else ""
+
+
+def _check_filters(con: duckdb.DuckDBPyConnection, codes: list[str], table: str | None) -> None:
+    """A filter that can match nothing is a typo, not a clean result: "0 findings" for
+    `draw.banker_miss` would tell a compliance officer the night was clean.
+
+    Codes are the registry's (and any an older version recorded); tables, those the database
+    holds events or findings for.
+    """
+    from auditor.rules.codes import REGISTRY
+
+    known = sorted(
+        set(REGISTRY)
+        | {r[0] for r in con.execute("SELECT DISTINCT code FROM findings").fetchall()}
+    )
+    for c in codes:
+        pattern = re.compile(".*".join(re.escape(part) for part in c.split("*")))
+        if not any(pattern.fullmatch(k) for k in known):
+            raise UserError(
+                f"--code {c}: no such finding code{_near(c, known)} "
+                "(bacc-audit codes lists them; * matches any text, as in log.*)"
+            )
+    if table is None:
+        return
+    # stream_sources is the small summary; a database from before it has only the events.
+    has_summary = db.single(
+        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
+    )[0]
+    streams = "stream_sources" if has_summary else "events"
+    tables = sorted(
+        r[0]
+        for r in con.execute(
+            f"SELECT substr(stream, 7) FROM {streams} WHERE starts_with(stream, 'table:') "
+            "UNION SELECT table_id FROM findings WHERE table_id IS NOT NULL"
+        ).fetchall()
+    )
+    if table not in tables:
+        if not tables:
+            held = " (it holds no table yet)"
+        elif len(tables) <= 12:
+            held = f" (it holds {', '.join(tables)})"
+        else:
+            held = f" (it holds {len(tables):,} tables, {tables[0]} to {tables[-1]})"
+        near = _near(table, tables)
+        raise UserError(f"--table {table}: no such table in this database{near}{held}")
 
 
 @app.command("codes")
@@ -395,11 +490,21 @@ def report_cmd(
             "--out", help="Output file (default: reports/out/DAY_SHIFT[_PIT][_TABLE].pdf)."
         ),
     ] = None,
-    fmt: Annotated[ReportFormat, typer.Option("--format", help="pdf or html.")] = ReportFormat.pdf,
+    fmt: Annotated[
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="pdf or html (default: from the --out suffix, .pdf or .html; else pdf).",
+            show_default=False,
+        ),
+    ] = None,
     db_path: DbOption = None,
     config_path: ConfigOption = None,
 ) -> None:
     """Render the audit report of a shift (or gaming day) as PDF or HTML.
+
+    Give --shift or --date, not both. The format follows the --out file's suffix unless
+    --format says it; a suffix that contradicts --format is refused.
 
     The PDF carries a cover with the rule packs and tool version, a summary of findings,
     hold against theoretical hold per table, the procedures in force with their notices,
@@ -410,23 +515,82 @@ def report_cmd(
     from auditor.report.gather import scope_for
     from auditor.report.render import write_report
 
+    if shift and date:
+        raise UserError("give --shift (one shift) or --date (the whole gaming day), not both")
+    chosen = _report_format(out_path, fmt)
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
-    scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
-    path = write_report(con, conf, scope, out_path, fmt.value)
-    con.close()
+    try:
+        scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
+        path = write_report(con, conf, scope, out_path, chosen)
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS:
+            raise
+        raise cannot_write(
+            out_path or "reports/out", e, "choose another --out, or make that folder writable"
+        ) from None
+    finally:
+        con.close()
     out.print(str(path))
 
 
+SUFFIX_FORMATS = {".pdf": "pdf", ".html": "html", ".htm": "html"}
+
+
+def _report_format(out_path: Path | None, fmt: ReportFormat | None) -> str:
+    """--format, else the --out suffix, else pdf: `--out y.html` that wrote a PDF (or
+    `--format html --out z.pdf` that wrote HTML) gave a file its own name misdescribes."""
+    by_suffix = SUFFIX_FORMATS.get(out_path.suffix.lower()) if out_path else None
+    if fmt is None:
+        if out_path and out_path.suffix and by_suffix is None:
+            raise UserError(
+                f"--out {out_path}: the report is PDF or HTML; name the file .pdf or .html, "
+                "or say which with --format"
+            )
+        return by_suffix or "pdf"
+    if by_suffix and by_suffix != fmt.value:
+        raise UserError(
+            f"--format {fmt.value} contradicts --out {out_path}, whose suffix says "
+            f"{by_suffix}; make them agree (or leave --format out)"
+        )
+    return fmt.value
+
+
 @app.command("doctor")
-def doctor_cmd(db_path: DbOption = None) -> None:
-    """Check what bacc-audit needs: PDF libraries, fonts, rule packs and the database."""
+def doctor_cmd(
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+    spool: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_SPOOL",
+            help="The nightly job's spool: checked to exist and be readable.",
+            show_default=False,
+        ),
+    ] = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_ARCHIVE",
+            help="The nightly job's archive (default as nightly: [property] archive in the "
+            "config, else reports/archive): checked to exist and be writable.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Check what bacc-audit needs: PDF libraries, fonts, rule packs, the property config,
+    the nightly job's spool and archive, and the database and its folder.
+
+    Each failed check says what to do; exit 2 when any failed. The spool and archive are
+    checked when a spool is given or an archive given or configured. Permissions are those
+    of the user running doctor: run it as the user of the nightly job.
+    """
     from auditor.cli.doctor import checks
 
     failed = 0
-    for ok, what, advice in checks(db_path or db.default_db_path()):
-        out.print(f"{'ok  ' if ok else 'FAIL'} {what}")
-        if not ok:
+    for ok, what, advice in checks(db_path or db.default_db_path(), config_path, spool, archive):
+        out.print(f"{'note' if ok is None else 'ok  ' if ok else 'FAIL'} {what}")
+        if ok is False:
             failed += 1
             out.print(f"     {advice}")
     raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
@@ -524,8 +688,9 @@ def nightly_cmd(
 
     Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
     the gaming day, or new in this run); 2 input or configuration error (missing spool,
-    unreadable file, no rounds in the whole gaming day); 3 internal failure; 4 database busy
-    (another command has the database open); 5 another nightly run holds the lock.
+    unreadable or empty file, an archive it cannot write to, no rounds in the whole gaming
+    day); 3 internal failure; 4 database busy (another command has the database open);
+    5 another nightly run holds the lock; 130 interrupted (Ctrl-C).
     """
     from auditor import config as cfg
     from auditor.jobs import nightly
@@ -561,8 +726,9 @@ def runs_cmd(
 ) -> None:
     """List every recorded run: command, times, status, exit code and its counts.
 
-    A run whose process died before it finished (killed, power loss) still reads 'running'
-    in its row; it is shown as 'interrupted' (the row itself is never edited).
+    A run stopped with Ctrl-C is recorded as 'interrupted' (exit 130). A run whose process
+    died before it finished (killed, power loss) still reads 'running' in its row; it is
+    shown as 'interrupted' too (the row itself is never edited).
     """
     from auditor.errors import DatabaseBusy
     from auditor.jobs import nightly
@@ -677,9 +843,21 @@ def ack_cmd(
 
 @app.command("simulate")
 def simulate_cmd(
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the logs into.")],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Folder to write the logs into: new or empty, unless --replace."
+        ),
+    ],
     tables: Annotated[int, typer.Option("--tables", help="How many tables.")],
-    hours: Annotated[float, typer.Option("--hours", help="Hours each table is open, from 22:00.")],
+    hours: Annotated[
+        float,
+        typer.Option(
+            "--hours",
+            help="Hours each table is open: from 22:00 on --date (at most 13), or with --bulk "
+            "from 06:00 (at most 24).",
+        ),
+    ],
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
     deviation_rate: Annotated[
         float,
@@ -707,20 +885,57 @@ def simulate_cmd(
             "announce.tie_missing; up to 24 hours from 06:00 (one gaming day).",
         ),
     ] = False,
+    date: Annotated[
+        str | None,
+        typer.Option(
+            "--date",
+            help="The gaming day simulated, e.g. 2026-11-28 (default 2026-12-01): it names "
+            "the files and shoes and dates the events.",
+            show_default=False,
+        ),
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz and "
+            "ground_truth.ndjson directly in it (what a simulation writes); nothing else "
+            "is touched.",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
-    listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs."""
-    from auditor.simulate.bulk import simulate_bulk
-    from auditor.simulate.planted import simulate
+    listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
+
+    --out must be new or empty: the logs of two nights in one folder would be ingested as one,
+    and the ground truth would describe only the newer; --replace clears a previous run's
+    files first.
+    """
+    from auditor import config as cfg
+    from auditor.simulate.bulk import BULK_DATE, simulate_bulk
+    from auditor.simulate.planted import SIM_DATE, simulate
 
     chosen = tuple(g.strip() for g in games.split(",") if g.strip())
     try:
+        day = cfg.parse_date(date) if date is not None else None
+    except UserError as e:
+        raise UserError(f"--date: {e}") from None
+    try:
         if bulk:
-            result = simulate_bulk(out_dir, tables, hours, seed, deviation_rate)
+            result = simulate_bulk(
+                out_dir, tables, hours, seed, deviation_rate,
+                day=day or BULK_DATE, replace=replace,
+            )
         else:
-            result = simulate(out_dir, tables, hours, seed, deviation_rate, chosen)
+            result = simulate(
+                out_dir, tables, hours, seed, deviation_rate, chosen,
+                day=day or SIM_DATE, replace=replace,
+            )
     except ValueError as e:
         raise UserError(str(e)) from None
+    except OSError as e:  # a folder the user cannot write: their setup, not a bug
+        where = e.filename or out_dir
+        raise UserError(f"{where}: cannot write the simulated logs there ({e.strerror})") from None
     for path in result.files:
         out.print(str(path))
     out.print(str(result.ground_truth))
@@ -735,13 +950,21 @@ def main() -> None:
     """Entry point: user errors become one sentence and an exit code, never a traceback.
 
     Click handles usage errors itself (exit 2) and typer.Exit carries each command's code.
+    Ctrl-C is the operator's choice, not a bug: one line and 130, as a shell expects.
     """
     try:
         app()
+    except SystemExit as e:
+        if e.code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into a silent 130
+            err.print("interrupted")
+        raise
     except UserError as e:
         err.print(f"error: {e}")
         sys.exit(e.exit_code)
     except Exception as e:
+        if db.interrupted(e):
+            err.print("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
         err.print_exception()
         err.print(f"internal error: {e}; please report it with the command you ran")
         sys.exit(EXIT_INTERNAL)

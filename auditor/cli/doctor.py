@@ -1,20 +1,46 @@
-"""`bacc-audit doctor`: is this machine able to ingest, audit and render reports?"""
+"""`bacc-audit doctor`: is this machine able to ingest, audit, render reports and run the
+nightly job? Each check finds something that would otherwise break a command later, at night,
+unattended; a failed check says what to do."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-Check = tuple[bool, str, str]  # (passed, what was checked, what to do when it failed)
+from auditor.config import PropertyConfig
+
+# (passed, what was checked, what to do when it failed); passed None: a note (not checked).
+Check = tuple[bool | None, str, str]
+
+CONFIG_ADVICE = (
+    "fix the config file (docs/property.example.toml shows every key), or point --config "
+    "(BACC_AUDIT_CONFIG) at another"
+)
+AS_ROOT = (
+    "permissions checked as root, who may read and write anywhere: run doctor as the user "
+    "of the nightly job (e.g. sudo -u bacc-audit bacc-audit doctor) to check its own"
+)
 
 
-def checks(db_path: Path) -> Iterator[Check]:
+def checks(
+    db_path: Path,
+    config_path: Path | None = None,
+    spool: Path | None = None,
+    archive: Path | None = None,
+) -> Iterator[Check]:
     yield _weasyprint()
     yield _fonts()
     yield _rule_packs()
-    yield _database(db_path)
+    check, conf = _config(config_path)
+    yield check
+    yield from _nightly_folders(conf, spool, archive)
+    yield from _database(db_path)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        yield None, AS_ROOT, ""
 
 
 def _weasyprint() -> Check:
@@ -65,16 +91,193 @@ def _rule_packs() -> Check:
     return True, f"{len(refs)} rule packs load ({names})", ""
 
 
-def _database(path: Path) -> Check:
+def _config(path: Path | None) -> tuple[Check, PropertyConfig | None]:
+    """The property config loaded exactly as every command loads it: an error here is one
+    that `audit`, `report` and `nightly` would each stop on."""
+    from auditor import config as cfg
     from auditor.errors import UserError
+
+    try:
+        conf = cfg.load(path)
+    except UserError as e:
+        return (False, f"property config: {e}", CONFIG_ADVICE), None
+    return (True, f"property config: {conf.source}", ""), conf
+
+
+def _nightly_folders(
+    conf: PropertyConfig | None, spool: Path | None, archive: Path | None
+) -> Iterator[Check]:
+    """The spool and archive as `nightly` resolves them (its own `archive_dir`). Checked when
+    the nightly job is set up here: a spool given, or an archive given or configured; a
+    machine that only runs the commands by hand needs neither."""
+    from auditor.jobs.nightly import archive_dir
+
+    if spool is None and archive is None and (conf is None or conf.archive is None):
+        why = "the property config did not load" if conf is None else (
+            "no --spool or BACC_AUDIT_SPOOL, no --archive, BACC_AUDIT_ARCHIVE or "
+            "[property] archive"
+        )
+        yield None, f"nightly spool and archive: not checked ({why})", ""
+        return
+    if conf is None and archive is None:  # where the config would put it is unknown
+        yield None, "nightly archive: not checked (the property config did not load)", ""
+    else:
+        yield _archive(archive_dir(conf or PropertyConfig(), archive))
+    if spool is None:
+        yield None, "nightly spool: not checked (no --spool or BACC_AUDIT_SPOOL)", ""
+    else:
+        yield _spool(spool)
+
+
+def _spool(spool: Path) -> Check:
+    """The job lists the spool and reads every file in it; it writes nothing there."""
+    what = f"nightly spool {spool}"
+    advice = (
+        "create it or correct --spool (BACC_AUDIT_SPOOL): the folder the table systems "
+        "deliver their logs to"
+    )
+    problem = _not_a_folder(spool)
+    if problem:
+        return False, f"{what}: {problem}", advice
+    try:
+        n, why = sum(1 for e in os.scandir(spool) if e.is_file()), ""
+    except OSError as e:
+        n, why = 0, e.strerror or str(e)
+    if not why and not _access(spool, os.R_OK | os.X_OK):
+        why = "Permission denied"  # listed, but its files cannot be opened
+    if why:
+        return (
+            False,
+            f"{what}: cannot be read ({why})",
+            "let the user of the job read it and its files (chmod/chown, or its group)",
+        )
+    return True, f"{what}: readable, {n:,} files", ""
+
+
+def _archive(archive: Path) -> Check:
+    """The job writes a folder per gaming day and its PDFs there, and reads the PDFs already
+    filed. A missing archive is a failure, although the job would create it: a misspelt path
+    would file the night's PDFs where nobody looks."""
+    what = f"nightly archive {archive}"
+    advice = (
+        f"create it (mkdir -p {archive}) writable by the user of the job, or correct --archive "
+        "(BACC_AUDIT_ARCHIVE, or [property] archive in the config)"
+    )
+    problem = _not_a_folder(archive)
+    if problem:
+        return False, f"{what}: {problem}", advice
+    problem = _cannot_write(archive)
+    if problem:
+        return (
+            False,
+            f"{what}: cannot be written ({problem})",
+            "let the user of the job write it (chmod/chown), or point --archive elsewhere",
+        )
+    return True, f"{what}: writable", ""
+
+
+def _database(path: Path) -> Iterator[Check]:
+    """The database's folder must take new files (the database itself, its `.wal`, `.tmp/`
+    spills and the nightly's `.lock`); the database, if there, must open and take writes."""
+    import duckdb
+
+    from auditor.errors import DatabaseBusy, UserError
     from auditor.store import db
 
-    if not Path(path).exists():
-        return True, f"{path}: no database yet (bacc-audit ingest creates it)", ""
+    path = Path(path)
+    folders = [path.parent]
+    try:  # the nightly lock goes beside the real file, symlinks followed
+        if path.resolve().parent != path.parent.resolve():
+            folders.append(path.resolve().parent)
+    except (OSError, RuntimeError):  # a symlink loop: the nightly says so itself
+        pass
+    for folder in folders:
+        shown = folder if str(folder) != "." else Path.cwd()
+        what = f"database folder {shown}"
+        problem = _not_a_folder(folder)
+        if problem:
+            yield (
+                False,
+                f"{what}: {problem}",
+                f"create it (mkdir -p {shown}) or point --db (BACC_AUDIT_DB) elsewhere",
+            )
+            return
+        problem = _cannot_write(folder)
+        if problem:
+            yield (
+                False,
+                f"{what}: cannot be written ({problem}); the database, its .wal and the "
+                "nightly lock go there",
+                "let the user of bacc-audit write the folder (chmod/chown), or point --db "
+                "(BACC_AUDIT_DB) at a folder it can write",
+            )
+            return
+        yield True, f"{what}: writable", ""
+    if not path.exists():
+        yield True, f"{path}: no database yet (bacc-audit ingest creates it)", ""
+        return
     try:
         con = db.connect(path, read_only=True)
-        n = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
-        con.close()
+        try:
+            n = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
+        finally:
+            con.close()
+    except DatabaseBusy as e:
+        yield False, str(e), "another process may be writing; try again when it has finished"
+        return
     except UserError as e:
-        return False, str(e), "another process may be writing; try again when it has finished"
-    return True, f"{path}: readable, {n:,} events", ""
+        yield (
+            False,
+            str(e),
+            "point --db (BACC_AUDIT_DB) at the audit database, or check the file's permissions",
+        )
+        return
+    except duckdb.Error as e:  # a DuckDB file of something else: no events table
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        yield (
+            False,
+            f"{path}: a DuckDB file, but not an audit database ({first})",
+            "point --db (BACC_AUDIT_DB) at the audit database",
+        )
+        return
+    try:
+        with open(path, "r+b"):  # opened for writing, nothing written
+            pass
+    except OSError as e:
+        yield (
+            False,
+            f"{path}: readable, {n:,} events, but cannot be written ({e.strerror})",
+            "let the user of bacc-audit write it (chmod/chown): ingest, audit and nightly do",
+        )
+        return
+    yield True, f"{path}: readable and writable, {n:,} events", ""
+
+
+def _not_a_folder(path: Path) -> str:
+    """What is wrong with `path` as a folder ("" when it is one), as words for the check."""
+    try:
+        if path.is_dir():
+            return ""
+        return "not a folder" if path.exists() else "no such folder"
+    except OSError as e:  # a folder on the way that this user may not enter
+        return f"cannot be reached ({e.strerror})"
+
+
+def _cannot_write(folder: Path) -> str:
+    """Why a file cannot be created in `folder` ("" when it can), found by creating one:
+    permission bits, ACLs, a read-only mount and a full disk all show, and for whoever runs
+    doctor, root included (os.access would answer for the real user, not the effective)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".bacc-audit-doctor-", dir=folder)
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    os.unlink(name)
+    return ""
+
+
+def _access(path: Path, mode: int) -> bool:
+    """os.access for the effective user where the platform can: the user doctor runs as."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)

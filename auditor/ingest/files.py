@@ -67,8 +67,8 @@ Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
 
 @dataclass
 class FileResult:
-    """What happened to one file; `status` is ingested, already_ingested, refused_altered or
-    unreadable."""
+    """What happened to one file; `status` is ingested, already_ingested, refused_altered,
+    unreadable or empty."""
 
     path: Path
     status: str
@@ -507,6 +507,8 @@ def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | 
             path, "unreadable", message=f"{escape_path(path)}: cannot read ({e.strerror})"
         )
     resolved = escape_path(path.resolve())
+    if size == 0 or _inflates_to_nothing(path):
+        return _empty(con, path, resolved, sha, size, run_id)
     same = one(
         con,
         "SELECT path, ingested_at FROM sources WHERE sha256 = ? AND status = 'ingested' "
@@ -536,6 +538,65 @@ def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | 
         )
         return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
     return _Offer(path, resolved, sha, size)
+
+
+def _inflates_to_nothing(path: Path) -> bool:
+    """A .jsonl.gz whose content is empty (a broken one is left to the load to report)."""
+    try:
+        if not _is_gzip(path):
+            return False
+        with gzip.open(path, "rb") as fh:
+            return fh.read(1) == b""
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+def _empty(
+    con: duckdb.DuckDBPyConnection, path: Path, resolved: str, sha: str, size: int, run_id: int
+) -> FileResult:
+    """A file with no lines: nothing to load, but evidence that a table system delivered
+    nothing, so the manifest keeps one row for it (status `empty`), and the run says so.
+
+    A path ingested with content and now empty was truncated: that is refused as altered.
+    Every empty file has the same SHA-256, so an empty file is never "already ingested" as
+    another; the same empty file offered again adds no second row.
+    """
+    before = one(
+        con,
+        "SELECT sha256 FROM sources WHERE path = ? AND status = 'ingested' ORDER BY id DESC "
+        "LIMIT 1",
+        [resolved],
+    )
+    if before and before[0] != sha:
+        reason = (
+            f"it is now empty, and held content when it was ingested (sha256 {before[0][:12]}"
+            "... then)"
+        )
+        return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
+    seen = one(
+        con,
+        "SELECT ingested_at FROM sources WHERE path = ? AND sha256 = ? AND status = 'empty' "
+        "ORDER BY id LIMIT 1",
+        [resolved, sha],
+    )
+    if seen:
+        when = f"already recorded as empty on {seen[0]:%Y-%m-%d %H:%M} UTC"
+    else:
+        con.execute(
+            "INSERT INTO sources (path, sha256, size, lines, events, quarantined, duplicates, "
+            "ingested_at, run_id, status, note) "
+            "VALUES (?, ?, ?, 0, 0, 0, 0, now(), ?, 'empty', 'the file holds no lines')",
+            [resolved, sha, size, run_id],
+        )
+        when = "recorded in the manifest as empty"
+    return FileResult(
+        path,
+        "empty",
+        sha,
+        size,
+        message=f"{escape_path(path)}: empty file, no events to load ({when}); "
+        "check that its table system delivered its log",
+    )
 
 
 def ingest_file(

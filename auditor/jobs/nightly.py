@@ -31,9 +31,12 @@ from auditor.errors import (
     EXIT_FINDINGS,
     EXIT_INPUT,
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_LOCKED,
     EXIT_OK,
+    WRITE_ERRNOS,
     UserError,
+    cannot_write,
 )
 from auditor.ingest.files import IngestResult, escape_path, ingest
 from auditor.report.gather import scope_for
@@ -356,6 +359,7 @@ def run_nightly(
     if fail_on not in SEVERITIES:
         raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
     say = say or (lambda _line: None)
+    db.check_database_file(db_path)  # before the lock file is made beside it
     with nightly_lock(db_path) as lock:
         con = db.connect(db_path)
         try:
@@ -405,7 +409,10 @@ def _run(
         runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
         raise
     except BaseException as e:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {"error": repr(e)})
+        if db.interrupted(e):  # Ctrl-C: the operator's choice, not a failure
+            runs.finish(con, run_id, "interrupted", EXIT_INTERRUPTED, {"error": "interrupted"})
+        else:
+            runs.finish(con, run_id, "failed", EXIT_INTERNAL, {"error": repr(e)})
         raise
     result.interrupted_runs = interrupted
     runs.finish(con, run_id, "done", result.exit_code, result.summary())
@@ -429,14 +436,19 @@ def _work(
             f"{spool}: the spool is not a folder; point --spool (or BACC_AUDIT_SPOOL) at the "
             "folder the table systems deliver their logs to"
         )
-    removed = sweep_partials(folder)
+    try:
+        removed = sweep_partials(folder)
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS:
+            raise
+        raise _archive_error(folder, e) from None
     for p in removed:
         say(f"removed {p}: left by a render that was interrupted")
 
     say(f"ingest {spool}")
     ingested = ingest(con, [spool], run_id)
     problems = list(ingested.errors)
-    problems += [f.message for f in ingested.files if f.status == "unreadable"]
+    problems += [f.message for f in ingested.files if f.status in ("unreadable", "empty")]
 
     say("audit")
     audited = audit(con, run_id, conf)
@@ -520,12 +532,26 @@ def _report_shift(
     before = path.read_bytes() if path.is_file() else None
     say(f"report {scope.title} -> {path}")
     with _report_epoch(epoch):
-        write_report(con, conf, scope, path, "pdf")
+        try:
+            write_report(con, conf, scope, path, "pdf")
+        except OSError as e:
+            if e.errno not in WRITE_ERRNOS:
+                raise
+            raise _archive_error(folder, e) from None
     if before is None:
         status = "written"
     else:
         status = "unchanged" if path.read_bytes() == before else "updated"
     return ShiftReport(name, status, rounds, path)
+
+
+def _archive_error(folder: Path, e: OSError) -> UserError:
+    return cannot_write(
+        folder,
+        e,
+        "point --archive (or BACC_AUDIT_ARCHIVE, or [property] archive) at a folder this "
+        "user can write to",
+    )
 
 
 # --- the summary for people -----------------------------------------------------------------
@@ -545,10 +571,12 @@ def summary_lines(result: NightlyResult) -> list[str]:
         lines.append(f"removed {p} (a render that was interrupted)")
     files = result.ingested.files
     by = Counter(f.status for f in files)
+    empty = f", {by['empty']} empty" if by["empty"] else ""
     lines.append(
         f"ingest: {len(files)} files: {by['ingested']} ingested, "
         f"{by['already_ingested']} already ingested, {by['refused_altered']} refused, "
-        f"{by['unreadable']} unreadable; {s['events']:,} events loaded, "
+        f"{by['unreadable']} unreadable{empty}; "
+        f"{s['events']:,} events loaded, "
         f"{s['quarantined']:,} lines quarantined"
     )
     for f in files:
@@ -556,6 +584,8 @@ def summary_lines(result: NightlyResult) -> list[str]:
             lines.append(f"  REFUSED {f.message} (move it out of the spool once reviewed)")
         elif f.status == "unreadable":
             lines.append(f"  UNREADABLE {f.message}")
+        elif f.status == "empty":
+            lines.append(f"  EMPTY {f.message} (move it out of the spool once reviewed)")
     lines.append(
         f"audit: {s['rounds_audited']:,} rounds replayed; findings recorded by this run "
         f"(ingest and audit): {s['findings_new']} new, {s['findings_withdrawn']} withdrawn"

@@ -36,7 +36,7 @@ import numpy as np
 from auditor.rules.cards import RANKS, SUITS
 from auditor.rules.pack import load_pack
 from auditor.simulate.generator import STAKES
-from auditor.simulate.planted import BANKING_KINDS, SimulationResult
+from auditor.simulate.planted import BANKING_KINDS, SimulationResult, prepare_out_dir
 
 # Kinds planted here, in a fixed order (their index is what the arrays carry).
 BULK_KINDS = (
@@ -54,7 +54,7 @@ BULK_KINDS = (
 BULK_CODES = {k: BANKING_KINDS[k] for k in BULK_KINDS}
 K = {k: i for i, k in enumerate(BULK_KINDS)}
 
-BULK_DATE = dt.date(2026, 12, 1)
+BULK_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
 BULK_OPENS = dt.time(6, 0)  # the default config's gaming day starts at 06:00
 UTC_OFFSET = dt.timedelta(hours=-5)
 MAX_HOURS = 24.0
@@ -519,7 +519,7 @@ class _Batch:
         sim, pc = self.sim, self.sim.pieces
         tt, ss, rr = self.tt, self.ss, self.rr
         names = [sim.table_name(self.first + i) for i in range(self.count)]
-        shoe_ids = [f"{t}-{BULK_DATE:%m%d}-{s + 1:02d}" for t in names
+        shoe_ids = [f"{t}-{sim.day:%m%d}-{s + 1:02d}" for t in names
                     for s in range(sim.max_shoes)]
         # Pieces of this batch: the tables; per round what its events share after the seq
         # (shoe, round, dealer, origin "tms" or "shoe"); the few table and shoe lines.
@@ -561,7 +561,7 @@ class _Batch:
         bounds = np.searchsorted(tt, np.arange(self.count + 1))
         kinds = []
         for i, name in enumerate(names):
-            path = sim.out / f"{BULK_DATE:%Y-%m-%d}_{name}.jsonl"
+            path = sim.out / f"{sim.day:%Y-%m-%d}_{name}.jsonl"
             lo, hi = bounds[i], bounds[i + 1]
             with path.open("wb") as fh:
                 if hi > lo:
@@ -695,9 +695,11 @@ class _Batch:
 class _Sim:
     """The run's constants: sizes, bounds, the static pieces and the pits' procedures."""
 
-    def __init__(self, out: Path, tables: int, hours: float, seed: int, rate: float) -> None:
-        self.out, self.tables, self.seed, self.rate = out, tables, seed, rate
-        self.start = dt.datetime.combine(BULK_DATE, BULK_OPENS, dt.timezone(UTC_OFFSET))
+    def __init__(
+        self, out: Path, tables: int, hours: float, seed: int, rate: float, day: dt.date
+    ) -> None:
+        self.out, self.tables, self.seed, self.rate, self.day = out, tables, seed, rate, day
+        self.start = dt.datetime.combine(day, BULK_OPENS, dt.timezone(UTC_OFFSET))
         self.end_ms = round(hours * 3600 * MS)
         self.last_start_ms = self.end_ms - LAST_ROUND_MARGIN_MS
         # A round starts at least 40 s after the one before, so no more than this many fit.
@@ -753,14 +755,20 @@ def simulate_bulk(
     seed: int = 1,
     deviation_rate: float = 0.0,
     batch_tables: int = 200,
+    *,
+    day: dt.date = BULK_DATE,
+    replace: bool = False,
 ) -> SimulationResult:
     """Write one event log per NJ mini-baccarat table (`<date>_<table>.jsonl`, tables
     MB-0001..., four to a pit, one procedure per pit), open `hours` hours from 06:00 on
-    2026-12-01 (at most 24: one gaming day), the pits' notices of their procedure change at
+    `day` (at most 24: one gaming day), the pits' notices of their procedure change at
     half time (from 2 hours on) and `ground_truth.ndjson`. Each round carries a
     deviation with probability `deviation_rate`, of a kind among BULK_KINDS its cards let
     show cleanly. The same arguments write the same bytes, whatever `batch_tables` (which
-    only bounds memory: peak RSS about 350 MB with 200 tables of 24 hours)."""
+    only bounds memory: peak RSS about 350 MB with 200 tables of 24 hours).
+
+    `out_dir` must be new or empty (`prepare_out_dir`; `replace` clears a previous
+    simulation's files first)."""
     if tables < 1:
         raise ValueError("tables must be at least 1")
     if not 0 < hours <= MAX_HOURS:
@@ -769,8 +777,9 @@ def simulate_bulk(
         raise ValueError("deviation_rate must be between 0 and 1")
     started = time.perf_counter()
     out = Path(out_dir)
+    prepare_out_dir(out, replace)
     out.mkdir(parents=True, exist_ok=True)
-    sim = _Sim(out, tables, hours, seed, deviation_rate)
+    sim = _Sim(out, tables, hours, seed, deviation_rate, day)
     files: list[Path] = []
     rounds = events = 0
     deviations: list[dict] = []
@@ -783,7 +792,7 @@ def simulate_bulk(
         deviations += d
     notices = sim.notices()
     if notices:
-        path = out / f"{BULK_DATE:%Y-%m-%d}_pit-notices.jsonl"
+        path = out / f"{day:%Y-%m-%d}_pit-notices.jsonl"
         path.write_text("".join(line + "\n" for line in notices))
         files.append(path)
         events += len(notices)

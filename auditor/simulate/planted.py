@@ -94,11 +94,13 @@ MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: it
 KIND_CODES = BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
 GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
 DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
-SIM_DATE = dt.date(2026, 12, 1)
+SIM_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
 SIM_OPENS = "22:00"
 MAX_HOURS = 13  # the night runs 22:00 to at most 11:00 the next morning
 PIT_SIZE = 4  # banking tables per pit (one procedure per pit)
 MAX_PENDING = 8  # deviations waiting at a table for a round that shows them cleanly
+# What a simulation writes into its folder, and all that `replace` may remove there.
+OUTPUT_PATTERNS = ("*.jsonl", "*.jsonl.gz", "ground_truth.ndjson")
 
 
 def _mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
@@ -161,7 +163,12 @@ def shoe_kinds(spec: TableSpec) -> tuple[str, ...]:
 
 
 def simulated_night(
-    tables: int, hours: float, seed: int, games: tuple[str, ...], rate: float = 0.0
+    tables: int,
+    hours: float,
+    seed: int,
+    games: tuple[str, ...],
+    rate: float = 0.0,
+    day: dt.date = SIM_DATE,
 ) -> Night:
     """The tables (games in turn, NJ banking tables PIT_SIZE to a pit with one procedure,
     chemin de fer and NZ tables in pits of their own) and one procedure change per NJ pit at
@@ -170,7 +177,8 @@ def simulated_night(
     With `rate`, each NJ pit's change is, with probability `rate`, notified to the Division
     only (notice_missing) or 20 minutes ahead (notice_late); and, independently with
     probability `rate`, one table of a pit of two or more changes alone a quarter into the
-    night, duly notified (lone_change: the pit is inconsistent until the others follow)."""
+    night, duly notified (lone_change: the pit is inconsistent until the others follow).
+    The tables open at SIM_OPENS on `day` (local, UTC-05:00)."""
     if tables < 1:
         raise ValueError("tables must be at least 1")
     if not 0 < hours <= MAX_HOURS:
@@ -241,7 +249,7 @@ def simulated_night(
                 c.pit, (dev.choice(c.tables),), c.procedure,
                 f"{quarter // 60 % 24:02d}:{quarter % 60:02d}", 45, kind="lone_change",
             ))
-    return Night(SIM_DATE, dt.timedelta(hours=-5), specs, [], lone + changes)
+    return Night(day, dt.timedelta(hours=-5), specs, [], lone + changes)
 
 
 class SimTableNight(TableNight):
@@ -555,6 +563,32 @@ class SimulationResult:
         return self.rounds / self.seconds if self.seconds else 0.0
 
 
+def prepare_out_dir(out: Path, replace: bool = False) -> list[Path]:
+    """Make `out` ready for a simulation: a new or empty folder, else refused (ValueError),
+    because logs of two nights side by side would be ingested as one and the ground truth
+    would describe only the newer. With `replace`, first remove what a simulation writes
+    there (OUTPUT_PATTERNS, not in subfolders) and keep everything else; returns what went."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; --out takes a folder to write the logs into")
+    if not out.is_dir():
+        return []
+    if not replace:
+        if any(out.iterdir()):
+            raise ValueError(
+                f"{out} is not empty: simulated logs would mix with what is there; choose an "
+                "empty or new folder, or add --replace to remove the logs and ground truth "
+                "already there (other files are kept)"
+            )
+        return []
+    removed = sorted(
+        {p for pattern in OUTPUT_PATTERNS for p in out.glob(pattern)
+         if p.is_file() or p.is_symlink()}
+    )
+    for p in removed:
+        p.unlink()
+    return removed
+
+
 def simulate(
     out_dir: Path | str,
     tables: int,
@@ -562,9 +596,13 @@ def simulate(
     seed: int = 1,
     deviation_rate: float = 0.0,
     games: tuple[str, ...] | list[str] = DEFAULT_GAMES,
+    *,
+    day: dt.date = SIM_DATE,
+    replace: bool = False,
 ) -> SimulationResult:
-    """Write event log v1 files for `tables` tables open `hours` hours from 22:00 (the games
-    in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their notices, and
+    """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
+    (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
+    notices, and
     `ground_truth.ndjson`: one line per finding the planted deviations must raise (code,
     table, shoe, round, kind), keyed as the finding is: null where it names no table, shoe or
     round. The same arguments write the same bytes. The ground truth is JSON Lines under
@@ -585,12 +623,16 @@ def simulate(
       with the table's next opening at MORNING_OPEN the next morning, the event that shows
       its gaming day is over.
     announce.panda8_missing is planted only where the rule pack makes "panda 8" due (no
-    shipped pack does; point BACC_AUDIT_RULES at packs that do)."""
+    shipped pack does; point BACC_AUDIT_RULES at packs that do).
+
+    `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
+    simulation's files first)."""
     if not 0 <= deviation_rate <= 1:
         raise ValueError("deviation_rate must be between 0 and 1")
     started = time.perf_counter()
     out = Path(out_dir)
-    night = simulated_night(tables, hours, seed, tuple(games), deviation_rate)
+    night = simulated_night(tables, hours, seed, tuple(games), deviation_rate, day)
+    prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
     players: list[SimTableNight] = []
 
     def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:

@@ -153,6 +153,40 @@ def busy_message(path: Path, duckdb_text: str, read_only: bool) -> str:
     return f"{path}: database busy: {who} has it open{how}; try again when it has finished"
 
 
+# Every DuckDB database file carries this at byte 8 (after the header's checksum).
+DUCKDB_MAGIC = b"DUCK"
+_MAGIC_AT = 8
+
+
+def check_database_file(path: Path) -> None:
+    """Refuse a path that is an existing file but not a DuckDB database, before DuckDB sees
+    it: given a log file, DuckDB reads it as data into a database in memory, and every
+    command then "works" and saves nothing."""
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not an audit database; name a file with --db")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_MAGIC_AT + len(DUCKDB_MAGIC))
+    except FileNotFoundError:
+        return  # a new path: the database is created there
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the audit database ({e.strerror})") from None
+    if head[_MAGIC_AT:] != DUCKDB_MAGIC:
+        what = "an empty file" if not head else "not a DuckDB database"
+        raise UserError(
+            f"{path}: {what}, so not an audit database; give --db (or BACC_AUDIT_DB) the "
+            "audit database file, or a path where none exists yet to create one"
+        )
+
+
+def interrupted(e: BaseException) -> bool:
+    """Ctrl-C: a KeyboardInterrupt, or the RuntimeError DuckDB raises for a query that
+    SIGINT stopped (it catches the signal itself while a query runs)."""
+    if isinstance(e, KeyboardInterrupt | duckdb.InterruptException):
+        return True
+    return type(e) is RuntimeError and str(e) == "Query interrupted"
+
+
 def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open the database; a lock held by another process becomes a DatabaseBusy sentence."""
     path = Path(path)
@@ -161,6 +195,7 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
             f"{path}: no audit database here yet; run `bacc-audit ingest` first "
             "(or name another with --db / BACC_AUDIT_DB)"
         )
+    check_database_file(path)
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as e:

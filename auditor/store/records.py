@@ -46,7 +46,7 @@ class Source(SQLModel, table=True):
     """One offer of a log file to ingest: the manifest that ties every event to its file's hash.
 
     Append-only: a refused file is a row too (status `refused_altered`), so the evidence of the
-    attempt stays.
+    attempt stays; so is an empty file (status `empty`): a table system delivered nothing.
     """
 
     __tablename__ = "sources"
@@ -67,7 +67,7 @@ class Source(SQLModel, table=True):
     last_ts: dt.datetime | None = Field(default=None, sa_column=_tz_column(nullable=True))
     ingested_at: dt.datetime = Field(sa_column=_tz_column())
     run_id: int
-    status: str  # 'ingested' | 'refused_altered'
+    status: str  # 'ingested' | 'refused_altered' | 'empty' (a file with no lines)
     note: str = Field(default="", sa_column=Column(Text))
 
 

@@ -5,6 +5,7 @@
 - `helpers.db`: `AuditDb`, a fresh audit database with one run, for the ingest and CLI tests.
 - `helpers.tablelog`: `Log`, which writes small table and pit logs, and `TablePassDb`, which
   ingests them and runs the table pass (the table, pit and shoe tests).
+- `helpers.cli`: `run_cli`, `bacc-audit ARGS...` in-process: exit code, stdout, stderr.
 
 pytest puts tests/ on sys.path (rootdir-relative "prepend" import mode), so tests import them as
 `from helpers.events import event`.

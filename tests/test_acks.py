@@ -117,6 +117,23 @@ def test_an_acknowledgement_records_who_decided_what(dbp: Path, bacc_audit: Any)
     assert count(dbp, "SELECT command || ' ' || status FROM runs ORDER BY id DESC") == "ack done"
 
 
+def test_ack_list_reads_as_notice_list_and_ack_dash_dash_list_stays_its_alias(
+    dbp: Path, bacc_audit: Any
+) -> None:
+    fp = fingerprint(dbp, "draw.banker_missed")
+    none = bacc_audit("ack", "list", "--db", dbp)
+    assert (none.code, none.out) == (0, "0 acknowledgements\n"), none
+    r = bacc_audit("ack", fp, "--by", "J. Rivera", "--disposition", "ok", "--db", dbp)
+    assert r.code == 0, r
+    listed = bacc_audit("ack", "list", "--db", dbp)
+    assert listed.code == 0, listed
+    assert listed.out.splitlines()[1:] == ["    by J. Rivera: ok", "1 acknowledgement"]
+    assert listed.out.startswith("ack 1 ") and fp in listed.out.splitlines()[0]
+    assert bacc_audit("ack", "--list", "--db", dbp).out == listed.out
+    as_json = bacc_audit("ack", "list", "--json", "--db", dbp)
+    assert [row["fingerprint"] for row in json.loads(as_json.out)] == [fp]
+
+
 def test_a_later_acknowledgement_is_a_new_row_and_the_latest_stands(dbp: Path) -> None:
     fp = fingerprint(dbp, "draw.banker_missed")
     con = db.connect(dbp)
@@ -162,7 +179,9 @@ def test_an_unknown_fingerprint_is_refused_with_exit_2_and_nothing_recorded(
         (["FP", "--disposition", "ok"], "give the finding and the review"),
         (["FP", "--by", " ", "--disposition", "ok"], "say who reviewed the finding"),
         (["FP", "--by", "J. Rivera", "--disposition", ""], "say what was decided"),
-        (["FP", "--list"], "--list takes no fingerprint"),
+        (["FP", "--list"], "ack list takes no fingerprint"),
+        (["list", "--by", "J. Rivera"], "ack list takes no fingerprint, --by"),
+        (["list", "--list"], "give ack list or ack --list, not both"),
     ],
 )
 def test_an_incomplete_acknowledgement_is_a_usage_error(

@@ -10,6 +10,7 @@ import csv
 import datetime as dt
 import gc
 import io
+import itertools
 import json
 import os
 import re
@@ -138,7 +139,7 @@ def test_ingest_clean_exits_0_again_nothing_new_altered_exits_1(
         f"{log}: 15 events, 0 quarantined",
         "events per stream:",
         f"  {'table MB-07':<24} {15:>10,}",
-        "1 files: 1 ingested, 0 already ingested, 0 refused, 0 unreadable; "
+        "1 file: 1 ingested, 0 already ingested, 0 refused, 0 unreadable; "
         "15 events loaded, 0 lines quarantined",
     ]
 
@@ -146,7 +147,7 @@ def test_ingest_clean_exits_0_again_nothing_new_altered_exits_1(
     assert again.code == 0, again
     assert f"{log}: already ingested on " in again.out
     assert again.out.splitlines()[-1] == (
-        "1 files: 0 ingested, 1 already ingested, 0 refused, 0 unreadable; "
+        "1 file: 0 ingested, 1 already ingested, 0 refused, 0 unreadable; "
         "0 events loaded, 0 lines quarantined"
     )
     assert count(dbp, "SELECT count(*) FROM events") == 15
@@ -168,6 +169,10 @@ def test_ingest_with_quarantined_lines_exits_1(bacc_audit: Any, tmp_path: Path) 
     assert r.code == 1, r
     assert r.err.splitlines() == [f"quarantined: {log}:3: not valid JSON"]
     assert f"{log}: 15 events, 1 quarantined" in r.out.splitlines()
+    assert r.out.splitlines()[-1] == (
+        "1 file: 1 ingested, 0 already ingested, 0 refused, 0 unreadable; "
+        "15 events loaded, 1 line quarantined"
+    )
     # The run is recorded with its outcome and summary.
     con = duckdb.connect(str(dbp), read_only=True)
     try:
@@ -1118,3 +1123,209 @@ def test_an_empty_log_file_is_said_to_be_empty_exits_2_and_is_recorded(
     assert as_json.code == 2, as_json
     assert [f["status"] for f in json.loads(as_json.out)["files"]] == ["empty"]
     assert count(dbp, "SELECT count(*) FROM sources") == 2  # the same empty file: no new row
+
+
+# --------------------------------------------------------------------------------------------
+# a closed pipe (`bacc-audit findings | head -1`)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_findings_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3,000 log.malformed findings: each export is far more than a pipe's 64 KiB buffer, so
+    the command is still writing when its reader goes away."""
+    audit: AuditDb = open_audit(tmp_path_factory.mktemp("many"))
+    night = audit.write("night.jsonl", [*L, *(["not json"] * 3000)])
+    audit.ingest_file(night)
+    path = Path(audit.con.execute("SELECT file FROM pragma_database_list").fetchall()[0][0])
+    audit.con.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["findings", "--format", "jsonl"],
+        ["findings", "--format", "csv"],
+        ["findings", "--format", "table"],
+        ["codes"],
+        ["--help"],
+    ],
+    ids=["jsonl", "csv", "table", "codes", "help"],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_exit_0(
+    many_findings_db: Path, args: list[str]
+) -> None:
+    """`bacc-audit findings | head -1`: a real pipe, one line read, then closed. Exit 1 would
+    read as "findings found", and a traceback as a bug."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from auditor.cli.app import main; main()", *args,
+         *(["--db", str(many_findings_db)] if args[0] == "findings" else [])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline()
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+# --------------------------------------------------------------------------------------------
+# conventions: usage errors, counts, -h, flags
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_refused_value_reads_as_a_sentence_without_value_error(
+    bacc_audit: Any, tmp_path: Path
+) -> None:
+    r = bacc_audit("findings", "--format", "xml")
+    assert r.code == 2, r
+    assert "Invalid value for '--format': 'xml' is not one of 'jsonl', 'csv', 'table'." in r.err
+    assert "Value error" not in r.err
+
+
+def test_counts_say_one_thing_in_the_singular() -> None:
+    from auditor.cli.words import count as counted
+
+    assert [counted(n, "line") for n in (0, 1, 2, 1024)] == [
+        "0 lines", "1 line", "2 lines", "1,024 lines",
+    ]
+    assert counted(1, "acknowledgement") == "1 acknowledgement"
+    assert counted(3, "body", "bodies") == "3 bodies"
+
+
+COMMANDS = [
+    ["ingest"], ["audit"], ["findings"], ["codes"], ["report"], ["doctor"], ["odds"],
+    ["nightly"], ["runs"], ["ack"], ["simulate"], ["notice"], ["notice", "add"],
+    ["notice", "list"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_dash_h_is_help_and_flags_are_shown_without_a_value(
+    bacc_audit: Any, command: list[str]
+) -> None:
+    """`-h` as `--help`; a flag shown as `--json <bool>` reads as if it took a value, and
+    `--json=true` is refused."""
+    short = bacc_audit(*command, "-h")
+    assert short.code == 0, short
+    assert re.search(rf"Usage: .*bacc-audit {' '.join(command)} \[OPTIONS\]", short.out), short
+    assert bacc_audit(*command, "--help").out == short.out
+    assert "<bool>" not in short.out
+
+
+# --------------------------------------------------------------------------------------------
+# runs: --limit, --command, --status
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def many_runs_db(tmp_path: Path) -> Path:
+    """55 ingest runs done, then an audit that failed, then one whose process died."""
+    from auditor.store import runs
+
+    path = tmp_path / "runs.duckdb"
+    con = db.connect(path)
+    for _ in range(55):
+        runs.finish(con, runs.start(con, "ingest", {}), "done", 0, {})
+    runs.finish(con, runs.start(con, "audit", {}), "failed", 3, {})
+    runs.start(con, "nightly", {})  # never finished: shown as interrupted
+    con.close()
+    return path
+
+
+def test_runs_shows_the_latest_50_and_says_how_many_it_left_out(
+    bacc_audit: Any, many_runs_db: Path
+) -> None:
+    r = bacc_audit("runs", "--db", many_runs_db, "--json")
+    assert r.code == 0, r
+    assert [row["id"] for row in json.loads(r.out)] == list(range(8, 58))
+    text = bacc_audit("runs", "--db", many_runs_db)
+    assert text.out.splitlines()[-1] == "50 runs (7 earlier left out: --limit 0 for all)"
+    every = bacc_audit("runs", "--db", many_runs_db, "--limit", "0")
+    assert every.out.splitlines()[-1] == "57 runs"
+
+
+def test_runs_filters_by_command_and_status(bacc_audit: Any, many_runs_db: Path) -> None:
+    def ids(*args: str) -> list[tuple[int, str, str]]:
+        r = bacc_audit("runs", "--db", many_runs_db, "--json", *args)
+        assert r.code == 0, r
+        return [(row["id"], row["command"], row["status"]) for row in json.loads(r.out)]
+
+    assert ids("--command", "ingest", "--limit", "2") == [
+        (54, "ingest", "done"), (55, "ingest", "done"),
+    ]
+    assert ids("--status", "failed") == [(56, "audit", "failed")]
+    assert ids("--status", "interrupted") == [(57, "nightly", "interrupted")]
+    assert ids("--command", "audit", "--status", "done") == []
+    one = bacc_audit("runs", "--db", many_runs_db, "--command", "nightly")
+    assert one.out.splitlines()[-1] == "1 run"
+
+
+def test_runs_refuses_a_command_or_status_that_cannot_match(
+    bacc_audit: Any, many_runs_db: Path
+) -> None:
+    r = bacc_audit("runs", "--db", many_runs_db, "--command", "inget")
+    assert r.code == 2, r
+    assert r.err.startswith(
+        "error: --command inget: no such command records runs; did you mean ingest?"
+    )
+    bad = bacc_audit("runs", "--db", many_runs_db, "--status", "ok")
+    assert bad.code == 2, bad
+    assert "Invalid value for '--status'" in bad.err
+
+
+# --------------------------------------------------------------------------------------------
+# progress of audit and report when stderr is not a terminal (cron)
+# --------------------------------------------------------------------------------------------
+
+
+def test_plain_progress_lines_come_every_10_percent_or_30_seconds_after_the_first_30(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from auditor.cli import progress
+
+    now = [0.0]
+    sink = io.StringIO()
+    lines = progress.PlainLines(Console(file=sink, width=200), "audit", clock=lambda: now[0])
+    for done, at in [(0, 0), (1, 10), (2, 31), (3, 32), (4, 40), (5, 75), (6, 76), (20, 80)]:
+        now[0] = at
+        lines("rounds", done, 20)
+    assert sink.getvalue().splitlines() == [
+        "audit: 10% rounds (31 s)",  # the first 30 s say nothing
+        "audit: 20% rounds (40 s)",  # 10% on
+        "audit: 25% rounds (75 s)",  # 30 s on, though under 10%
+        "audit: 100% rounds (80 s)",
+    ]
+
+
+def test_audit_and_report_write_plain_progress_lines_off_a_terminal(
+    bacc_audit: Any, sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor.cli import progress
+
+    dbp = tmp_path / "a.duckdb"
+    shutil.copy(sample_db, dbp)
+    quiet = bacc_audit("audit", "--db", dbp, "--fail-on", "critical")
+    assert "%" not in quiet.err  # done within 30 s: nothing said
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(db, "BATCH_EVENTS", 2_000)  # the sample night in several batches
+    r = bacc_audit("audit", "--db", dbp, "--rerun", "2026-11-28", "--fail-on", "critical")
+    assert r.code in (0, 1), r
+    said = [x for x in r.err.splitlines() if x.startswith("audit: ")]
+    assert re.fullmatch(r"audit: 0% rounds, tables batch 1 of (\d+) \(\d+ s\)", said[0]), said
+    assert re.fullmatch(r"audit: 100% tables, pits and shoes \(\d+ s\)", said[-1]), said
+    percents = [int(x.split()[1].rstrip("%")) for x in said]
+    assert percents == sorted(percents) and len(said) >= 4
+    assert all(b - a >= 10 or b == 100 for a, b in itertools.pairwise(percents)), said
+
+    rep = bacc_audit(
+        "report", "--db", dbp, "--shift", SHIFT, "--out", tmp_path / "r.html"
+    )
+    assert rep.code == 0, rep
+    assert [re.sub(r" \(\d+ s\)$", "", x) for x in rep.err.splitlines()] == [
+        "report: 0% gather", "report: 33% render HTML", "report: 66% write", "report: 100% written",
+    ]
+    assert rep.out.strip() == str(tmp_path / "r.html")  # stdout stays the path alone

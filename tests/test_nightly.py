@@ -7,6 +7,7 @@ what one clean run produces; the systemd units and the cron line say what they m
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -589,9 +590,54 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
     binary = exec_start.split()[0]
     (tmp_path / "bacc-audit-nightly.service").write_text(text.replace(binary, "/bin/true"))
     shutil.copy2(DEPLOY / "bacc-audit-nightly.timer", tmp_path)
+    shutil.copy2(DEPLOY / "bacc-audit-alert@.service", tmp_path)
     r = subprocess.run(
         ["systemd-analyze", "verify", str(tmp_path / "bacc-audit-nightly.timer"),
-         str(tmp_path / "bacc-audit-nightly.service")],
+         str(tmp_path / "bacc-audit-nightly.service"),
+         str(tmp_path / "bacc-audit-alert@bacc-audit-nightly.service.service")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_failed_run_starts_the_alert_template_which_reports_the_failed_units_journal(
+    units: tuple[dict, dict],
+) -> None:
+    service, _ = units
+    assert service["Unit"]["OnFailure"] == ["bacc-audit-alert@%n.service"]
+    alert = unit(DEPLOY / "bacc-audit-alert@.service")
+    s = alert["Service"]
+    assert s["Type"] == ["oneshot"]
+    (cmd,) = s["ExecStart"]
+    # The failed unit's name (%i) reaches journalctl; "$$" is systemd's literal "$".
+    assert cmd.endswith(" sh %i") and 'journalctl -u "$$1"' in cmd, cmd
+    assert "systemd-cat -t bacc-audit-alert -p err" in cmd
+    assert "Install" not in alert  # started by OnFailure= only
+
+
+def test_the_cron_log_rotates_by_rename_and_create_for_the_job_user() -> None:
+    text = (DEPLOY / "bacc-audit.logrotate").read_text()
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    cron = (DEPLOY / "bacc-audit.cron").read_text()
+    log = re.search(r">> (\S+) 2>&1$", cron.strip()).group(1)  # type: ignore[union-attr]
+    assert lines[0] == f"{log} {{" and lines[-1] == "}"
+    body = lines[1:-1]
+    assert "create 0640 bacc-audit bacc-audit" in body
+    assert "copytruncate" not in body  # could lose lines written between copy and truncate
+    assert {"missingok", "notifempty", "delaycompress", "su bacc-audit bacc-audit"} <= set(body)
+
+
+@pytest.mark.skipif(shutil.which("logrotate") is None, reason="no logrotate")
+def test_logrotate_accepts_the_config(tmp_path: Path) -> None:
+    log = tmp_path / "nightly.log"
+    log.write_text("x\n")
+    conf = (DEPLOY / "bacc-audit.logrotate").read_text().replace(
+        "/var/log/bacc-audit/nightly.log", str(log)
+    )
+    conf = re.sub(r"(?m)^\s*(su|create) .*$", "", conf)  # no bacc-audit user here
+    (tmp_path / "conf").write_text(conf)
+    r = subprocess.run(
+        ["logrotate", "-d", "-s", str(tmp_path / "state"), str(tmp_path / "conf")],
         capture_output=True, text=True, timeout=60,
     )
     assert r.returncode == 0, r.stderr
@@ -611,6 +657,27 @@ def test_the_cron_line_uses_flock_n_on_its_own_lock_and_the_same_environment() -
     assert m, command
     # The job takes <db>.lock itself: flock(1) on the same file would lock the job out.
     assert m.group(1) != str(nightly.lock_path(Path(env["BACC_AUDIT_DB"])))
+
+
+# A measured figure: minutes, seconds, hours of run time, or memory.
+FIGURE = re.compile(r"\b\d[\d,.]*[ -]?(?:minutes?|min|seconds?|hours?|GB|MB)\b", re.I)
+
+
+def test_measured_figures_live_only_in_docs_benchmarks() -> None:
+    """A figure restated elsewhere drifts from the measured one (the service once said 15
+    minutes while the README said 26): deploy/ and the README's status and scheduling
+    paragraphs point at docs/benchmarks.md instead."""
+    for f in sorted(DEPLOY.iterdir()):  # the comments: settings (AccuracySec=1min) are no figures
+        comments = [x for x in f.read_text().splitlines() if x.lstrip().startswith("#")]
+        assert not FIGURE.search("\n".join(comments)), f
+    assert "docs/benchmarks.md" in (DEPLOY / "bacc-audit-nightly.service").read_text()
+    readme = (ROOT / "README.md").read_text()
+    status = readme.split("**Status.**", 1)[1].split("\n\n", 1)[0]
+    scheduling = readme.split("## Scheduling the nightly job", 1)[1].split("\n## ", 1)[0]
+    for part in (status.replace("30-minute written notices", ""), scheduling):
+        prose = re.sub(r"`[^`]*`", "", part)  # settings in code (`3GB`) are no figures
+        assert not FIGURE.search(prose), FIGURE.search(prose)
+    assert "[docs/benchmarks.md](docs/benchmarks.md)" in status
 
 
 def test_the_archive_comes_from_the_option_else_the_config_else_the_default(
@@ -680,3 +747,182 @@ def test_an_empty_file_in_the_spool_is_a_problem_of_the_night(
     lines = nightly.summary_lines(r)
     assert any(x.startswith("  EMPTY ") for x in lines), lines
     assert "1 empty;" in next(x for x in lines if x.startswith("ingest:"))
+
+
+# --------------------------------------------------------------------------------------------
+# --file-ingested: ingested files leave the spool for ARCHIVE/evidence/DAY
+# --------------------------------------------------------------------------------------------
+
+NAMES = sorted(f.name for f in SAMPLE.glob("*.jsonl*"))
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def night_copy(night: Night, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The clean night's database and a copy of its spool: every file already ingested."""
+    db_copy, spool = tmp_path / "copy.duckdb", tmp_path / "spool"
+    shutil.copy2(night.db, db_copy)
+    shutil.copytree(night.spool, spool)
+    return db_copy, spool, tmp_path / "archive"
+
+
+def run_filing(db_path: Path, spool: Path, archive: Path, how: str) -> nightly.NightlyResult:
+    return nightly.run_nightly(
+        db_path, spool, config.load(CONFIG), day=DAY, archive=archive, file_ingested=how
+    )
+
+
+def filed(result: nightly.NightlyResult) -> dict[str, tuple[str, str, str]]:
+    """{file name: (status, filed, now_at)} from the run's JSON summary."""
+    return {
+        Path(f["path"]).name: (f["status"], f["filed"], f["now_at"])
+        for f in json.loads(json.dumps(result.summary()))["files"]
+    }
+
+
+def test_move_files_each_ingested_file_into_the_evidence_folder_of_its_gaming_day(
+    tmp_path: Path,
+) -> None:
+    spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
+    spool.mkdir()
+    for name in NAMES:
+        shutil.copy2(SAMPLE / name, spool / name)
+    r = run_filing(db_path, spool, archive, "move")
+    assert r.exit_code == EXIT_FINDINGS
+    evidence = archive / "evidence" / "2026-11-28"
+    assert list(spool.iterdir()) == []
+    assert sorted(p.name for p in evidence.iterdir()) == NAMES
+    assert all(sha(evidence / n) == sha(SAMPLE / n) for n in NAMES)
+    assert filed(r) == {n: ("ingested", "moved", str(evidence / n)) for n in NAMES}
+    s = r.summary()
+    assert s["file_ingested"] == "move"
+    assert s["files"][0]["path"] == str(spool / NAMES[0])  # where it was delivered
+    # The manifest keeps the delivered path, the evidence of where the file came from.
+    assert scalar(db_path, "SELECT list(path ORDER BY path) FROM sources") == [
+        str((spool / n).resolve()) for n in NAMES
+    ]
+    recorded = json.loads(
+        scalar(db_path, "SELECT summary FROM runs WHERE command = 'nightly' ORDER BY id DESC")
+    )
+    assert recorded["files"][0]["now_at"] == str(evidence / NAMES[0])
+    lines = nightly.summary_lines(r)
+    assert f"filed (move) into {archive / 'evidence'}: 9 moved, 0 linked, 0 already there, " \
+        "0 left in the spool" in lines
+
+
+def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path: Path) -> None:
+    spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
+    spool.mkdir()
+    for name in NAMES:
+        shutil.copy2(SAMPLE / name, spool / name)
+    run_filing(db_path, spool, archive, "move")
+    moved = archive / "evidence" / "2026-11-28" / "2026-11-28_MB-01.jsonl"
+    before = sha(moved)
+    lines = moved.read_text().splitlines(keepends=True)
+    event = json.loads(lines[0])
+    event["dealer"] = "D9999"  # an ingested event, changed
+    changed = json.dumps(event) + "\n" + "".join(lines[1:])
+    # The same name again (caught by its path), and the same events under a new name (caught
+    # by their streams' seqs): both stay in the spool, and the evidence file is untouched.
+    (spool / "2026-11-28_MB-01.jsonl").write_text(changed)
+    (spool / "resent_MB-01.jsonl").write_text(changed)
+    r = run_filing(db_path, spool, archive, "move")
+    assert {n: (f[0], f[1]) for n, f in filed(r).items()} == {
+        "2026-11-28_MB-01.jsonl": ("refused_altered", "kept"),
+        "resent_MB-01.jsonl": ("refused_altered", "kept"),
+    }
+    [same_name] = [f for f in r.ingested.files if f.path.name == "2026-11-28_MB-01.jsonl"]
+    assert "its content changed since it was ingested" in same_name.message
+    assert sorted(p.name for p in spool.iterdir()) == [
+        "2026-11-28_MB-01.jsonl", "resent_MB-01.jsonl"
+    ]
+    assert (spool / "2026-11-28_MB-01.jsonl").read_text() == changed
+    assert sha(moved) == before
+    assert sorted(p.name for p in moved.parent.iterdir()) == NAMES
+    assert scalar(db_path, "SELECT count(*) FROM findings WHERE code = 'log.altered'") == 2
+
+
+def test_link_hard_links_the_very_file_that_was_delivered_and_empties_the_spool(
+    night: Night, tmp_path: Path
+) -> None:
+    db_copy, spool, archive = night_copy(night, tmp_path)
+    inodes = {p.name: p.stat().st_ino for p in spool.iterdir()}
+    r = run_filing(db_copy, spool, archive, "link")
+    evidence = archive / "evidence" / "2026-11-28"
+    assert list(spool.iterdir()) == []
+    assert {p.name: p.stat().st_ino for p in evidence.iterdir()} == inodes  # not a copy
+    assert filed(r) == {n: ("already_ingested", "linked", str(evidence / n)) for n in NAMES}
+
+
+def test_keep_is_the_default_and_leaves_the_spool_as_it_was(night: Night, tmp_path: Path) -> None:
+    db_copy, spool, archive = night_copy(night, tmp_path)
+    r = nightly.run_nightly(db_copy, spool, config.load(CONFIG), day=DAY, archive=archive)
+    assert sorted(p.name for p in spool.iterdir()) == NAMES
+    assert not (archive / "evidence").exists()
+    assert filed(r) == {n: ("already_ingested", "kept", str(spool / n)) for n in NAMES}
+    assert r.summary()["file_ingested"] == "keep"
+    assert not any(x.startswith("filed (") for x in nightly.summary_lines(r))
+
+
+def test_refused_and_empty_files_stay_in_the_spool_for_a_person_to_review(
+    night: Night, tmp_path: Path
+) -> None:
+    db_copy, spool, archive = night_copy(night, tmp_path)
+    mb01 = spool / "2026-11-28_MB-01.jsonl"
+    mb01.write_text(mb01.read_text().replace('"dealer":"D2092"', '"dealer":"D9999"', 1))
+    (spool / "2026-11-28_MB-09.jsonl").write_bytes(b"")
+    r = run_filing(db_copy, spool, archive, "move")
+    got = filed(r)
+    assert got["2026-11-28_MB-01.jsonl"] == ("refused_altered", "kept", str(mb01))
+    assert got["2026-11-28_MB-09.jsonl"] == (
+        "empty", "kept", str(spool / "2026-11-28_MB-09.jsonl")
+    )
+    assert sorted(p.name for p in spool.iterdir()) == [
+        "2026-11-28_MB-01.jsonl", "2026-11-28_MB-09.jsonl"
+    ]
+    evidence = archive / "evidence" / "2026-11-28"
+    assert sorted(p.name for p in evidence.iterdir()) == [
+        n for n in NAMES if n != "2026-11-28_MB-01.jsonl"
+    ]
+
+
+def test_a_name_clash_gets_a_suffix_and_the_same_bytes_are_not_stored_twice(
+    night: Night, tmp_path: Path
+) -> None:
+    db_copy, spool, archive = night_copy(night, tmp_path)
+    evidence = archive / "evidence" / "2026-11-28"
+    evidence.mkdir(parents=True)
+    (evidence / "2026-11-28_MB-01.jsonl").write_bytes(b"other bytes\n")
+    (evidence / "2026-11-28_MB-02.jsonl.gz").write_bytes(b"other bytes\n")
+    shutil.copy2(spool / "2026-11-28_CF-01.jsonl", evidence / "2026-11-28_CF-01.jsonl")
+    r = run_filing(db_copy, spool, archive, "move")
+    got = filed(r)
+    assert got["2026-11-28_MB-01.jsonl"] == (
+        "already_ingested", "moved", str(evidence / "2026-11-28_MB-01.2.jsonl")
+    )
+    assert got["2026-11-28_MB-02.jsonl.gz"] == (
+        "already_ingested", "moved", str(evidence / "2026-11-28_MB-02.2.jsonl.gz")
+    )
+    assert got["2026-11-28_CF-01.jsonl"] == (
+        "already_ingested", "duplicate", str(evidence / "2026-11-28_CF-01.jsonl")
+    )
+    assert (evidence / "2026-11-28_MB-01.jsonl").read_bytes() == b"other bytes\n"  # untouched
+    assert sha(evidence / "2026-11-28_MB-01.2.jsonl") == sha(SAMPLE / "2026-11-28_MB-01.jsonl")
+    assert list(spool.iterdir()) == []
+    assert sorted(p.name for p in evidence.iterdir()) == sorted(
+        [*NAMES, "2026-11-28_MB-01.2.jsonl", "2026-11-28_MB-02.2.jsonl.gz"]
+    )
+    assert "0 already there" not in " ".join(nightly.summary_lines(r))
+
+
+def test_an_unknown_file_ingested_choice_exits_2(night: Night, bacc_audit: Any) -> None:
+    r = bacc_audit(
+        "nightly", "--spool", night.spool, "--db", night.db, "--date", "2026-11-28",
+        "--config", CONFIG, "--file-ingested", "copy",
+    )
+    assert r.code == EXIT_INPUT, r
+    assert r.err.splitlines()[-1] == (
+        "error: --file-ingested must be one of keep, move, link, not 'copy'"
+    )

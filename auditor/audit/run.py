@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -67,22 +68,36 @@ class AuditResult:
         }
 
 
+# progress(step, done, total): `step` is the work now under way, `done` of `total` units are
+# finished. The library prints nothing itself; the CLI turns the calls into a bar or lines.
+Progress = Callable[[str, int, int], None]
+
+
 def audit(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
     config: PropertyConfig,
     rerun: tuple[dt.datetime, dt.datetime] | None = None,
     tables: bool = True,
+    progress: Progress | None = None,
 ) -> AuditResult:
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
     started in it. One transaction: a crash leaves no partial audit behind. Then, unless
-    `tables` is false, the table, pit and shoe pass."""
+    `tables` is false, the table, pit and shoe pass.
+
+    `progress` is told after each batch of tables and around the table pass: a 10M-round
+    day takes many minutes, and an operator (or cron's log) should see it moving.
+    """
     from auditor.audit.table_pass import supersede_round_mismatches, table_findings
 
     result = AuditResult(run_id)
+    batches = db.table_batches(con)
+    total = len(batches) + (1 if tables else 0)
     con.execute("BEGIN TRANSACTION")
     try:
-        for tables_in in db.table_batches(con):
+        for i, tables_in in enumerate(batches):
+            if progress:
+                progress(_batch_step(i, len(batches)), i, total)
             _select_rounds(con, config, rerun, tables_in)
             _replay(con, run_id, result)
         con.execute("COMMIT")
@@ -90,12 +105,22 @@ def audit(
         con.execute("ROLLBACK")
         raise
     if not tables:
+        if progress:
+            progress("rounds replayed", total, total)
         return result
+    if progress:
+        progress("tables, pits and shoes", len(batches), total)
     # Across rounds, tables and pits: recomputed over the whole database every time (each
     # in its own transaction), so a crash between the passes is mended by the next run.
     result.tables = table_findings(con, run_id, config)
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
+    if progress:
+        progress("tables, pits and shoes", total, total)
     return result
+
+
+def _batch_step(i: int, n: int) -> str:
+    return f"rounds, tables batch {i + 1} of {n}" if n > 1 else "rounds"
 
 
 def _select_rounds(

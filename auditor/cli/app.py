@@ -1,15 +1,18 @@
 """The `bacc-audit` command: a thin skin over the library (auditor.ingest.files, .audit, .report,
 .nightly, ...).
 
-Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above
---fail-on); 2 usage, input or configuration error; 3 internal failure; 4 database busy;
-5 another nightly run holds its lock; 130 interrupted (Ctrl-C).
+Exit codes: 0 clean (also when stdout's reader stops early: `findings | head -1`); 1 findings
+(quarantined lines, refused files, findings at or above --fail-on); 2 usage, input or
+configuration error; 3 internal failure; 4 database busy; 5 another nightly run holds its
+lock; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import json
+import os
 import re
 import sys
 from collections import Counter
@@ -19,11 +22,15 @@ from typing import Annotated
 
 import duckdb
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
+from typer import _click  # the click typer carries: its Context is what commands are given
 
 from auditor import __version__
+from auditor.cli.progress import progress_for
+from auditor.cli.words import count
 from auditor.errors import (
     EXIT_FINDINGS,
     EXIT_INPUT,
@@ -38,20 +45,60 @@ from auditor.ingest.files import IngestResult, discover, escape_path, ingest
 from auditor.store import db, runs
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 clean; 1 findings (quarantined lines, refused files, findings at or above "
+    "Exit codes: 0 clean (also when the reader of the output stops early, as `| head -1`); "
+    "1 findings (quarantined lines, refused files, findings at or above "
     "--fail-on); "
     "2 usage, input or configuration error; 3 internal failure; 4 database busy; "
     "5 another nightly run holds its lock; 130 interrupted (Ctrl-C)."
 )
 
+
+class _Commands(typer.core.TyperGroup):
+    """The root group: every command and subcommand is parsed inside its invoke, so a usage
+    error's wording is mended here once.
+
+    Typer validates values with pydantic, whose message for a ValueError (an enum's choices, a
+    callback's refusal) begins "Value error, "; the sentence reads cleanly without it.
+    """
+
+    def invoke(self, ctx: _click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as e:
+            e.message = e.message.removeprefix("Value error, ")
+            raise
+
+
+_typed_display = typer.core.TyperOption.display_type_rich
+
+
+def _flag_display_type(self: typer.core.TyperOption, ctx: _click.Context) -> str | None:
+    """Typer 0.29 shows every flag as `--json <bool>`, which reads as if it took a value
+    (`--json=true` is refused); a flag is shown bare."""
+    return None if self.is_flag else _typed_display(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_display_type  # type: ignore[method-assign]
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader has gone, and Python's final flush would otherwise
+    print "Exception ignored ... BrokenPipeError" and exit 120."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 app = typer.Typer(
     name="bacc-audit",
+    cls=_Commands,
     help="Audit baccarat table event logs against the rules of the jurisdiction.\n\n"
     + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},  # subcommands inherit it
 )
 # markup=False: paths and reasons are printed as they are ("logs[old]/a.jsonl").
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -210,10 +257,11 @@ def _print_ingest(result: IngestResult) -> None:
     counts = Counter(f.status for f in result.files)
     empty = f", {counts['empty']} empty" if counts["empty"] else ""
     out.print(
-        f"{len(result.files)} files: {counts['ingested']} ingested, "
+        f"{count(len(result.files), 'file')}: {counts['ingested']} ingested, "
         f"{counts['already_ingested']} already ingested, "
         f"{counts['refused_altered']} refused, {counts['unreadable']} unreadable{empty}; "
-        f"{result.events:,} events loaded, {result.quarantined:,} lines quarantined"
+        f"{count(result.events, 'event')} loaded, "
+        f"{count(result.quarantined, 'line')} quarantined"
     )
 
 
@@ -250,6 +298,9 @@ def audit_cmd(
     third-card draws, the result and announcements, the settlement of every wager, the
     vigorish, and the order of collections, payments and vigorish against the procedure in
     force. Rerunning adds no duplicate findings.
+
+    Progress goes to stderr: a bar on a terminal (not with --json); elsewhere (cron), once the
+    work has taken 30 s, a line every 10% or 30 s.
     """
     from auditor import config as cfg
     from auditor.audit.run import audit
@@ -277,7 +328,8 @@ def audit_cmd(
         window = (start, end)
     run_id = runs.start(con, "audit", {"rerun": rerun, "config": conf.source})
     try:
-        result = audit(con, run_id, conf, window)
+        with progress_for(err, "audit", bar=err.is_terminal and not as_json) as progress:
+            result = audit(con, run_id, conf, window, progress=progress)
     except BaseException as e:
         _finish_failed(con, run_id, e)
         con.close()
@@ -297,20 +349,21 @@ def audit_cmd(
         out.print_json(json.dumps(summary))
     else:
         out.print(
-            f"{result.rounds:,} rounds audited: {result.findings_new} new findings, "
+            f"{count(result.rounds, 'round')} audited: "
+            f"{count(result.findings_new, 'new finding')}, "
             f"{result.findings_withdrawn} withdrawn"
         )
         for c, n in sorted(result.by_code.items()):
             out.print(f"  {c:<32} {n:>6}")
         t = result.tables
         out.print(
-            f"tables, pits and shoes: {t.get('findings_new', 0)} new findings, "
+            f"tables, pits and shoes: {count(t.get('findings_new', 0), 'new finding')}, "
             f"{t.get('findings_withdrawn', 0)} withdrawn"
         )
         for c, n in sorted(t.get("findings_by_code", {}).items()):
             out.print(f"  {c:<32} {n:>6}")
         for why, n in sorted(result.skipped.items()):
-            err.print(f"not audited: {n:,} rounds: {why}")
+            err.print(f"not audited: {count(n, 'round')}: {why}")
     raise typer.Exit(code)
 
 
@@ -396,7 +449,7 @@ def findings_cmd(
             )
         wide = Console(highlight=False, markup=False, width=max(out.width, 160))
         wide.print(t)
-        wide.print(f"{len(rows)} findings")
+        wide.print(count(len(rows), "finding"))
 
 
 def _near(word: str, known: list[str]) -> str:
@@ -510,6 +563,9 @@ def report_cmd(
     hold against theoretical hold per table, the procedures in force with their notices,
     every finding with its citation, cards and source line, a sign-off block, and the
     findings attached as JSONL and CSV. The same database and arguments give the same bytes.
+
+    Progress (gather, render, write) goes to stderr: a bar on a terminal; elsewhere (cron),
+    once the work has taken 30 s, a line every 10% or 30 s. Stdout is the file's path alone.
     """
     from auditor import config as cfg
     from auditor.report.gather import scope_for
@@ -522,7 +578,8 @@ def report_cmd(
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
-        path = write_report(con, conf, scope, out_path, chosen)
+        with progress_for(err, "report", bar=err.is_terminal) as progress:
+            path = write_report(con, conf, scope, out_path, chosen, progress)
     except OSError as e:
         if e.errno not in WRITE_ERRNOS:
             raise
@@ -675,6 +732,16 @@ def nightly_cmd(
     fail_on: Annotated[
         str, typer.Option(help="Exit 1 when a finding of the night is at least this severe.")
     ] = "major",
+    file_ingested: Annotated[
+        str,
+        typer.Option(
+            "--file-ingested",
+            help="What becomes of a spool file once its ingest committed: keep (leave it in "
+            "the spool), move or link (hard-link, never copy) it into "
+            "ARCHIVE/evidence/DAY/, so the spool holds only what is new. Only ingested and "
+            "already ingested files leave; refused, unreadable and empty ones stay.",
+        ),
+    ] = "keep",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
     db_path: DbOption = None,
     config_path: ConfigOption = None,
@@ -705,6 +772,7 @@ def nightly_cmd(
             day=day,
             archive=archive,
             fail_on=fail_on,
+            file_ingested=file_ingested,
             say=lambda line: err.print(f"nightly: {line}"),
         )
     except UserError as e:
@@ -719,12 +787,45 @@ def nightly_cmd(
     raise typer.Exit(result.exit_code)
 
 
+class RunStatus(StrEnum):
+    running = "running"
+    done = "done"
+    failed = "failed"
+    interrupted = "interrupted"
+
+
+# The commands that record a run (what `runs --command` can name).
+RUN_COMMANDS = ("ingest", "audit", "nightly", "ack", "notice add")
+RUNS_LIMIT = 50
+
+
 @app.command("runs")
 def runs_cmd(
     db_path: DbOption = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help=f"Only the latest N runs (default {RUNS_LIMIT}: a year of nightly runs is "
+            "hundreds); 0 for all.",
+            show_default=False,
+        ),
+    ] = RUNS_LIMIT,
+    command: Annotated[
+        str | None,
+        typer.Option(help=f"Only this command's runs: {', '.join(RUN_COMMANDS)}."),
+    ] = None,
+    status: Annotated[
+        RunStatus | None,
+        typer.Option(help="Only runs with this status (as shown: a dead run is interrupted)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List every recorded run: command, times, status, exit code and its counts.
+    """List the recorded runs, oldest first: command, times, status, exit code and counts.
+
+    The latest 50 by default (--limit 0 for all), after --command and --status filter them;
+    the text listing says how many it left out. A --command that no command records is
+    refused (exit 2) with the near one named: "0 runs" for a typo would read as none ran.
 
     A run stopped with Ctrl-C is recorded as 'interrupted' (exit 130). A run whose process
     died before it finished (killed, power loss) still reads 'running' in its row; it is
@@ -745,9 +846,19 @@ def runs_cmd(
             "try again when it has finished"
         ) from None
     try:
-        rows = runs.listing(con, live={holder.run_id} if holder and holder.run_id else set())
+        if command is not None:
+            recorded = [r[0] for r in con.execute("SELECT DISTINCT command FROM runs").fetchall()]
+            known = sorted(set(RUN_COMMANDS) | set(recorded))
+            if command not in known:
+                raise UserError(
+                    f"--command {command}: no such command records runs{_near(command, known)} "
+                    f"(they are {', '.join(known)})"
+                )
+        live = {holder.run_id} if holder and holder.run_id else set()
+        every = runs.listing(con, live, command=command, status=status and status.value)
     finally:
         con.close()
+    rows = every[-limit:] if limit else every
     if as_json:
         out.print_json(json.dumps(rows, default=str))
         return
@@ -765,14 +876,19 @@ def runs_cmd(
             ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in r["counts"].items()),
         )
     Console(highlight=False, markup=False, width=max(out.width, 140)).print(t)
-    out.print(f"{len(rows)} runs")
+    left_out = len(every) - len(rows)
+    more = f" ({left_out:,} earlier left out: --limit 0 for all)" if left_out else ""
+    out.print(f"{count(len(rows), 'run')}{more}")
 
 
 @app.command("ack")
 def ack_cmd(
     fingerprint: Annotated[
         str | None,
-        typer.Argument(help="The finding's fingerprint (findings --format jsonl shows it)."),
+        typer.Argument(
+            help="The finding's fingerprint (findings --format jsonl shows it), or `list` to "
+            "list every acknowledgement."
+        ),
     ] = None,
     by: Annotated[str | None, typer.Option("--by", help="Who reviewed the finding.")] = None,
     disposition: Annotated[
@@ -780,22 +896,28 @@ def ack_cmd(
     ] = None,
     note: Annotated[str, typer.Option(help="Anything else the next reader needs.")] = "",
     list_all: Annotated[
-        bool, typer.Option("--list", help="List every acknowledgement instead.")
+        bool, typer.Option("--list", help="Same as `ack list` (kept for scripts).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     db_path: DbOption = None,
 ) -> None:
-    """Record who reviewed a finding and what was decided (append-only), or --list them.
+    """Record who reviewed a finding and what was decided (append-only); `ack list` lists them.
 
-    A later acknowledgement of the same finding is a new row; the latest one stands and is
-    the one the shift report prints beside the finding.
+    `ack list` reads as `notice list` does (`ack --list` still works); no fingerprint is the
+    word list, since a fingerprint always has its `|` separators. A later acknowledgement of
+    the same finding is a new row; the latest one stands and is the one the shift report
+    prints beside the finding.
     """
     from auditor.store import acks
 
     path = db_path or db.default_db_path()
+    if fingerprint == "list":
+        if list_all:
+            raise UserError("give ack list or ack --list, not both")
+        fingerprint, list_all = None, True
     if list_all:
         if fingerprint or by or disposition or note:
-            raise UserError("--list takes no fingerprint, --by, --disposition or --note")
+            raise UserError("ack list takes no fingerprint, --by, --disposition or --note")
         con = db.connect(path, read_only=True)
         try:
             rows = [acks.as_dict(a) for a in acks.list_acks(con)]
@@ -810,12 +932,12 @@ def ack_cmd(
                 f"ack {row['id']} {row['recorded_at'][:19].replace('T', ' ')} UTC  "
                 f"{row['fingerprint']}\n    by {row['by']}: {row['disposition']}{note_text}"
             )
-        out.print(f"{len(rows)} acknowledgements")
+        out.print(count(len(rows), "acknowledgement"))
         return
     if not fingerprint or by is None or disposition is None:
         raise UserError(
             "give the finding and the review: bacc-audit ack FINGERPRINT --by NAME "
-            "--disposition TEXT [--note TEXT] (or bacc-audit ack --list)"
+            "--disposition TEXT [--note TEXT] (or bacc-audit ack list)"
         )
     con = db.connect(path)
     try:
@@ -940,10 +1062,24 @@ def simulate_cmd(
         out.print(str(path))
     out.print(str(result.ground_truth))
     out.print(
-        f"{result.tables} tables, {result.rounds} rounds, {result.events} events, "
-        f"{len(result.deviations)} deviations planted; "
+        f"{count(result.tables, 'table')}, {count(result.rounds, 'round')}, "
+        f"{count(result.events, 'event')}, {count(len(result.deviations), 'deviation')} planted; "
         f"{result.rounds_per_second:,.0f} rounds/s"
     )
+
+
+def _closed_pipe(e: BaseException) -> bool:
+    """Whether an exit came from stdout's reader going away (`findings | head -1`).
+
+    Typer and rich both turn a BrokenPipeError into a silent exit 1, the code for "findings
+    found"; the reader stopping early is its choice, not a finding, so the CLI exits 0.
+    """
+    cause = e.__context__
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno == errno.EPIPE:
+            return True
+        cause = cause.__context__
+    return False
 
 
 def main() -> None:
@@ -957,6 +1093,14 @@ def main() -> None:
     except SystemExit as e:
         if e.code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into a silent 130
             err.print("interrupted")
+        if _closed_pipe(e):
+            _quiet_stdout()
+            sys.exit(EXIT_OK)
+        try:  # output still buffered meets a closed pipe here, not in the command
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(EXIT_OK)
         raise
     except UserError as e:
         err.print(f"error: {e}")

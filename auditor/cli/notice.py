@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from auditor.cli.words import count
 from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
 from auditor.store import db, notices, runs
 
@@ -180,4 +181,4 @@ def list_cmd(
             n.entered_by, n.note,
         )
     Console(highlight=False, width=max(out.width, 140)).print(t)
-    out.print(f"{len(rows)} notices entered by hand")
+    out.print(f"{count(len(rows), 'notice')} entered by hand")

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,7 +40,7 @@ from auditor.errors import (
     UserError,
     cannot_write,
 )
-from auditor.ingest.files import IngestResult, escape_path, ingest
+from auditor.ingest.files import FileResult, IngestResult, escape_path, ingest, sha256_of
 from auditor.report.gather import scope_for
 from auditor.report.render import write_report
 from auditor.rules.codes import SEVERITIES
@@ -238,6 +240,140 @@ def _report_epoch(when: dt.datetime) -> Iterator[None]:
         os.environ.pop("SOURCE_DATE_EPOCH", None)
 
 
+# --- ingested files into the evidence folder -------------------------------------------------
+
+# --file-ingested: what becomes of a spool file once its ingest committed.
+FILE_INGESTED = ("keep", "move", "link")
+# Only these leave the spool: a refused, unreadable or empty file stays for a person to see.
+FILEABLE = ("ingested", "already_ingested")
+EVIDENCE = "evidence"
+UNDATED = "undated"  # the folder of a file with no event (every line quarantined)
+_LOG_SUFFIXES = (".jsonl.gz", ".jsonl")
+
+
+@dataclass
+class Filed:
+    """Where one spool file went: `action` is kept (still in the spool, as asked), moved,
+    linked, duplicate (the evidence folder already held the same bytes: the spool copy was
+    removed) or left (it stays in the spool; `note` says why)."""
+
+    action: str
+    now_at: Path
+    note: str = ""
+    problem: bool = False  # the setup refused the move: an input problem of the night
+
+
+def evidence_dir(archive: Path, day: dt.date | None) -> Path:
+    """ARCHIVE/evidence/DAY: the gaming day of the file's first event, beside the PDFs."""
+    return archive / EVIDENCE / (f"{day:%Y-%m-%d}" if day else UNDATED)
+
+
+def gaming_day_of(conf: PropertyConfig, zone: dt.tzinfo, ts: dt.datetime) -> dt.date:
+    """The gaming day `ts` falls in (a night's 03:00 belongs to the day before)."""
+    day = ts.astimezone(zone).date()
+    while conf.gaming_day_window(day, zone)[0] > ts:
+        day -= dt.timedelta(days=1)
+    return day
+
+
+def _candidates(name: str) -> Iterator[str]:
+    """NAME, then NAME.2, NAME.3, ... before the log suffix (a.jsonl.gz, a.2.jsonl.gz)."""
+    base, ext = name, ""
+    for suffix in _LOG_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            base, ext = name[: -len(suffix)], suffix
+            break
+    yield name
+    n = 2
+    while True:
+        yield f"{base}.{n}{ext}"
+        n += 1
+
+
+def file_ingested_to_evidence(
+    con: duckdb.DuckDBPyConnection,
+    files: list[FileResult],
+    how: str,
+    archive: Path,
+    conf: PropertyConfig,
+    zone: dt.tzinfo,
+    say: Say,
+) -> dict[Path, Filed]:
+    """Move or hard-link each ingested (or already ingested) spool file into the evidence
+    folder, so the spool, which every run reads and hashes whole, holds only what is new.
+
+    Called after ingest returned, so every ingest it reports has committed. The `sources`
+    manifest keeps the delivered path: a later file of that name with other content is still
+    refused as altered (by its path, and by its streams' seqs), wherever this one went. An
+    existing evidence file is never replaced: a name taken by other bytes gets a suffix, and
+    the same bytes (by SHA-256) are not stored twice.
+    """
+    done: dict[Path, Filed] = {}
+    for f in files:
+        if how == "keep":
+            done[f.path] = Filed("kept", f.path)
+            continue
+        if f.status not in FILEABLE:
+            done[f.path] = Filed("kept", f.path, f"{f.status}: stays for a person to review")
+            continue
+        row = db.one(
+            con,
+            "SELECT first_ts FROM sources WHERE sha256 = ? AND status = 'ingested' "
+            "ORDER BY id LIMIT 1",
+            [f.sha256],
+        )
+        day = gaming_day_of(conf, zone, row[0]) if row and row[0] else None
+        try:
+            filed = _file_one(f.path, f.sha256, evidence_dir(archive, day), how)
+        except OSError as e:
+            note = f"cannot {how} it into {evidence_dir(archive, day)} ({e.strerror or e})"
+            filed = Filed("left", f.path, note, problem=True)
+        if filed.action == "left":
+            say(f"left {f.path} in the spool: {filed.note}")
+        done[f.path] = filed
+    return done
+
+
+def _file_one(src: Path, sha: str, folder: Path, how: str) -> Filed:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in _candidates(src.name):
+        dst = folder / name
+        if dst.exists() or dst.is_symlink():
+            if dst.is_file() and sha256_of(dst)[0] == sha:
+                if sha256_of(src)[0] != sha:
+                    return Filed("left", src, "its content changed after it was ingested")
+                src.unlink()  # the evidence folder holds these bytes already
+                return Filed("duplicate", dst, "the evidence folder already held this file")
+            continue  # the name holds other bytes: never overwrite, take the next
+        try:
+            os.link(src, dst)  # fails if dst appeared meanwhile: never overwrites
+        except FileExistsError:
+            continue
+        except OSError as e:
+            if how == "link" or e.errno not in (errno.EXDEV, errno.EPERM):
+                raise
+            _copy_whole(src, dst)  # move across file systems, or a file another user owns
+        if sha256_of(dst)[0] != sha:  # changed after its ingest: leave it to the next run
+            dst.unlink()
+            return Filed("left", src, "its content changed after it was ingested")
+        src.unlink()
+        return Filed("linked" if how == "link" else "moved", dst)
+    raise AssertionError("unreachable")  # _candidates never ends
+
+
+def _copy_whole(src: Path, dst: Path) -> None:
+    """Copy to `.NAME.partial` (swept like a render's), flush it to disk, then link it to its
+    name, so a copy cut short never carries the final name and never replaces one."""
+    tmp = dst.with_name(f".{dst.name}.partial")
+    shutil.copyfile(src, tmp)
+    try:
+        with tmp.open("rb") as fh:
+            os.fsync(fh.fileno())
+        os.link(tmp, dst)
+    finally:
+        tmp.unlink()
+
+
 # --- the run -------------------------------------------------------------------------------
 
 
@@ -283,12 +419,22 @@ class NightlyResult:
     problems: list[str] = field(default_factory=list)  # input problems: exit 2
     partials_removed: list[Path] = field(default_factory=list)
     interrupted_runs: list[int] = field(default_factory=list)
+    file_ingested: str = "keep"
+    filed: dict[Path, Filed] = field(default_factory=dict)  # spool path -> where it went
 
     @property
     def exit_code(self) -> int:
         if self.problems:
             return EXIT_INPUT
         return EXIT_FINDINGS if self.failing else EXIT_OK
+
+    def _where(self, path: Path) -> dict[str, str]:
+        filed = self.filed.get(path) or Filed("kept", path)
+        return {
+            "filed": filed.action,
+            "now_at": escape_path(filed.now_at),
+            "filed_note": filed.note,
+        }
 
     def summary(self) -> dict[str, Any]:
         files = self.ingested.files
@@ -308,9 +454,11 @@ class NightlyResult:
                     "events": f.events,
                     "quarantined": f.quarantined,
                     "message": f.message,
+                    **self._where(f.path),
                 }
                 for f in files
             ],
+            "file_ingested": self.file_ingested,
             "files_by_status": dict(sorted(Counter(f.status for f in files).items())),
             "events": self.ingested.events,
             "quarantined": self.ingested.quarantined,
@@ -348,6 +496,7 @@ def run_nightly(
     day: dt.date | None = None,
     archive: Path | None = None,
     fail_on: str = "major",
+    file_ingested: str = "keep",
     now: dt.datetime | None = None,
     say: Say | None = None,
 ) -> NightlyResult:
@@ -358,12 +507,16 @@ def run_nightly(
     """
     if fail_on not in SEVERITIES:
         raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
+    if file_ingested not in FILE_INGESTED:
+        raise UserError(
+            f"--file-ingested must be one of {', '.join(FILE_INGESTED)}, not {file_ingested!r}"
+        )
     say = say or (lambda _line: None)
     db.check_database_file(db_path)  # before the lock file is made beside it
     with nightly_lock(db_path) as lock:
         con = db.connect(db_path)
         try:
-            return _run(con, lock, spool, conf, day, archive, fail_on, now, say)
+            return _run(con, lock, spool, conf, day, archive, fail_on, file_ingested, now, say)
         finally:
             con.close()
 
@@ -376,6 +529,7 @@ def _run(
     day: dt.date | None,
     archive: Path | None,
     fail_on: str,
+    file_ingested: str,
     now: dt.datetime | None,
     say: Say,
 ) -> NightlyResult:
@@ -398,13 +552,16 @@ def _run(
             "date": f"{day:%Y-%m-%d}" if day else None,
             "archive": str(folder),
             "fail_on": fail_on,
+            "file_ingested": file_ingested,
             "config": conf.source,
             "rule_packs": packs,
         },
     )
     lock.note_run(run_id)
     try:
-        result = _work(con, run_id, spool, conf, day, folder, fail_on, now, packs, say)
+        result = _work(
+            con, run_id, spool, conf, day, folder, fail_on, file_ingested, now, packs, say
+        )
     except UserError as e:
         runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
         raise
@@ -427,6 +584,7 @@ def _work(
     day: dt.date | None,
     folder: Path,
     fail_on: str,
+    file_ingested: str,
     now: dt.datetime | None,
     packs: dict[str, str],
     say: Say,
@@ -449,11 +607,14 @@ def _work(
     ingested = ingest(con, [spool], run_id)
     problems = list(ingested.errors)
     problems += [f.message for f in ingested.files if f.status in ("unreadable", "empty")]
+    zone = conf.zone_for(con)
+    # After ingest returned: every ingest it reports has committed.
+    filed = file_ingested_to_evidence(con, ingested.files, file_ingested, folder, conf, zone, say)
+    problems += [f"{escape_path(p)}: {x.note}" for p, x in filed.items() if x.problem]
 
     say("audit")
     audited = audit(con, run_id, conf)
 
-    zone = conf.zone_for(con)
     day = day or last_ended_gaming_day(conf, zone, now)
     window = conf.gaming_day_window(day, zone)
     reports = []
@@ -507,6 +668,8 @@ def _work(
         rule_packs=packs,
         problems=problems,
         partials_removed=removed,
+        file_ingested=file_ingested,
+        filed=filed,
     )
 
 
@@ -579,6 +742,16 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"{s['events']:,} events loaded, "
         f"{s['quarantined']:,} lines quarantined"
     )
+    if result.file_ingested != "keep":
+        acts = Counter(x.action for x in result.filed.values())
+        lines.append(
+            f"filed ({result.file_ingested}) into {result.archive / EVIDENCE}: "
+            f"{acts['moved']} moved, {acts['linked']} linked, {acts['duplicate']} already there, "
+            f"{acts['left']} left in the spool"
+        )
+        for path, x in result.filed.items():
+            if x.action == "left":
+                lines.append(f"  LEFT {escape_path(path)}: {x.note}")
     for f in files:
         if f.status == "refused_altered":
             lines.append(f"  REFUSED {f.message} (move it out of the spool once reviewed)")

@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from auditor.audit.run import Progress
 from auditor.config import PropertyConfig
 from auditor.report.gather import LOCAL_TIME, Scope, gather, money, pct
 from auditor.rules.codes import REGISTRY
@@ -113,14 +114,27 @@ def write_report(
     scope: Scope,
     out: Path | None = None,
     fmt: str = "pdf",
+    progress: Progress | None = None,
 ) -> Path:
-    """Render and write the report; the file appears under its name only when complete."""
+    """Render and write the report; the file appears under its name only when complete.
+
+    `progress` is told as each step starts (gather, render, write): a day of a large floor
+    spends minutes in the PDF render, long enough to look stuck.
+    """
+    tell = progress or (lambda step, done, total: None)
+    steps = 3 if fmt == "html" else 4
+    tell("gather", 0, steps)
     context = gather(con, conf, scope)
+    tell("render HTML", 1, steps)
     html = render_html(context)
+    if fmt != "html":
+        tell("render PDF", 2, steps)
     data = html.encode() if fmt == "html" else render_pdf(context, html)
+    tell("write", steps - 1, steps)
     path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_whole(path, data)
+    tell("written", steps, steps)
     return path
 
 

@@ -82,8 +82,18 @@ def counts(summary: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def listing(con: duckdb.DuckDBPyConnection, live: Collection[int] = ()) -> list[dict[str, Any]]:
-    """Every run, oldest first, with the status a reader should see.
+def listing(
+    con: duckdb.DuckDBPyConnection,
+    live: Collection[int] = (),
+    *,
+    command: str | None = None,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    """Every run, oldest first, with the status a reader should see; or only those with this
+    `command` and this shown `status`.
+
+    The status filter is on the status shown, so `interrupted` finds the runs whose process
+    died too (their row still says 'running').
 
     A run whose row still says 'running' but is not in `live` is shown as 'interrupted': its
     process died without finishing (SIGKILL, power loss), which a row cannot record about
@@ -94,20 +104,23 @@ def listing(con: duckdb.DuckDBPyConnection, live: Collection[int] = ()) -> list[
     """
     rows = con.execute(
         "SELECT id, command, args, tool_version, started_at, finished_at, status, exit_code, "
-        "summary FROM runs ORDER BY id"
+        "summary FROM runs WHERE ? IS NULL OR command = ? ORDER BY id",
+        [command, command],
     ).fetchall()
     out = []
-    for rid, command, args, version, started, finished, status, code, summary in rows:
+    for rid, name, args, version, started, finished, recorded, code, summary in rows:
         parsed = json.loads(summary) if summary else {}
-        shown = "interrupted" if status == "running" and rid not in live else status
+        shown = "interrupted" if recorded == "running" and rid not in live else recorded
+        if status is not None and shown != status:
+            continue
         out.append(
             {
                 "id": rid,
-                "command": command,
+                "command": name,
                 "started_at": started.astimezone(dt.UTC).isoformat(),
                 "finished_at": finished.astimezone(dt.UTC).isoformat() if finished else None,
                 "status": shown,
-                "recorded_status": status,
+                "recorded_status": recorded,
                 "exit_code": code,
                 "tool_version": version,
                 "counts": counts(parsed) if isinstance(parsed, dict) else {},

@@ -21,7 +21,7 @@ from auditor.cli import app as cli
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
 from auditor.report import gather, render
-from auditor.store import acks, db, runs
+from auditor.store import acks, db, findings, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
@@ -263,3 +263,103 @@ def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: P
     jsonl, csv_bytes = render.attachments_data(context)
     assert all("ack" not in json.loads(x) for x in jsonl.decode().splitlines())
     assert b"ack" not in csv_bytes.splitlines()[0]
+
+
+# --------------------------------------------------------------------------------------------
+# short ids (issue 19): what the table view and the PDF show, and what `ack` takes
+# --------------------------------------------------------------------------------------------
+
+BANKER_MISSED = "draw.banker_missed|MB-01|MB-01-1128-01|72|1149|0"
+BANKER_MISSED_ID = "Fc95f8bf836d2"  # F + sha256(fingerprint)[:12], worked out by hand once
+
+
+def test_a_finding_id_is_f_and_12_hex_digits_of_the_sha256_of_its_fingerprint(
+    dbp: Path,
+) -> None:
+    assert findings.short_id(BANKER_MISSED) == BANKER_MISSED_ID
+    assert fingerprint(dbp, "draw.banker_missed") == BANKER_MISSED
+    # The SQL `ack` looks ids up with gives the same id as Python, for every finding.
+    con = duckdb.connect(str(dbp), read_only=True)
+    try:
+        rows = con.execute(
+            f"SELECT fingerprint, {findings.SHORT_ID_SQL} FROM findings"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 3
+    assert all(sql_id == findings.short_id(fp) for fp, sql_id in rows), rows
+
+
+@pytest.mark.parametrize("given", [BANKER_MISSED_ID, BANKER_MISSED_ID.lower(), "FC95F8BF836D2"])
+def test_ack_by_short_id_records_the_full_fingerprint(
+    dbp: Path, bacc_audit: Any, given: str
+) -> None:
+    r = bacc_audit("ack", given, "--by", "J. Rivera", "--disposition", "ok", "--db", dbp)
+    assert r.code == 0, r
+    assert r.out.strip() == f"ack 1: {BANKER_MISSED} by J. Rivera: ok"
+    assert count(dbp, "SELECT fingerprint FROM acknowledgements") == BANKER_MISSED
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 1
+    listed = bacc_audit("ack", "list", "--db", dbp)
+    assert listed.out.splitlines()[0].endswith(f" UTC  {BANKER_MISSED_ID}  {BANKER_MISSED}")
+    (row,) = json.loads(bacc_audit("ack", "list", "--json", "--db", dbp).out)
+    assert (row["finding_id"], row["fingerprint"]) == (BANKER_MISSED_ID, BANKER_MISSED)
+
+
+def test_an_unknown_short_id_is_refused_with_exit_2_and_the_closest_ids(
+    dbp: Path, bacc_audit: Any
+) -> None:
+    typo = BANKER_MISSED_ID[:-1] + "3"
+    runs_before = count(dbp, "SELECT count(*) FROM runs")
+    r = bacc_audit("ack", typo.lower(), "--by", "J. Rivera", "--disposition", "ok", "--db", dbp)
+    assert r.code == 2, r
+    assert r.err.strip() == (
+        f"error: no finding has the id {typo}; did you mean {BANKER_MISSED_ID}? "
+        "(`bacc-audit findings` shows each finding's id in its first column)"
+    )
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 0
+    assert count(dbp, "SELECT count(*) FROM runs") == runs_before
+
+
+def test_something_neither_an_id_nor_a_fingerprint_is_refused_with_exit_2(
+    dbp: Path, bacc_audit: Any
+) -> None:
+    r = bacc_audit("ack", "Fc95f8bf8", "--by", "J. Rivera", "--disposition", "ok", "--db", dbp)
+    assert r.code == 2, r
+    assert r.err.startswith(
+        "error: 'Fc95f8bf8' is neither a finding id (F and 12 hex digits, e.g. F50d858e0985e) "
+        "nor a fingerprint"
+    ), r.err
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 0
+
+
+def test_an_id_that_names_two_findings_is_refused(
+    dbp: Path, bacc_audit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No two of these fingerprints share an id, so the SQL is made to give all one id: the
+    refusal for the collision the docs allow for."""
+    monkeypatch.setattr(acks, "SHORT_ID_SQL", "'F000000000000'")
+    r = bacc_audit("ack", "F000000000000", "--by", "J. Rivera", "--disposition", "ok",
+                   "--db", dbp)
+    assert r.code == 2, r
+    assert r.err.startswith("error: the id F000000000000 names 3 findings (")
+    assert r.err.rstrip().endswith("give the full fingerprint instead")
+    assert repr(BANKER_MISSED) in r.err
+    assert count(dbp, "SELECT count(*) FROM acknowledgements") == 0
+
+
+def test_the_report_shows_each_findings_id_in_its_heading_and_appendix_line(dbp: Path) -> None:
+    """The officer reads the PDF and acks from it, so the id the command takes is printed."""
+    con = db.connect(dbp, read_only=True)
+    try:
+        conf = config.load(CONFIG)
+        context = gather.gather(con, conf, gather.scope_for(conf, con, shift=SHIFT))
+    finally:
+        con.close()
+    html = render.render_html(context)
+    assert (
+        "· draw.banker_missed · Banker hand did not draw a third card it had to draw · "
+        f"{BANKER_MISSED_ID}</div>"
+    ) in html
+    (line,) = [x for x in "\n".join(context["appendix_blocks"]).splitlines()
+               if "draw.banker_missed" in x]
+    assert f"    1149  {BANKER_MISSED_ID}  Banker 9s 3d (2) had to draw" in line

@@ -16,10 +16,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "auditor"
 
 # The stages in the order data flows through them; a module may import from its own stage and
 # earlier ones only. `base` is what every stage may use: the version, errors, the property
-# config and where the shipped data lives.
+# config, where the shipped data lives, and how sentences count.
 STAGES = ("base", "rules", "store", "ingest", "replay", "audit", "report", "simulate", "jobs",
           "cli")
-BASE = {"auditor", "auditor.errors", "auditor.config", "auditor.shipped"}
+BASE = {"auditor", "auditor.errors", "auditor.config", "auditor.shipped", "auditor.words"}
 # Pure rule functions over plain values: no database, no Arrow, no files of their own.
 PURE = {"replay": ("duckdb", "pyarrow", "sqlmodel", "sqlalchemy", "auditor.store",
                    "auditor.ingest", "auditor.audit")}

@@ -9,6 +9,7 @@ import contextlib
 import csv
 import datetime as dt
 import gc
+import hashlib
 import io
 import itertools
 import json
@@ -363,13 +364,42 @@ def test_findings_export_has_the_contract_fields_then_the_fingerprint_extension(
     bacc_audit: Any, findings_db: Path, fmt: str
 ) -> None:
     """findings-v1 may be extended, never broken: its fields in its order, then `fingerprint`
-    (docs/findings-format.md)."""
+    and `id` (docs/findings-format.md)."""
     r = bacc_audit("findings", "--db", findings_db, "--format", fmt)
     if fmt == "jsonl":
         keys = [list(json.loads(x)) for x in r.out.splitlines()]
-        assert keys and all(k == [*CONTRACT_FIELDS, "fingerprint"] for k in keys)
+        assert keys and all(k == [*CONTRACT_FIELDS, "fingerprint", "id"] for k in keys)
     else:
-        assert r.out.splitlines()[0].split(",") == [*CONTRACT_FIELDS, "fingerprint"]
+        assert r.out.splitlines()[0].split(",") == [*CONTRACT_FIELDS, "fingerprint", "id"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_each_finding_id_is_f_and_the_sha256_of_its_fingerprint(
+    bacc_audit: Any, findings_db: Path, fmt: str
+) -> None:
+    r = bacc_audit("findings", "--db", findings_db, "--format", fmt)
+    assert r.code == 0, r
+    if fmt == "jsonl":
+        rows = [json.loads(x) for x in r.out.splitlines()]
+    else:
+        rows = list(csv.DictReader(io.StringIO(r.out)))
+    assert len(rows) == 5
+    for row in rows:
+        digest = hashlib.sha256(row["fingerprint"].encode()).hexdigest()
+        assert row["id"] == "F" + digest[:12], row
+    gap = next(x for x in rows if x["fingerprint"] == "log.seq_gap|table:MB-07|4|8")
+    assert gap["id"] == "Fd202b0e7d246"
+
+
+def test_findings_table_starts_with_each_findings_id(bacc_audit: Any, findings_db: Path) -> None:
+    """The table view is what an officer reads; its first column is what `ack` takes."""
+    ids = [x["id"] for x in findings_jsonl(bacc_audit, findings_db)]
+    r = bacc_audit("findings", "--db", findings_db)
+    assert r.code == 0, r
+    cells = [line.split("│")[1].strip() for line in r.out.splitlines() if line.startswith("│")]
+    assert [c for c in cells if c] == ids
+    header = next(line for line in r.out.splitlines() if line.startswith("┃"))
+    assert header.split("┃")[1].strip() == "id"
 
 
 def test_findings_csv(bacc_audit: Any, findings_db: Path) -> None:
@@ -1187,7 +1217,7 @@ def test_a_refused_value_reads_as_a_sentence_without_value_error(
 
 
 def test_counts_say_one_thing_in_the_singular() -> None:
-    from auditor.cli.words import count as counted
+    from auditor.words import count as counted
 
     assert [counted(n, "line") for n in (0, 1, 2, 1024)] == [
         "0 lines", "1 line", "2 lines", "1,024 lines",

@@ -30,7 +30,6 @@ from typer import _click  # the click typer carries: its Context is what command
 
 from auditor import __version__
 from auditor.cli.progress import progress_for
-from auditor.cli.words import count
 from auditor.errors import (
     EXIT_FINDINGS,
     EXIT_INPUT,
@@ -43,6 +42,7 @@ from auditor.errors import (
 )
 from auditor.ingest.files import IngestResult, discover, escape_path, ingest
 from auditor.store import db, runs
+from auditor.words import count
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 clean (also when the reader of the output stops early, as `| head -1`); "
@@ -400,7 +400,8 @@ def findings_cmd(
 ) -> None:
     """Write the standing findings (findings format v1) to standard output.
 
-    Times are shown in the property's time zone (config), else at the offset the logs carry.
+    The table view starts with each finding's id, which `bacc-audit ack ID` takes. Times are
+    shown in the property's time zone (config), else at the offset the logs carry.
     A --code no finding code matches, or a --table the database holds nothing of, is refused
     (exit 2) with the near one named: "0 findings" for a typo would read as a clean night.
     """
@@ -435,11 +436,12 @@ def findings_cmd(
         findings.write_csv(sys.stdout, rows)
     else:
         t = RichTable(show_lines=False)
-        for col in ("time", "severity", "code", "table", "shoe/round", "message"):
-            t.add_column(col)
+        for col in ("id", "time", "severity", "code", "table", "shoe/round", "message"):
+            t.add_column(col, no_wrap=col == "id")
         for r in rows:
             where = f"{r['shoe']} r{r['round']}" if r["shoe"] else ""
             t.add_row(
+                r["id"],
                 r["ts"][:19].replace("T", " "),
                 r["severity"],
                 r["code"],
@@ -883,11 +885,13 @@ def runs_cmd(
 
 @app.command("ack")
 def ack_cmd(
-    fingerprint: Annotated[
+    finding: Annotated[
         str | None,
         typer.Argument(
-            help="The finding's fingerprint (findings --format jsonl shows it), or `list` to "
-            "list every acknowledgement."
+            metavar="ID|FINGERPRINT",
+            help="The finding's id (the first column of `bacc-audit findings`, any case) or "
+            "its full fingerprint (findings --format jsonl shows both), or `list` to list "
+            "every acknowledgement.",
         ),
     ] = None,
     by: Annotated[str | None, typer.Option("--by", help="Who reviewed the finding.")] = None,
@@ -903,14 +907,18 @@ def ack_cmd(
 ) -> None:
     """Record who reviewed a finding and what was decided (append-only); `ack list` lists them.
 
-    `ack list` reads as `notice list` does (`ack --list` still works); no fingerprint is the
-    word list, since a fingerprint always has its `|` separators. A later acknowledgement of
-    the same finding is a new row; the latest one stands and is the one the shift report
+    The finding is named by its short id (what the table view and the PDF show, so an officer
+    can type it) or its full fingerprint; either way the full fingerprint is recorded. An id
+    no finding has is refused (exit 2) with the closest ids. `ack list` reads as `notice list`
+    does (`ack --list` still works); no id or fingerprint is the word list, since an id is F
+    and hex digits and a fingerprint always has its `|` separators. A later acknowledgement
+    of the same finding is a new row; the latest one stands and is the one the shift report
     prints beside the finding.
     """
     from auditor.store import acks
 
     path = db_path or db.default_db_path()
+    fingerprint = finding
     if fingerprint == "list":
         if list_all:
             raise UserError("give ack list or ack --list, not both")
@@ -930,17 +938,19 @@ def ack_cmd(
             note_text = f" ({row['note']})" if row["note"] else ""
             out.print(
                 f"ack {row['id']} {row['recorded_at'][:19].replace('T', ' ')} UTC  "
-                f"{row['fingerprint']}\n    by {row['by']}: {row['disposition']}{note_text}"
+                f"{row['finding_id']}  {row['fingerprint']}\n"
+                f"    by {row['by']}: {row['disposition']}{note_text}"
             )
         out.print(count(len(rows), "acknowledgement"))
         return
     if not fingerprint or by is None or disposition is None:
         raise UserError(
-            "give the finding and the review: bacc-audit ack FINGERPRINT --by NAME "
+            "give the finding and the review: bacc-audit ack ID|FINGERPRINT --by NAME "
             "--disposition TEXT [--note TEXT] (or bacc-audit ack list)"
         )
     con = db.connect(path)
     try:
+        fingerprint = acks.resolve(con, fingerprint)
         status = acks.check_fingerprint(con, fingerprint)
         run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by})
         try:

@@ -18,9 +18,9 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from auditor.cli.words import count
 from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
 from auditor.store import db, notices, runs
+from auditor.words import count
 
 notice_app = typer.Typer(
     help="Procedure notices entered by hand (written notices the logs do not carry).",

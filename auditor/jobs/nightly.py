@@ -45,6 +45,7 @@ from auditor.report.gather import scope_for
 from auditor.report.render import write_report
 from auditor.rules.codes import SEVERITIES
 from auditor.store import db, runs
+from auditor.words import count
 
 DEFAULT_ARCHIVE = Path("reports") / "archive"
 # write_report's temporary name: `.NAME.pdf.partial` beside the final one.
@@ -736,11 +737,11 @@ def summary_lines(result: NightlyResult) -> list[str]:
     by = Counter(f.status for f in files)
     empty = f", {by['empty']} empty" if by["empty"] else ""
     lines.append(
-        f"ingest: {len(files)} files: {by['ingested']} ingested, "
+        f"ingest: {count(len(files), 'file')}: {by['ingested']} ingested, "
         f"{by['already_ingested']} already ingested, {by['refused_altered']} refused, "
         f"{by['unreadable']} unreadable{empty}; "
-        f"{s['events']:,} events loaded, "
-        f"{s['quarantined']:,} lines quarantined"
+        f"{count(s['events'], 'event')} loaded, "
+        f"{count(s['quarantined'], 'line')} quarantined"
     )
     if result.file_ingested != "keep":
         acts = Counter(x.action for x in result.filed.values())
@@ -764,7 +765,7 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"(ingest and audit): {s['findings_new']} new, {s['findings_withdrawn']} withdrawn"
     )
     for why, n in s["rounds_not_audited"].items():
-        lines.append(f"  not audited: {n:,} rounds: {why}")
+        lines.append(f"  not audited: {count(n, 'round')}: {why}")
     lines.append(f"reports ({result.archive}):")
     for r in result.reports:
         if r.status == "skipped":

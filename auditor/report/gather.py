@@ -727,12 +727,13 @@ def _ack_text(ack: dict | None) -> str:
 
 def _appendix_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
     """Every finding on one fixed-width line (wrapping only its message), in blocks. Each line
-    carries its date: the lines run gravest first, not in time order, across midnight."""
+    carries its date: the lines run gravest first, not in time order, across midnight. The
+    id before the message is what `bacc-audit ack` takes, so an officer acks from the PDF."""
     return _listing([
         f"{local_time(f['ts'], zone):<23} {f['severity']:<8} {f['code']:<28} "
         f"{f['table'] or f['pit'] or '':<8} "
         f"{(f['shoe'] + '/' + str(f['round'])) if f['shoe'] else '':<18} {f['seq'] or '':>7}  "
-        f"{f['message']}{_ack_text(f.get('ack'))}"
+        f"{f['id']:<13}  {f['message']}{_ack_text(f.get('ack'))}"
         for f in found
     ])
 

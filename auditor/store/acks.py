@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from typing import Any
 
 import duckdb
@@ -17,7 +18,10 @@ from sqlmodel import select
 
 from auditor.errors import UserError
 from auditor.store.db import one, session
+from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
 from auditor.store.records import Acknowledgement
+
+_SHORT_ID = re.compile(rf"[Ff][0-9A-Fa-f]{{{SHORT_ID_HEX}}}")
 
 
 def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
@@ -52,6 +56,46 @@ def check_fingerprint(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str:
     raise UserError(
         f"no finding has the fingerprint {fingerprint!r}{hint} "
         "(`bacc-audit findings --format jsonl` shows each finding's fingerprint)"
+    )
+
+
+def resolve(con: duckdb.DuckDBPyConnection, finding: str) -> str:
+    """The full fingerprint `finding` names: a fingerprint (it always has `|` separators) is
+    itself; anything else is a short id (`findings.short_id`, any case), since an officer acks
+    from the table view or the PDF, which show ids. An id no finding has, or (should two
+    fingerprints ever share one) that names several, is a UserError: acknowledging a guess
+    would file a review against the wrong finding."""
+    if "|" in finding:
+        return finding
+    given = finding.strip()
+    if not _SHORT_ID.fullmatch(given):
+        shape = f"F and {SHORT_ID_HEX} hex digits, e.g. {short_id('example')}"
+        raise UserError(
+            f"{finding!r} is neither a finding id ({shape}) nor a fingerprint "
+            "(`bacc-audit findings` shows each finding's id in its first column)"
+        )
+    wanted = "F" + given[1:].lower()
+    named = [
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT fingerprint FROM findings WHERE {SHORT_ID_SQL} = ? "
+            "ORDER BY fingerprint",
+            [wanted],
+        ).fetchall()
+    ]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise UserError(
+            f"the id {wanted} names {len(named)} findings ({', '.join(repr(f) for f in named)}); "
+            "give the full fingerprint instead"
+        )
+    known = [r[0] for r in con.execute(f"SELECT DISTINCT {SHORT_ID_SQL} FROM findings").fetchall()]
+    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UserError(
+        f"no finding has the id {wanted}{hint} "
+        "(`bacc-audit findings` shows each finding's id in its first column)"
     )
 
 
@@ -111,6 +155,7 @@ def as_dict(a: Acknowledgement) -> dict[str, Any]:
     return {
         "id": a.id,
         "fingerprint": a.fingerprint,
+        "finding_id": short_id(a.fingerprint),
         "by": a.reviewer,
         "disposition": a.disposition,
         "note": a.note,

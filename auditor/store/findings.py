@@ -8,6 +8,7 @@ row rather than deleted.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -88,7 +89,24 @@ def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int
     )[0]
 
 
-EXPORT_FIELDS = (
+# A finding's short id: "F" and the first SHORT_ID_HEX hex digits of the SHA-256 of its
+# fingerprint. Computed, never stored, so a database written before ids existed has them too,
+# and the same deviation has the same id in every database. 12 digits (48 bits): among a
+# million findings (a large property's year) the chance that any two share an id is about
+# n²/2 / 16¹² = 0.18%, and `ack` refuses an id that names two (docs/findings-format.md).
+SHORT_ID_HEX = 12
+# The same id in DuckDB's SQL (its sha256 is lowercase hex of the UTF-8 text, like hashlib's),
+# so `ack` finds a finding by id without hashing every fingerprint in Python.
+SHORT_ID_SQL = f"('F' || left(sha256(fingerprint), {SHORT_ID_HEX}))"
+
+
+def short_id(fingerprint: str) -> str:
+    """The id a person can type (`F3a9c04e1a2b7`-like) for a finding whose fingerprint runs to
+    80 characters: shown first in the table view, accepted by `bacc-audit ack`."""
+    return "F" + hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:SHORT_ID_HEX]
+
+
+STORED_FIELDS = (
     "code",
     "severity",
     "table",
@@ -104,6 +122,8 @@ EXPORT_FIELDS = (
     "source",
     "fingerprint",
 )
+# findings-v1's fields and its extensions in their order: `id` is computed from `fingerprint`.
+EXPORT_FIELDS = (*STORED_FIELDS, "id")
 
 
 def select(
@@ -152,7 +172,8 @@ def select(
     ).fetchall()
     out = []
     for r in rows:
-        rec = dict(zip(EXPORT_FIELDS, r, strict=True))
+        rec = dict(zip(STORED_FIELDS, r, strict=True))
+        rec["id"] = short_id(rec["fingerprint"])
         rec["ts"] = rec["ts"].astimezone(zone).isoformat(timespec="milliseconds")
         for k in ("expected", "observed"):
             rec[k] = json.loads(rec[k]) if rec[k] is not None else None

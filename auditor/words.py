@@ -1,4 +1,5 @@
-"""How the commands count things in their sentences."""
+"""How the commands and the nightly summary count things in their sentences (a base module,
+so every stage that writes sentences can use it)."""
 
 from __future__ import annotations
 

@@ -2,17 +2,18 @@
 
 `audit` is the one most tests use: an `AuditDb` (tests/helpers/db.py) in tmp_path, opened with
 `auditor.store.db.connect` (the real schema), with a run id from `auditor.store.runs.start`.
-`db_path`, `con` and `run_id` are its parts. Helpers that are not fixtures live in
-tests/helpers/.
+`db_path`, `con` and `run_id` are its parts. `bacc_audit` runs the command in-process
+(tests/helpers/cli.py). Helpers that are not fixtures live in tests/helpers/.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
+from helpers.cli import Run, in_process
 from helpers.db import AuditDb
 
 from auditor.store import db, runs
@@ -42,3 +43,11 @@ def audit(tmp_path: Path, con: duckdb.DuckDBPyConnection, run_id: int) -> AuditD
     logs = tmp_path / "logs"
     logs.mkdir()
     return AuditDb(logs, con, run_id)
+
+
+@pytest.fixture
+def bacc_audit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> Callable[..., Run]:
+    """`bacc-audit ARGS...` in-process from tmp_path; returns Run(exit code, stdout, stderr)."""
+    return in_process(monkeypatch, capsys, tmp_path)

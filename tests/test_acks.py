@@ -6,18 +6,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
-from rich.console import Console
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.cli import app as cli
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
 from auditor.report import gather, render
@@ -63,40 +59,6 @@ def count(path: Path, sql: str) -> Any:
         return con.execute(sql).fetchall()[0][0]
     finally:
         con.close()
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def bacc_audit(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> Any:
-    """`bacc-audit ARGS...` in-process through cli.main."""
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, color_system=None))
-    monkeypatch.setattr(
-        cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, color_system=None)
-    )
-    monkeypatch.delenv("BACC_AUDIT_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str | Path) -> Run:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
-        code: Any = "no exit"
-        try:
-            cli.main()
-        except SystemExit as e:
-            code = e.code
-        captured = capsys.readouterr()
-        assert code != "no exit", "bacc-audit returned without exiting"
-        return Run(0 if code is None else int(code), captured.out, captured.err)
-
-    return run
 
 
 def test_an_acknowledgement_records_who_decided_what(dbp: Path, bacc_audit: Any) -> None:

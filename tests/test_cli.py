@@ -8,14 +8,12 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
-import gc
 import hashlib
 import io
 import itertools
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -27,8 +25,10 @@ from typing import Any
 
 import duckdb
 import pytest
+from helpers.cli import Run
 from helpers.db import AuditDb, open_audit
 from helpers.events import contract_lines, event, line
+from helpers.processes import holder
 from rich.console import Console
 
 from auditor.cli import app as cli
@@ -55,58 +55,6 @@ CONTRACT_FIELDS = [
 ]
 SEVERITIES = ("critical", "major", "minor", "info")
 RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"
-
-
-class Run:
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
-    def __repr__(self) -> str:  # shown when an assertion fails
-        return f"Run(code={self.code}, out={self.out!r}, err={self.err!r})"
-
-
-@pytest.fixture
-def bacc_audit(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> Iterator[Any]:
-    """Run `bacc-audit ARGS...` in-process; returns Run(exit code, stdout, stderr).
-
-    The CLI's rich consoles decide on colour when the module is imported; plain ones (same
-    settings, no colour) keep the output parseable however pytest is run. Whether markup is
-    interpreted is taken from the CLI's own consoles, so the tests see what users see.
-    """
-    for name, stderr in (("out", False), ("err", True)):
-        real: Console = getattr(cli, name)
-        plain = Console(
-            stderr=stderr,
-            highlight=False,
-            soft_wrap=True,
-            color_system=None,
-            markup=real._markup,  # rich keeps it private; the CLI sets markup=False
-        )
-        monkeypatch.setattr(cli, name, plain)
-    monkeypatch.delenv("BACC_AUDIT_DB", raising=False)
-    monkeypatch.delenv("BACC_AUDIT_CONFIG", raising=False)
-    monkeypatch.chdir(tmp_path)  # no ./bacc-audit.toml or ./bacc-audit.duckdb of the checkout
-
-    def run(*args: str | Path) -> Run:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
-        code: Any = "no exit"
-        try:
-            cli.main()
-        except SystemExit as e:
-            code = e.code
-        if args and args[0] == "ingest":
-            # ingest leaves its read-write connection to the garbage collector, and the
-            # exception's traceback kept it alive; DuckDB refuses a read-only connection in
-            # this process while a read-write one to the same file is open.
-            gc.collect()
-        captured = capsys.readouterr()
-        assert code != "no exit", "bacc-audit returned without exiting"
-        return Run(0 if code is None else int(code), captured.out, captured.err)
-
-    yield run
 
 
 def write(path: Path, lines: list[Any]) -> Path:
@@ -485,27 +433,8 @@ HOLDER = textwrap.dedent(
 def held_db(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """A database file that another process has open for writing (and the holder's pid)."""
     path = tmp_path / "busy.duckdb"
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        started, _, _ = select.select([child.stdout], [], [], 60)
-        ready = child.stdout.readline() if started else ""
-        if ready.strip() != "ready":
-            child.kill()
-            _, err = child.communicate(timeout=10)
-            pytest.fail(f"the process holding the database did not start: {err}")
-        yield path, child.pid
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-        for stream in (child.stdout, child.stderr):
-            if stream:
-                stream.close()
+    with holder(HOLDER, path) as pid:
+        yield path, pid
 
 
 def test_connect_raises_database_busy(held_db: tuple[Path, int]) -> None:

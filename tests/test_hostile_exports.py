@@ -14,18 +14,15 @@ import io
 import json
 import os
 import re
-import select
 import subprocess
 import sys
-import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pypdf
 import pytest
 from helpers.events import contract_lines, line
+from helpers.processes import holder
 from helpers.tablelog import DECK, Log, deal_rounds
 
 from auditor.jobs import nightly
@@ -60,33 +57,6 @@ def bacc_audit(cwd: Path, *args: str | Path) -> Run:
 
 def csv_rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text, newline="")))
-
-
-@contextmanager
-def holder(script: str, *args: str | Path) -> Iterator[int]:
-    """A second process running `script` until the block ends; it prints one line when it
-    holds what it was asked to hold. Yields its pid."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        started, _, _ = select.select([child.stdout], [], [], 60)
-        ready = child.stdout.readline() if started else ""
-        if ready.strip() != "ready":
-            child.kill()
-            _, err = child.communicate(timeout=10)
-            pytest.fail(f"the holding process did not start: {err}")
-        yield child.pid
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-        for stream in (child.stdout, child.stderr):
-            if stream:
-                stream.close()
 
 
 # --------------------------------------------------------------------------------------------

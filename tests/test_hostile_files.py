@@ -14,24 +14,21 @@ The limits are monkeypatched low: no big file is written here.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import hashlib
 import json
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from helpers.cli import Run
 from helpers.db import AuditDb
 from helpers.events import contract_lines
-from rich.console import Console
 
 import auditor.ingest.files as ingest_mod
-from auditor.cli import app as cli
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
 from auditor.ingest.files import escape_path, unescape_path
 
@@ -54,44 +51,6 @@ def write(path: Path, lines: list[str], *, gz: bool = False) -> Path:
 
 def gzip_of_zeros(n: int) -> bytes:
     return gzip.compress(b"\0" * n, compresslevel=9, mtime=0)
-
-
-class Run:
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
-    def __repr__(self) -> str:  # shown when an assertion fails
-        return f"Run(code={self.code}, out={self.out!r}, err={self.err!r})"
-
-
-@pytest.fixture
-def bacc_audit(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> Iterator[Callable[..., Run]]:
-    """`bacc-audit ARGS...` in-process through cli.main, with plain consoles (no colour)."""
-    for name, stderr in (("out", False), ("err", True)):
-        plain = Console(
-            stderr=stderr, highlight=False, soft_wrap=True, color_system=None, markup=False
-        )
-        monkeypatch.setattr(cli, name, plain)
-    for var in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str | Path) -> Run:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
-        code: Any = "no exit"
-        try:
-            cli.main()
-        except SystemExit as e:
-            code = e.code
-        gc.collect()  # ingest leaves its connection to the collector (see test_cli.py)
-        captured = capsys.readouterr()
-        assert code != "no exit", "bacc-audit returned without exiting"
-        return Run(0 if code is None else int(code), captured.out, captured.err)
-
-    yield run
 
 
 def rows(db_path: Path, sql: str) -> list[tuple]:

@@ -24,10 +24,8 @@ from typing import Any
 import duckdb
 import pypdf
 import pytest
-from rich.console import Console
 
 from auditor import config
-from auditor.cli import app as cli
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, UserError
 from auditor.jobs import nightly
 from auditor.store import runs
@@ -70,41 +68,6 @@ def night(tmp_path_factory: pytest.TempPathFactory) -> Night:
         db_path, spool, config.load(CONFIG), day=DAY, archive=archive
     )
     return Night(base, spool, db_path, archive, result)
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def bacc_audit(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> Any:
-    """`bacc-audit ARGS...` in-process through cli.main, as a user's shell would run it."""
-    # markup=False as in the CLI's own consoles: "[property]" in a message is printed as is.
-    plain = {"highlight": False, "soft_wrap": True, "color_system": None, "markup": False}
-    monkeypatch.setattr(cli, "out", Console(**plain))  # type: ignore[arg-type]
-    monkeypatch.setattr(cli, "err", Console(stderr=True, **plain))  # type: ignore[arg-type]
-    for var in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "BACC_AUDIT_SPOOL", "BACC_AUDIT_ARCHIVE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str | Path) -> Run:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["bacc-audit", *map(str, args)])
-        code: Any = "no exit"
-        try:
-            cli.main()
-        except SystemExit as e:
-            code = e.code
-        captured = capsys.readouterr()
-        assert code != "no exit", "bacc-audit returned without exiting"
-        return Run(0 if code is None else int(code), captured.out, captured.err)
-
-    return run
 
 
 def scalar(db_path: Path, sql: str) -> Any:

@@ -250,18 +250,18 @@ def test_a_gzip_file_is_batched_by_its_decompressed_size(
     assert small.stat().st_size < 2000 and big.stat().st_size < 2000
     alone: list[Path] = []
     batched: list[list[Path]] = []
-    real_alone, real_batch = ingest_mod._ingest_alone, ingest_mod._ingest_batch
+    real_alone, real_batch = ingest_mod._ingest_alone, ingest_mod._prepare_batch
 
     def spy_alone(con: Any, o: Any, *a: Any) -> Any:
         alone.append(o.path)
         return real_alone(con, o, *a)
 
-    def spy_batch(con: Any, offers: Any, *a: Any) -> Any:
+    def spy_batch(offers: Any, *a: Any) -> Any:
         batched.append([o.path for o in offers])
-        return real_batch(con, offers, *a)
+        return real_batch(offers, *a)
 
     monkeypatch.setattr(ingest_mod, "_ingest_alone", spy_alone)
-    monkeypatch.setattr(ingest_mod, "_ingest_batch", spy_batch)
+    monkeypatch.setattr(ingest_mod, "_prepare_batch", spy_batch)
 
     result = audit.ingest(small, big)
 

@@ -392,7 +392,7 @@ CRASH_CHILD = textwrap.dedent(
 
     if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
         auditor.ingest.files.CHUNK_BYTES = 256 << 10
-        wrap(auditor.ingest.files, "lines_table", after=False)
+        wrap(auditor.ingest.files, "read_rows", after=False)
     elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
         auditor.ingest.files.CHUNK_BYTES = 256 << 10  # about a file a batch
         wrap(auditor.ingest.files, "record_seq_gaps", after=True)

@@ -15,6 +15,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -24,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.errors import UserError
+from auditor.ingest import fast
 from auditor.ingest.validate import names_its_event_sql, staging_select
 from auditor.store import findings
 from auditor.store.db import one, single
@@ -377,19 +379,30 @@ def _cut_long_lines(block: bytes, first_line: int, limit: int) -> tuple[bytes, l
     return b"".join(parts), found
 
 
-def lines_table(block: bytes, first_line_no: int) -> pa.Table:
+def line_ends(block: bytes) -> np.ndarray:
+    """The offset just past each line of `block` (its newline, or the end of the block).
+    Found 4 MB at a time: a fresh 64 MB temporary costs more in page faults than the work."""
+    whole = np.frombuffer(block, dtype=np.uint8)
+    step = 4 << 20
+    parts = [np.flatnonzero(whole[lo : lo + step] == 10) + (lo + 1)
+             for lo in range(0, len(whole), step)]
+    ends = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if len(block) and block[-1:] != b"\n":
+        ends = np.append(ends, len(block))
+    return ends
+
+
+def lines_table(
+    block: bytes, ends: np.ndarray, first_line_no: int
+) -> tuple[pa.Table, bytes, np.ndarray]:
     """An Arrow table (line_no, line, utf8_ok, raw_bytes) over `block` without copying the
     text; `raw_bytes` holds a line's own bytes where they are not UTF-8 (`line` shows them
-    as U+FFFD), else null."""
+    as U+FFFD), else null. With it, the block as that text and the text's line ends."""
     utf8_ok = True
     try:
         block.decode("utf-8")
     except UnicodeDecodeError:
         utf8_ok = False
-    buf = np.frombuffer(block, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10) + 1
-    if len(block) and block[-1:] != b"\n":
-        ends = np.append(ends, len(block))
     n = len(ends)
     if utf8_ok:
         ok = np.ones(n, dtype=bool)
@@ -397,10 +410,7 @@ def lines_table(block: bytes, first_line_no: int) -> pa.Table:
     else:
         ok, block, originals = _mend_utf8(block, ends)
         kept = pa.array(originals, pa.binary())
-        buf = np.frombuffer(block, dtype=np.uint8)
-        ends = np.flatnonzero(buf == 10) + 1
-        if len(block) and block[-1:] != b"\n":
-            ends = np.append(ends, len(block))
+        ends = line_ends(block)
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = ends
     lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(block))
@@ -412,7 +422,71 @@ def lines_table(block: bytes, first_line_no: int) -> pa.Table:
             "raw_bytes": kept,
         }
     )
-    return pa.Table.from_batches(table.to_batches(max_chunksize=BATCH_ROWS), table.schema)
+    batches = table.to_batches(max_chunksize=BATCH_ROWS)
+    return pa.Table.from_batches(batches, table.schema), block, ends
+
+
+class Rows(NamedTuple):
+    """A block's lines as the two paths take them: `typed`, accepted by the fast path
+    (`auditor.ingest.fast`), and `lines`, left to the per-line check (`lines_table` rows)."""
+
+    typed: pa.Table | None
+    lines: pa.Table | None
+    n_lines: int  # lines in the block, blank ones included
+
+
+def read_rows(block: bytes, first_line_no: int) -> Rows:
+    """A block's lines, split between the fast path and the per-line path; a line that is
+    not UTF-8 always takes the per-line path, which quarantines it with its bytes."""
+    lines, text, ends = lines_table(block, line_ends(block), first_line_no)
+    if not fast.ENABLED:
+        return Rows(None, lines, len(ends))
+    bad = np.flatnonzero(~lines.column("utf8_ok").to_numpy())
+    split = fast.split_block(text, ends, first_line_no, bad)
+    slow = lines.take(pa.array(split.slow)) if len(split.slow) else None
+    return Rows(split.typed, slow, len(ends))
+
+
+def _read_ahead(blocks: Iterator[Block]) -> Iterator[tuple[Block, Rows]]:
+    """Each block with its rows, the next one read (parsed, checked) in a second thread
+    while the caller loads this one: both cores stay busy, since pyarrow and DuckDB let go
+    of the GIL while they work. At most two blocks are held."""
+
+    def read(b: Block) -> tuple[Block, Rows]:
+        return b, read_rows(b.data, b.first_line)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ingest-read") as pool:
+        ahead: Future[tuple[Block, Rows]] | None = None
+        for b in blocks:
+            nxt = pool.submit(read, b)
+            if ahead is not None:
+                yield ahead.result()
+            ahead = nxt
+        if ahead is not None:
+            yield ahead.result()
+
+
+def _insert_rows(
+    con: duckdb.DuckDBPyConnection, rows: Sequence[Rows], source_id: int | None = None
+) -> None:
+    """Every row into `events` (the per-line path's with their reason in `rejected`); the
+    tables carry a source_id column unless `source_id` is given."""
+    sid = "source_id" if source_id is None else str(int(source_id))
+    cols = ", ".join((*EVENT_COLUMNS, "rejected"))
+    typed = [r.typed for r in rows if r.typed is not None]
+    if typed:
+        con.register("typed_chunk", pa.concat_tables(typed))
+        select = fast.typed_select("typed_chunk", sid)
+        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+        con.unregister("typed_chunk")
+    slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
+    if slow:
+        chunk = pa.concat_tables(slow)
+        con.register("chunk", chunk)
+        select = staging_select("chunk", sid)
+        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+        con.unregister("chunk")
+        _keep_bytes(con, [chunk], source_id)
 
 
 def _mend_utf8(
@@ -445,68 +519,139 @@ def ingest(
 ) -> IngestResult:
     """Ingest every log file under `paths`; one file's failure does not stop the others.
 
-    Files under SMALL_FILE bytes of text (decompressed) are validated together, up to
-    CHUNK_BYTES at a time, in one transaction (the bulk check has a fixed cost per statement
-    that thousands of table files a day would otherwise pay one by one); bigger files load
-    alone, each in its own."""
+    Files under SMALL_FILE bytes of text (decompressed) are read together, up to CHUNK_BYTES
+    at a time, in one transaction (a statement has a fixed cost that thousands of table
+    files a day would otherwise pay one by one), the next batch read while this one loads;
+    bigger files load alone, each in its own."""
     files, errors = discover(paths)
     results: list[FileResult] = []
     batch: list[_Offer] = []
     batch_bytes = 0
 
-    def flush() -> None:
-        nonlocal batch_bytes
-        if batch:
-            results.extend(_ingest_batch(con, batch, run_id, progress))
-            batch.clear()
-            batch_bytes = 0
+    held: set[str] = set()  # the hashes and paths of the batches not yet committed
+    pending: Future[_Prepared] | None = None
 
-    for f in files:
-        try:
-            offer = _offer(con, f, run_id)
-            if isinstance(offer, FileResult):
-                results.append(offer)
-                continue
-            text_bytes = _text_size(offer.path, offer.size)
-            if text_bytes >= SMALL_FILE:
-                flush()
-                results.append(_ingest_alone(con, offer, run_id, progress))
-            else:
-                if any(o.sha == offer.sha or o.resolved == offer.resolved for o in batch):
-                    flush()  # the earlier copy must be committed for this one to be judged
-                    results.append(ingest_file(con, f, run_id, progress))
+    def flush(wait: bool = False) -> None:
+        """Hand the batch to the reader thread and commit the one before it, which was read
+        meanwhile; with `wait`, commit this one too (before a file that must see it)."""
+        nonlocal batch_bytes, pending
+        ready = pending
+        pending = reader.submit(_prepare_batch, list(batch), progress) if batch else None
+        batch.clear()
+        batch_bytes = 0
+        if ready is not None:
+            results.extend(_store_batch(con, ready.result(), run_id, progress))
+        if wait and pending is not None:
+            ready, pending = pending, None
+            results.extend(_store_batch(con, ready.result(), run_id, progress))
+        if pending is None:
+            held.clear()
+
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="ingest-hash") as hasher,
+        ThreadPoolExecutor(1, thread_name_prefix="ingest-read") as reader,
+    ):
+        ahead = _HashAhead(files, hasher)
+        for i, f in enumerate(files):
+            try:
+                offer = _offer(con, f, run_id, ahead.digest(i), hasher)
+                if isinstance(offer, FileResult):
+                    results.append(offer)
                     continue
-                batch.append(offer)
-                batch_bytes += text_bytes
-                if batch_bytes >= CHUNK_BYTES:
-                    flush()
-        except UserError as e:
-            results.append(FileResult(f, "unreadable", message=str(e)))
-    flush()
+                text_bytes = _text_size(offer.path, offer.size)
+                if text_bytes >= SMALL_FILE:
+                    flush(wait=True)
+                    results.append(_ingest_alone(con, offer, run_id, progress))
+                else:
+                    if offer.sha in held or offer.resolved in held:
+                        flush(wait=True)  # the earlier copy must be committed first
+                        results.append(ingest_file(con, f, run_id, progress))
+                        continue
+                    batch.append(offer)
+                    held.update((offer.sha, offer.resolved))
+                    batch_bytes += text_bytes
+                    if batch_bytes >= CHUNK_BYTES:
+                        flush()
+            except UserError as e:
+                results.append(FileResult(f, "unreadable", message=str(e)))
+        flush(wait=True)
     order = {f: i for i, f in enumerate(files)}
     results.sort(key=lambda r: order.get(r.path, len(order)))
     return IngestResult(run_id, results, errors)
 
 
+class _HashAhead:
+    """The SHA-256 of the next small files, computed in a second thread while this one loads
+    (hashlib lets go of the GIL). A big file is hashed while it loads instead (`_offer`)."""
+
+    AHEAD = 8
+
+    def __init__(self, files: list[Path], hasher: ThreadPoolExecutor) -> None:
+        self.files = files
+        self.hasher = hasher
+        self.pending: dict[int, Future[tuple[str, int]]] = {}
+
+    def digest(self, i: int) -> Future[tuple[str, int]] | None:
+        for k in range(i + 1, min(i + 1 + self.AHEAD, len(self.files))):
+            if k not in self.pending and _size(self.files[k]) < SMALL_FILE:
+                self.pending[k] = self.hasher.submit(sha256_of, self.files[k])
+        return self.pending.pop(i, None)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return SMALL_FILE  # not hashed ahead: `_offer` says why it cannot be read
+
+
 @dataclass
 class _Offer:
-    """A file that passed the manifest checks and is to be loaded."""
+    """A file that passed the manifest checks and is to be loaded. Its SHA-256 may still be
+    computing (`digest`): only once it is known is the file's row written."""
 
     path: Path
     resolved: str
-    sha: str
+    digest: Future[tuple[str, int]] | str
     size: int
 
+    @property
+    def sha(self) -> str:
+        if isinstance(self.digest, str):
+            return self.digest
+        try:
+            sha, size = self.digest.result()
+        except OSError as e:
+            raise UserError(f"{escape_path(self.path)}: cannot read ({e.strerror})") from None
+        if size != self.size:
+            raise UserError(f"{escape_path(self.path)}: changed while it was being read")
+        self.digest = sha
+        return sha
 
-def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | FileResult:
-    """Check a file against the manifest: already ingested, or altered since, end here."""
+
+def _offer(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    run_id: int,
+    digest: Future[tuple[str, int]] | None = None,
+    hasher: ThreadPoolExecutor | None = None,
+) -> _Offer | FileResult:
+    """Check a file against the manifest: already ingested, or altered since, end here.
+
+    `digest` is the file's SHA-256 being computed ahead. A file that no ingested file can
+    equal (none has its size) nor be an earlier version of (none has its path) is loaded
+    while `hasher` computes its hash, if given."""
+    resolved = escape_path(path.resolve())
     try:
-        sha, size = sha256_of(path)
+        if digest is None and hasher is not None and _new_to_the_manifest(con, path, resolved):
+            size = path.stat().st_size
+            if size >= SMALL_FILE and not _inflates_to_nothing(path):
+                return _Offer(path, resolved, hasher.submit(sha256_of, path), size)
+        sha, size = digest.result() if digest is not None else sha256_of(path)
     except OSError as e:
         return FileResult(
             path, "unreadable", message=f"{escape_path(path)}: cannot read ({e.strerror})"
         )
-    resolved = escape_path(path.resolve())
     if size == 0 or _inflates_to_nothing(path):
         return _empty(con, path, resolved, sha, size, run_id)
     same = one(
@@ -538,6 +683,15 @@ def _offer(con: duckdb.DuckDBPyConnection, path: Path, run_id: int) -> _Offer | 
         )
         return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
     return _Offer(path, resolved, sha, size)
+
+
+def _new_to_the_manifest(con: duckdb.DuckDBPyConnection, path: Path, resolved: str) -> bool:
+    size = path.stat().st_size
+    return not one(
+        con,
+        "SELECT 1 FROM sources WHERE status = 'ingested' AND (size = ? OR path = ?) LIMIT 1",
+        [size, resolved],
+    )
 
 
 def _inflates_to_nothing(path: Path) -> bool:
@@ -641,7 +795,7 @@ def _ingest_offer(
 ) -> FileResult:
     con.execute("BEGIN TRANSACTION")
     try:
-        result = _load(con, o.path, o.resolved, o.sha, o.size, run_id, progress)
+        result = _load(con, o, run_id, progress)
     except BaseException:
         con.execute("ROLLBACK")
         raise
@@ -652,69 +806,86 @@ def _ingest_offer(
     return result
 
 
-def _ingest_batch(
-    con: duckdb.DuckDBPyConnection,
-    offers: list[_Offer],
-    run_id: int,
-    progress: Progress | None,
-) -> list[FileResult]:
-    """Small files in one statement and one transaction. Only the common case is done in
-    bulk: when a file repeats a seq or shares a stream's seq range with another file (here
-    or already ingested), the batch is rolled back and each file goes alone, so duplicates
-    and altered files are judged exactly as `ingest_file` judges them.
+@dataclass
+class _Prepared:
+    """A batch of small files read and split between the two paths (`_prepare_batch`),
+    waiting for its transaction (`_store_batch`). The rows carry `file` (an index into
+    `readable`) where the events table has source_id, which only the transaction gives."""
+
+    readable: list[tuple[_Offer, list[LongLine], int]]  # offer, long lines, lines
+    rows: Rows | None
+    results: list[FileResult]  # the files that could not be read
+    alone: list[_Offer]  # turned out too big for a batch
+    later: list[_Offer]  # left over once CHUNK_BYTES were held
+
+
+def _prepare_batch(offers: list[_Offer], progress: Progress | None) -> _Prepared:
+    """Read a batch of small files and split their lines between the fast path and the
+    per-line path: no database, so it runs in a second thread while the previous batch
+    loads.
 
     Memory is bounded by what is read, not by what the sizes promised: a file that holds
     SMALL_FILE bytes of text or more goes alone, and once CHUNK_BYTES are held the files
     left over make a batch of their own."""
-    readable: list[tuple[_Offer, list[pa.Table], list[LongLine]]] = []
-    results: list[FileResult] = []
-    alone: list[_Offer] = []
-    later: list[_Offer] = []
+    out = _Prepared([], None, [], [], [])
+    blocks: list[list[Block]] = []
     held = 0
     for k, o in enumerate(offers):
         if held >= CHUNK_BYTES:
-            later = offers[k:]
+            out.later = offers[k:]
             break
         try:
             got = _read_small(o, progress)
         except UserError as e:
-            results.append(FileResult(o.path, "unreadable", o.sha, o.size, message=str(e)))
+            out.results.append(FileResult(o.path, "unreadable", o.sha, o.size, message=str(e)))
             continue
         if got is None:
-            alone.append(o)
+            out.alone.append(o)
             continue
         parts, long_lines, text_bytes = got
         held += text_bytes
-        readable.append((o, parts, long_lines))
+        blocks.append(parts)
+        out.readable.append((o, long_lines, 0))
+    if blocks:
+        out.rows, counts = _read_together(blocks)
+        out.readable = [(o, long, n) for (o, long, _), n in zip(out.readable, counts,
+                                                                 strict=True)]
+    return out
+
+
+def _store_batch(
+    con: duckdb.DuckDBPyConnection, p: _Prepared, run_id: int, progress: Progress | None
+) -> list[FileResult]:
+    """A prepared batch in one transaction. Only the common case is done in bulk: when a
+    file repeats a seq or shares a stream's seq range with another file (here or already
+    ingested), the batch is rolled back and each file goes alone, so duplicates and altered
+    files are judged exactly as `ingest_file` judges them."""
+    results = list(p.results)
     one_by_one = False
-    if readable:
+    if p.readable:
         con.execute("BEGIN TRANSACTION")
         try:
-            ids = [int(single(con, "SELECT nextval('source_id_seq')")[0]) for _ in readable]
-            tables = [
-                t.append_column("source_id", pa.array(np.full(t.num_rows, i, dtype=np.int64)))
-                for i, (_, parts, _) in zip(ids, readable, strict=True)
-                for t in parts
-            ]
-            if tables:
-                con.register("chunk", pa.concat_tables(tables))
-                cols = ", ".join((*EVENT_COLUMNS, "rejected"))
-                select = staging_select("chunk", "source_id")
-                con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
-                con.unregister("chunk")
-                _keep_bytes(con, tables)
-            for i, (_, _, long_lines) in zip(ids, readable, strict=True):
+            ids = np.array([
+                int(r[0])
+                for r in con.execute(
+                    f"SELECT nextval('source_id_seq') AS id FROM range({len(p.readable)}) "
+                    "ORDER BY id"
+                ).fetchall()
+            ])
+            if p.rows is not None:
+                _insert_rows(con, [Rows(_with_ids(p.rows.typed, ids), _with_ids(p.rows.lines, ids),
+                                        p.rows.n_lines)])
+            for i, (_, long_lines, _) in zip(ids.tolist(), p.readable, strict=True):
                 _insert_long_lines(con, i, long_lines)
             con.execute(
                 "CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events "
-                f"WHERE source_id IN ({', '.join(map(str, ids))})"
+                f"WHERE source_id IN ({', '.join(map(str, ids.tolist()))})"
             )
             one_by_one = _batch_needs_one_by_one(con)
             if not one_by_one:
-                counts = [sum(t.num_rows for t in parts) for _, parts, _ in readable]
                 results += _finish_batch(
                     con,
-                    [(o, i, n) for (o, _, _), i, n in zip(readable, ids, counts, strict=True)],
+                    [(o, i, n) for (o, _, n), i in zip(p.readable, ids.tolist(), strict=True)],
                     run_id,
                 )
         except BaseException:
@@ -722,31 +893,75 @@ def _ingest_batch(
             raise
         if one_by_one:
             con.execute("ROLLBACK")
-            results += [_ingest_alone(con, o, run_id, progress) for o, _, _ in readable]
+            results += [_ingest_alone(con, o, run_id, progress) for o, _, _ in p.readable]
         else:
             con.execute("COMMIT")
-    results += [_ingest_alone(con, o, run_id, progress) for o in alone]
-    if later:  # offered again: a copy of one of them may have been committed since
-        again = [_offer(con, o.path, run_id) for o in later]
+    results += [_ingest_alone(con, o, run_id, progress) for o in p.alone]
+    if p.later:  # offered again: a copy of one of them may have been committed since
+        again = [_offer(con, o.path, run_id) for o in p.later]
         results += [x for x in again if isinstance(x, FileResult)]
         rest = [x for x in again if isinstance(x, _Offer)]
-        results += _ingest_batch(con, rest, run_id, progress) if rest else []
+        if rest:
+            results += _store_batch(con, _prepare_batch(rest, progress), run_id, progress)
     return results
+
+
+def _with_ids(t: pa.Table | None, ids: np.ndarray) -> pa.Table | None:
+    """A prepared table's `file` column as the files' source ids."""
+    if t is None:
+        return None
+    source_ids = pa.array(ids[t.column("file").to_numpy()])
+    return t.drop_columns(["file"]).append_column("source_id", source_ids)
+
+
+def _read_together(files: list[list[Block]]) -> tuple[Rows, list[int]]:
+    """The blocks of many small files read as one (`read_rows` has a fixed cost a call, which
+    thousands of table files would otherwise pay one by one), each row then given back its
+    file (column `file`, an index into `files`) and line number; with each file's count of
+    lines."""
+    texts: list[bytes] = []
+    owner: list[int] = []  # per block
+    firsts: list[int] = []
+    sizes: list[int] = []
+    counts = []
+    for k, blocks in enumerate(files):
+        n = 0
+        for b in blocks:
+            text = b.data if b.data.endswith(b"\n") else b.data + b"\n"
+            texts.append(text)
+            owner.append(k)
+            firsts.append(b.first_line)
+            sizes.append(text.count(b"\n"))
+            n += sizes[-1]
+        counts.append(n)
+    rows = read_rows(b"".join(texts), 0)
+    begins = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+
+    def tagged(t: pa.Table | None) -> pa.Table | None:
+        if t is None:
+            return None
+        at = t.column("line_no").to_numpy()
+        block = np.searchsorted(begins, at, side="right") - 1
+        line_no = np.asarray(firsts)[block] + at - begins[block]
+        t = t.set_column(t.schema.get_field_index("line_no"), "line_no", pa.array(line_no))
+        return t.append_column("file", pa.array(np.asarray(owner)[block]))
+
+    return Rows(tagged(rows.typed), tagged(rows.lines), rows.n_lines), counts
 
 
 def _read_small(
     o: _Offer, progress: Progress | None
-) -> tuple[list[pa.Table], list[LongLine], int] | None:
-    """A small file's lines as Arrow tables, its long lines and its bytes of text; None once
-    it turns out to hold SMALL_FILE bytes or more (a gzip trailer that understated)."""
-    parts: list[pa.Table] = []
+) -> tuple[list[Block], list[LongLine], int] | None:
+    """A small file's blocks, its long lines and its bytes of text; None once it turns out to
+    hold SMALL_FILE bytes or more (a gzip trailer that understated)."""
+    parts: list[Block] = []
     long_lines: list[LongLine] = []
     text_bytes = 0
     for b in iter_blocks(o.path):
         text_bytes += len(b.data)
         if text_bytes >= SMALL_FILE:
             return None
-        parts.append(lines_table(b.data, b.first_line))
+        parts.append(b)
         long_lines += b.long_lines
         if progress:
             progress(o.path, b.read)
@@ -809,7 +1024,7 @@ def _finish_batch(
         events, quarantined, first_ts, last_ts = counts.get(source_id, (0, 0, None, None))
         rows.append((source_id, o.resolved, o.sha, o.size, lines, events, quarantined, 0,
                      first_ts, last_ts, run_id))
-    con.executemany(INSERT_SOURCE, rows)
+    _insert_sources(con, rows)
     problems: dict[int, list[tuple[int, str]]] = {}
     for source_id, line_no, reason in con.execute(
         "SELECT source_id, line_no, rejected FROM this WHERE rejected IS NOT NULL "
@@ -856,32 +1071,36 @@ def _finish_batch(
     return out
 
 
+def _insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[object, ...]]) -> None:
+    """Many `sources` rows in one statement (an executemany is a statement a row)."""
+    names = ("id", "path", "sha256", "size", "lines", "events", "quarantined", "duplicates",
+             "first_ts", "last_ts", "run_id")
+    cols = list(zip(*rows, strict=True))
+    table = pa.table({n: pa.array(c) for n, c in zip(names, cols, strict=True)})
+    con.register("new_sources", table)
+    con.execute(
+        f"INSERT INTO sources ({', '.join(names)}, ingested_at, status, note) "
+        f"SELECT {', '.join(names)}, now(), 'ingested', '' FROM new_sources"
+    )
+    con.unregister("new_sources")
+
+
 def _load(
-    con: duckdb.DuckDBPyConnection,
-    path: Path,
-    resolved: str,
-    sha: str,
-    size: int,
-    run_id: int,
-    progress: Progress | None,
+    con: duckdb.DuckDBPyConnection, o: _Offer, run_id: int, progress: Progress | None
 ) -> FileResult:
     """Load every line straight into `events` (the one full copy of the data), then move
     the rejected lines to quarantine and drop duplicates, all inside the file's transaction.
     """
+    path, resolved, size = o.path, o.resolved, o.size
     source_id = int(single(con, "SELECT nextval('source_id_seq')")[0])
-    select = staging_select("chunk", str(source_id))
-    cols = ", ".join((*EVENT_COLUMNS, "rejected"))
     lines = 0
-    for b in iter_blocks(path):
-        chunk = lines_table(b.data, b.first_line)
-        lines = b.first_line - 1 + chunk.num_rows
-        con.register("chunk", chunk)
-        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
-        con.unregister("chunk")
-        _keep_bytes(con, [chunk], source_id)
+    for b, rows in _read_ahead(iter_blocks(path)):
+        lines = b.first_line - 1 + rows.n_lines
+        _insert_rows(con, [rows], source_id)
         _insert_long_lines(con, source_id, b.long_lines)
         if progress:
             progress(path, b.read)
+    sha = o.sha  # the hash, computed meanwhile
     # From here on the file's rows are `this`; committed rows of other files never change.
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events WHERE source_id = {source_id}"

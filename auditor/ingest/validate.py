@@ -193,10 +193,10 @@ def field_value(f: FieldSpec) -> str:
     if f.kind == ID:
         return _unquote(r)
     if f.kind == CARD:
-        return _card_norm(_unquote(r))
+        return card_norm(_unquote(r))
     if f.kind == CARDS:
         cards = f"try(json_transform({r}, '[\"VARCHAR\"]'))"
-        return f"list_transform({cards}, lambda x: {_card_norm('x')})"
+        return f"list_transform({cards}, lambda x: {card_norm('x')})"
     if f.kind in (STRS, IDS):
         return f"try(json_transform({r}, '[\"VARCHAR\"]'))"
     if f.kind == AMOUNT:
@@ -217,9 +217,14 @@ def _json_string(r: str) -> str:
 
 
 def _ts_value(r: str) -> str:
-    """RFC 3339 allows t and z in lower case; DuckDB's cast wants them upper, and knows no
-    leap second (23:59:60 is taken as the instant after 23:59:59)."""
-    s = f"upper({_unquote(r)})"
+    return ts_cast(_unquote(r))
+
+
+def ts_cast(s: str) -> str:
+    """An RFC 3339 text (unquoted) as TIMESTAMPTZ. RFC 3339 allows t and z in lower case;
+    DuckDB's cast wants them upper, and knows no leap second (23:59:60 is taken as the
+    instant after 23:59:59)."""
+    s = f"upper({s})"
     leap = f"substr({s}, 18, 2) = '60'"
     fixed = f"CASE WHEN {leap} THEN left({s}, 17) || '59' || substr({s}, 20) ELSE {s} END"
     return (
@@ -228,7 +233,17 @@ def _ts_value(r: str) -> str:
     )
 
 
-def _card_norm(s: str) -> str:
+def ts_offset(s: str) -> str:
+    """The UTC offset an RFC 3339 text (unquoted) was written with, in minutes."""
+    return (
+        f"CASE WHEN upper(right({s}, 1)) = 'Z' THEN 0 "
+        f"ELSE (CASE WHEN substr({s}, -6, 1) = '-' THEN -1 ELSE 1 END) "
+        f"* (TRY_CAST(substr({s}, -5, 2) AS INTEGER) * 60 "
+        f"+ TRY_CAST(substr({s}, -2, 2) AS INTEGER)) END"
+    )
+
+
+def card_norm(s: str) -> str:
     """`10S`, `ts`, `Ts` -> `Ts`."""
     return (
         f"(CASE WHEN length({s}) = 3 THEN 'T' ELSE upper(left({s}, 1)) END || lower(right({s}, 1)))"
@@ -419,10 +434,7 @@ SELECT source_id, line_no,
        ELSE 'table:' || {field_value(FIELDS["table"])} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
   CASE WHEN regexp_full_match(r_ts, {q(TS_RE)}) THEN {_ts_value("r_ts")} END AS ts,
-  CASE WHEN upper(substr(r_ts, -2, 1)) = 'Z' THEN 0
-       ELSE (CASE WHEN substr(r_ts, -7, 1) = '-' THEN -1 ELSE 1 END)
-            * (TRY_CAST(substr(r_ts, -6, 2) AS INTEGER) * 60
-               + TRY_CAST(substr(r_ts, -3, 2) AS INTEGER)) END AS ts_offset_min,
+  {ts_offset(_unquote('r_ts'))} AS ts_offset_min,
   type,
   {values},
   line AS raw

@@ -58,6 +58,7 @@ ENABLED = True
 SPLIT = 8
 LEAF_LINES = 16
 READ_BLOCK = 96 << 20  # one chunk a block (see split_block)
+ROW_GROUP = 122_880  # DuckDB's
 
 _ARROW = {
     INT: pa.int64(),
@@ -117,43 +118,14 @@ def split_block(
     starts = np.zeros(n, dtype=np.int64)
     starts[1:] = ends[:-1]
     objects = _objects(block, starts, ends)
-    buf = pa.py_buffer(block)
-    tables: list[pa.Table] = []
-    rows: list[np.ndarray] = []  # line indices of each table's rows
-    slow: list[np.ndarray] = [np.flatnonzero(objects == _OTHER)]
-
-    def read(lo: int, hi: int) -> bool:
-        """Lines lo..hi, or as many of them as the reader takes; whether it took any."""
-        try:
-            begin = int(starts[lo])
-            table = pj.read_json(
-                pa.BufferReader(buf.slice(begin, int(ends[hi - 1]) - begin)),
-                read_options=pj.ReadOptions(block_size=READ_BLOCK),
-                parse_options=_PARSE,
-            )
-            if table.num_rows != hi - lo:  # two values on one line
-                raise ValueError("lines and rows differ")
-        except (pa.ArrowInvalid, ValueError):
-            if hi - lo <= LEAF_LINES:
-                slow.append(np.arange(lo, hi))
-                return False
-            step = -(-(hi - lo) // SPLIT)
-            took = False
-            for k, a in enumerate(range(lo, hi, step)):
-                if k == 2 and not took:  # a form it never takes (a dealer written as a
-                    slow.append(np.arange(a, hi))  # number on every line): stop trying
-                    break
-                took = read(a, min(a + step, hi)) or took
-            return took
-        tables.append(table)
-        rows.append(np.arange(lo, hi))
-        return True
-
+    reader = _Reader(pa.py_buffer(block), starts, ends)
+    reader.slow.append(np.flatnonzero(objects == _OTHER))
     # The reader is given runs of lines that start with `{` only: a line `null` at the start
     # of its input crashes it (pyarrow 26), and a blank line it would skip unseen.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], objects == _OBJECT, [0])).astype(np.int8)))
     for lo, hi in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
-        read(lo, hi)
+        reader.read(lo, hi)
+    tables, rows, slow = reader.tables, reader.rows, reader.slow
     if not tables:
         return Split(None, _cat(slow))
     typed = pa.concat_tables(tables)
@@ -167,11 +139,54 @@ def split_block(
     if not ok.all():
         good = pa.array(np.flatnonzero(ok))
         typed, lines, at = typed.take(good), lines.take(good), at[np.flatnonzero(ok)]
-    # One chunk a column: DuckDB scans a table whose columns are chunked alike much faster.
     typed = typed.combine_chunks()
     typed = typed.append_column("line_no", pa.array(at + first_line_no))
-    typed = typed.append_column("raw", lines)
+    typed = aligned(typed.append_column("raw", lines))
     return Split(typed if typed.num_rows else None, np.sort(_cat(slow)))
+
+
+def aligned(t: pa.Table) -> pa.Table:
+    """`t` with every column chunked alike, in DuckDB's row groups (slices, no copy). DuckDB
+    scans such a table much faster: the 2M-event file's typed rows insert in 1.9 s so, in
+    2.9 s as the reader chunks them with `line_no` and `raw` in one piece."""
+    return pa.Table.from_batches(t.to_batches(max_chunksize=ROW_GROUP), t.schema)
+
+
+class _Reader:
+    """pyarrow's reader over runs of a block's lines, cutting down what it refuses."""
+
+    def __init__(self, buf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.buf, self.starts, self.ends = buf, starts, ends
+        self.tables: list[pa.Table] = []
+        self.rows: list[np.ndarray] = []  # the line indices of each table's rows
+        self.slow: list[np.ndarray] = []
+
+    def read(self, lo: int, hi: int) -> bool:
+        """Lines lo..hi, or as many of them as the reader takes; whether it took any."""
+        try:
+            begin = int(self.starts[lo])
+            table = pj.read_json(
+                pa.BufferReader(self.buf.slice(begin, int(self.ends[hi - 1]) - begin)),
+                read_options=pj.ReadOptions(block_size=READ_BLOCK),
+                parse_options=_PARSE,
+            )
+            if table.num_rows != hi - lo:  # two values on one line
+                raise ValueError("lines and rows differ")
+        except (pa.ArrowInvalid, ValueError):
+            if hi - lo <= LEAF_LINES:
+                self.slow.append(np.arange(lo, hi))
+                return False
+            step = -(-(hi - lo) // SPLIT)
+            took = False
+            for k, a in enumerate(range(lo, hi, step)):
+                if k == 2 and not took:  # a form it never takes (a dealer written as a
+                    self.slow.append(np.arange(a, hi))  # number on every line): stop
+                    break
+                took = self.read(a, min(a + step, hi)) or took
+            return took
+        self.tables.append(table)
+        self.rows.append(np.arange(lo, hi))
+        return True
 
 
 def _trimmed(block: bytes, ends: np.ndarray) -> pa.Array:

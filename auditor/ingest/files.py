@@ -519,10 +519,10 @@ def ingest(
 ) -> IngestResult:
     """Ingest every log file under `paths`; one file's failure does not stop the others.
 
-    Files under SMALL_FILE bytes of text (decompressed) are read together, up to CHUNK_BYTES
-    at a time, in one transaction (a statement has a fixed cost that thousands of table
-    files a day would otherwise pay one by one), the next batch read while this one loads;
-    bigger files load alone, each in its own."""
+    Files under SMALL_FILE bytes of text (decompressed) are read together, up to
+    `CHUNK_BYTES` at a time, in one transaction (a statement has a fixed cost that
+    thousands of table files a day would otherwise pay one by one), the next batch read
+    while this one loads; bigger files load alone, each in its own."""
     files, errors = discover(paths)
     results: list[FileResult] = []
     batch: list[_Offer] = []
@@ -544,6 +544,8 @@ def ingest(
         if wait and pending is not None:
             ready, pending = pending, None
             results.extend(_store_batch(con, ready.result(), run_id, progress))
+        ready = None
+        pa.default_memory_pool().release_unused()  # give back what the batch held
         if pending is None:
             held.clear()
 
@@ -816,7 +818,7 @@ class _Prepared:
     rows: Rows | None
     results: list[FileResult]  # the files that could not be read
     alone: list[_Offer]  # turned out too big for a batch
-    later: list[_Offer]  # left over once CHUNK_BYTES were held
+    later: list[_Offer]  # left over once a batch's bytes were held
 
 
 def _prepare_batch(offers: list[_Offer], progress: Progress | None) -> _Prepared:
@@ -825,7 +827,7 @@ def _prepare_batch(offers: list[_Offer], progress: Progress | None) -> _Prepared
     loads.
 
     Memory is bounded by what is read, not by what the sizes promised: a file that holds
-    SMALL_FILE bytes of text or more goes alone, and once CHUNK_BYTES are held the files
+    SMALL_FILE bytes of text or more goes alone, and once `CHUNK_BYTES` are held the files
     left over make a batch of their own."""
     out = _Prepared([], None, [], [], [])
     blocks: list[list[Block]] = []
@@ -911,7 +913,7 @@ def _with_ids(t: pa.Table | None, ids: np.ndarray) -> pa.Table | None:
     if t is None:
         return None
     source_ids = pa.array(ids[t.column("file").to_numpy()])
-    return t.drop_columns(["file"]).append_column("source_id", source_ids)
+    return fast.aligned(t.drop_columns(["file"]).append_column("source_id", source_ids))
 
 
 def _read_together(files: list[list[Block]]) -> tuple[Rows, list[int]]:
@@ -944,7 +946,7 @@ def _read_together(files: list[list[Block]]) -> tuple[Rows, list[int]]:
         block = np.searchsorted(begins, at, side="right") - 1
         line_no = np.asarray(firsts)[block] + at - begins[block]
         t = t.set_column(t.schema.get_field_index("line_no"), "line_no", pa.array(line_no))
-        return t.append_column("file", pa.array(np.asarray(owner)[block]))
+        return fast.aligned(t.append_column("file", pa.array(np.asarray(owner)[block])))
 
     return Rows(tagged(rows.typed), tagged(rows.lines), rows.n_lines), counts
 

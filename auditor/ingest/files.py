@@ -645,9 +645,13 @@ def _offer(
     while `hasher` computes its hash, if given."""
     resolved = escape_path(path.resolve())
     try:
-        if digest is None and hasher is not None and _new_to_the_manifest(con, path, resolved):
+        if digest is None and hasher is not None:
             size = path.stat().st_size
-            if size >= SMALL_FILE and not _inflates_to_nothing(path):
+            if (
+                size >= SMALL_FILE
+                and _new_to_the_manifest(con, size, resolved)
+                and not _inflates_to_nothing(path)
+            ):
                 return _Offer(path, resolved, hasher.submit(sha256_of, path), size)
         sha, size = digest.result() if digest is not None else sha256_of(path)
     except OSError as e:
@@ -687,8 +691,8 @@ def _offer(
     return _Offer(path, resolved, sha, size)
 
 
-def _new_to_the_manifest(con: duckdb.DuckDBPyConnection, path: Path, resolved: str) -> bool:
-    size = path.stat().st_size
+def _new_to_the_manifest(con: duckdb.DuckDBPyConnection, size: int, resolved: str) -> bool:
+    """No ingested file can equal it (none has its size) nor be its earlier version."""
     return not one(
         con,
         "SELECT 1 FROM sources WHERE status = 'ingested' AND (size = ? OR path = ?) LIMIT 1",
@@ -831,6 +835,7 @@ def _prepare_batch(offers: list[_Offer], progress: Progress | None) -> _Prepared
     left over make a batch of their own."""
     out = _Prepared([], None, [], [], [])
     blocks: list[list[Block]] = []
+    read: list[tuple[_Offer, list[LongLine]]] = []
     held = 0
     for k, o in enumerate(offers):
         if held >= CHUNK_BYTES:
@@ -847,11 +852,10 @@ def _prepare_batch(offers: list[_Offer], progress: Progress | None) -> _Prepared
         parts, long_lines, text_bytes = got
         held += text_bytes
         blocks.append(parts)
-        out.readable.append((o, long_lines, 0))
+        read.append((o, long_lines))
     if blocks:
         out.rows, counts = _read_together(blocks)
-        out.readable = [(o, long, n) for (o, long, _), n in zip(out.readable, counts,
-                                                                 strict=True)]
+        out.readable = [(o, long, n) for (o, long), n in zip(read, counts, strict=True)]
     return out
 
 

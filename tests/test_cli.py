@@ -33,6 +33,7 @@ from rich.console import Console
 
 from auditor.cli import app as cli
 from auditor.errors import DatabaseBusy, UserError
+from auditor.shipped import shipped
 from auditor.store import db
 
 L = contract_lines()
@@ -683,6 +684,11 @@ def shared_setup(bacc_audit: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     s["db"] = s["data"] / "a.duckdb"
     db.connect(s["db"]).close()
     s["db"].chmod(0o666)
+    # The rule packs too: the checkout itself may be private to its owner (a mktemp -d clone).
+    rules = shutil.copytree(shipped("rules"), top / "rules")
+    for f in [rules, *rules.iterdir()]:
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    monkeypatch.setenv("BACC_AUDIT_RULES", str(rules))
     try:
         yield s
     finally:

@@ -1,16 +1,21 @@
-"""Replay speed: the per-round Python reference against the vectorised SQL path.
+"""Round replay speed: the fast verdict over per-round facts against the reference check_round.
 
     python bench/replay.py [--rounds 1000000] [--python-rounds 100000] [--threads N]
 
 Generates (once, cached as bench/out/replay-<rounds>.duckdb) an ingested audit database of
-simulated mini-baccarat tables with at least the asked number of rounds, then times:
-  python: what auditor/audit/run.py does per round: the round's events fetched through Arrow,
-          turned into Event values and given to auditor.replay.round.check_round
-          (on the first --python-rounds rounds: the whole would take minutes);
-  sql:    auditor.audit.sql_replay.sql_round_findings over every round (findings, judged rounds and
-          the rounds left to the reference, materialised as temp tables);
-and prints rounds/s for both, the ratio, and the peak memory. Both start from the same
-`todo` table that auditor.audit.run._select_rounds builds, so neither pays for finding the rounds.
+simulated mini-baccarat tables with at least the asked number of rounds, then times, from the
+same `todo` table that auditor.audit.run._select_rounds builds (so none pays for finding the
+rounds):
+  facts:   auditor.audit.facts.build, the per-round facts aggregated by DuckDB (one row per
+           round, one per round and settlement key);
+  verdict: auditor.replay.verdict.clean over those facts (numpy), the target figure;
+  audit:   auditor.audit.run._verdict, what the audit does before check_round (contexts,
+           facts, verdict, the clean rounds as a table);
+  python:  what auditor/audit/run.py does per round it does not call clean: the round's
+           events fetched through Arrow, Event values, check_round (on the first
+           --python-rounds rounds: the whole would take minutes);
+and prints rounds/s for each, the peak memory, and checks the contract on the rounds the
+reference replayed: none the verdict calls clean has a finding.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -33,10 +39,19 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from auditor.audit.run import BATCH_ROWS, ROUND_TYPES, _context, _event, _select_rounds  # noqa: E402
-from auditor.audit.sql_replay import sql_round_findings  # noqa: E402
+from auditor.audit import facts  # noqa: E402
+from auditor.audit.run import (  # noqa: E402
+    BATCH_ROWS,
+    ROUND_TYPES,
+    _context,
+    _event,
+    _select_rounds,
+    _verdict,
+    fast_rounds,
+)
 from auditor.config import PropertyConfig  # noqa: E402
 from auditor.ingest.files import ingest  # noqa: E402
+from auditor.replay import verdict  # noqa: E402
 from auditor.replay.model import TableContext  # noqa: E402
 from auditor.replay.round import check_round  # noqa: E402
 from auditor.simulate.generator import Deviation, Night, TableNight, TableSpec  # noqa: E402
@@ -284,65 +299,56 @@ def bench(path: Path, args: argparse.Namespace) -> None:
         f"({replayed / in_check:,.0f} rounds/s); the rest is fetching and Event values"
     )
 
-    best: tuple[float, float, dict[str, float]] | None = None
-    result = None
-    for _ in range(args.repeat):
-        timings: dict[str, float] = {}
-        c, t = cpu_seconds(), time.perf_counter()
-        result = sql_round_findings(con, "todo", timings=timings)
-        run = (time.perf_counter() - t, cpu_seconds() - c, timings)
-        if best is None or run[0] < best[0]:
-            best = run
-    assert best is not None and result is not None
-    sql_s, sql_cpu, timings = best
-    judged = result.rounds_judged + result.rounds_fallback
+    # What the audit does before check_round, best of --repeat; then its parts alone.
+    best_audit = min(_timed(lambda: _verdict(con, {}, {})) for _ in range(args.repeat))
+    clean_n = con.execute("SELECT count(*) FROM todo_clean").fetchall()[0][0]
+    all_terms = fast_rounds(con, {}, {})
+    n = con.execute("SELECT count(*) FROM todo_fast").fetchall()[0][0]
+    best_facts = min(_timed(lambda: facts.build(con, "todo_fast")) for _ in range(args.repeat))
+    r, s = facts.build(con, "todo_fast")
+    runs = [_timed(lambda: verdict.clean(r, s, all_terms)) for _ in range(args.repeat)]
+    first_verdict, best_verdict = runs[0], min(runs)
+    ok = verdict.clean(r, s, all_terms)
+    assert int(ok.sum()) == clean_n
+    for name, (wall, cpu) in (
+        ("facts (DuckDB)", best_facts),
+        ("verdict (numpy)", best_verdict),
+        ("  its first run", first_verdict),
+        ("audit before replay", best_audit),
+    ):
+        print(
+            f"{name + ':':<20}{n:,} rounds in {wall:6.2f} s  {n / wall:>12,.0f} rounds/s  "
+            f"cpu {cpu:6.2f} s"
+        )
     print(
-        f"sql path:           {judged:,} rounds in {sql_s:6.2f} s  "
-        f"{judged / sql_s:>12,.0f} rounds/s  cpu {sql_cpu:6.2f} s  "
+        f"verdict / check_round itself: {n / best_verdict[0] / (replayed / in_check):,.0f}x; "
         f"peak RSS {peak_rss_mb():,.0f} MB, DuckDB holds {duckdb_memory_mb(con):,.0f} MB"
     )
     print(
-        f"ratio sql / python: {judged / sql_s / (replayed / py_s):.1f}x "
-        f"(cpu: {judged / sql_cpu / (replayed / py_cpu):.1f}x)"
+        f"called clean: {clean_n:,} of {rounds:,} rounds "
+        f"({rounds - clean_n:,} go to check_round: {(rounds - clean_n) / rounds:.2%})"
     )
-    print(
-        f"sql: {result.findings_count:,} findings, {result.rounds_fallback:,} rounds left "
-        f"to the reference, {flagged(timings)}"
-    )
-    steps = sorted(timings.items(), key=lambda kv: -kv[1])
-    print("sql steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in steps[:12]))
 
-    # The two paths must agree on the rounds both replayed.
-    sql_found = {
-        r[0]
-        for r in con.execute(
-            f"SELECT f.fingerprint FROM {result.findings} f "
-            "JOIN todo_py USING (table_id, shoe, round)"
+    # The contract on the rounds both judged: a round called clean has no finding.
+    clean_keys = {
+        f"{t}|{s}|{r}|"
+        for t, s, r in con.execute(
+            "SELECT table_id, shoe, round FROM todo_clean SEMI JOIN todo_py "
+            "USING (table_id, shoe, round)"
         ).fetchall()
     }
-    agree = "agree" if sql_found == py_found else "DISAGREE"
-    print(f"on the {replayed:,} rounds both replayed: {len(py_found):,} findings, paths {agree}")
-    if sql_found != py_found:
+    wrong = [fp for fp in py_found if fp.split("|", 1)[1].rsplit("|", 2)[0] + "|" in clean_keys]
+    holds = "holds" if not wrong else f"BROKEN ({len(wrong)} findings in clean rounds)"
+    print(f"on the {replayed:,} rounds check_round replayed: {len(py_found):,} findings, "
+          f"contract {holds}")
+    if wrong:
         sys.exit(1)
 
 
-def flagged(timings: dict[str, float]) -> str:
-    pass1 = sum(v for k, v in timings.items() if k in PASS1_TABLES)
-    rest = sum(timings.values()) - pass1
-    return f"pass 1 (verdict) {pass1:.2f} s, pass 2 and the rest {rest:.2f} s"
-
-
-PASS1_TABLES = (
-    "_rp_shoe",
-    "_rp_rh",
-    "_rp_c",
-    "_rp_a",
-    "_rp_m",
-    "_rp_x",
-    "_rp_kk",
-    "_rp_r",
-    "_rp_flag0",
-)
+def _timed(step: Callable[[], object]) -> tuple[float, float]:
+    c, t = cpu_seconds(), time.perf_counter()
+    step()
+    return time.perf_counter() - t, cpu_seconds() - c
 
 
 def main() -> None:
@@ -355,7 +361,7 @@ def main() -> None:
         help="rounds the Python reference replays (0: all)",
     )
     ap.add_argument("--threads", type=int, default=0, help="DuckDB threads (0: its default)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of the SQL path; best kept")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each timed step; best kept")
     ap.add_argument("--generate-only", action="store_true")
     args = ap.parse_args()
 

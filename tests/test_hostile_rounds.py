@@ -12,6 +12,7 @@ stand on 6-7 with the Player standing; naturals 8-9).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +20,7 @@ from types import MappingProxyType
 
 import pytest
 from helpers.tablelog import Log, TablePassDb
+from helpers.verdict import Witness
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
@@ -91,8 +93,20 @@ class Round:
         return next(e.seq for e in self.events if e.type == type_)
 
 
+# Every round given to check_round here is also given to the fast verdict (after each test):
+# a round it calls clean must have no finding (tests/helpers/verdict.py).
+WITNESS = Witness()
+
+
+@pytest.fixture(autouse=True)
+def _verdict_witness() -> Iterator[None]:
+    yield
+    WITNESS.check()
+
+
 def findings(ctx: TableContext, events: list[Event]) -> list[RoundFinding]:
     found = check_round(ctx, events)
+    WITNESS.record(ctx, events, found)
     assert all(f.code in REGISTRY for f in found)
     return found
 

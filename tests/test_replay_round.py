@@ -10,11 +10,13 @@ and take vigorish by procedure 1-4, from the highest-numbered winning seat down.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from types import MappingProxyType
 
 import pytest
+from helpers.verdict import Witness
 
 from auditor.replay.round import (
     Event,
@@ -110,8 +112,20 @@ class Round:
         return self.events
 
 
+# Every round given to check_round here is also given to the fast verdict (after each test):
+# a round it calls clean must have no finding (tests/helpers/verdict.py).
+WITNESS = Witness()
+
+
+@pytest.fixture(autouse=True)
+def _verdict_witness() -> Iterator[None]:
+    yield
+    WITNESS.check()
+
+
 def findings(ctx: TableContext, events: list[Event]) -> list[RoundFinding]:
     found = check_round(ctx, events)
+    WITNESS.record(ctx, events, found)
     for f in found:
         assert f.code in REGISTRY, f.code
     return found

@@ -19,10 +19,12 @@ from decimal import Decimal
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
-from auditor.audit.sql_replay import SqlReplay, sql_round_findings
+from auditor.audit import facts
 from auditor.config import PropertyConfig
+from auditor.replay import verdict
 from auditor.replay.chemin import (
     CheminEvent,
     CheminRules,
@@ -207,21 +209,18 @@ _EVENT_SELECT = (
 
 
 def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) -> None:
-    """Most rounds are judged in bulk by the SQL replay (auditor.audit.sql_replay, tested field for
-    field against check_round); the rounds it leaves (void, irregularities, chemin de fer,
-    tables without a usable pack) go through the Python reference, in table order."""
-    sql = sql_round_findings(con, "todo")
-    result.rounds += sql.rounds_judged
-    for code, n in con.execute(
-        f"SELECT code, count(*) FROM {sql.findings} GROUP BY code"
-    ).fetchall():
-        result.by_code[code] += n
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
-        f"SEMI JOIN {sql.fallback} f USING (table_id, shoe, round)"
-    )
+    """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
+    exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
+    without a usable pack) goes through the reference, in table order, which alone writes
+    round findings."""
     contexts: dict[tuple, TableContext | str] = {}
     packs: dict[tuple[str, str], RulePack | str] = {}
+    clean = _verdict(con, contexts, packs)
+    result.rounds += clean
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
+        "ANTI JOIN todo_clean c USING (table_id, shoe, round)"
+    )
     rows: list[tuple] = []
     audited: list[tuple] = []
     chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
@@ -307,7 +306,96 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
                 events = []
             events.append(_chemin_event(cols, i) if head[6] == CHEMIN else _event(cols, i))
     flush()
-    _store(con, run_id, rows, audited, result, sql)
+    _store(con, run_id, rows, audited, result)
+
+
+def _verdict(
+    con: duckdb.DuckDBPyConnection,
+    contexts: dict[tuple, TableContext | str],
+    packs: dict[tuple[str, str], RulePack | str],
+) -> int:
+    """Temp table `todo_clean`: the rounds of `todo` the verdict calls exactly right (they
+    need no replay and have no findings). Returns their number."""
+    all_terms = fast_rounds(con, contexts, packs)
+    rounds, stakes = facts.build(con, "todo_fast")
+    ok = verdict.clean(rounds, stakes, all_terms)
+    con.register("verdict_ok", pa.table({"rid": pa.array(np.flatnonzero(ok) + 1, pa.int64())}))
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE todo_clean AS SELECT table_id, shoe, round, n, "
+            "last_seq FROM todo_fast SEMI JOIN verdict_ok USING (rid)"
+        )
+    finally:
+        con.unregister("verdict_ok")
+    con.execute("DROP TABLE todo_fast")
+    return int(ok.sum())
+
+
+def fast_rounds(
+    con: duckdb.DuckDBPyConnection,
+    contexts: dict[tuple, TableContext | str],
+    packs: dict[tuple[str, str], RulePack | str],
+) -> list[verdict.Terms]:
+    """Temp table `todo_fast`: the rounds of `todo` the verdict can judge (a usable context
+    that is not chemin de fer, a pack it encodes), numbered from 1 as `rid`, with `ctx` the
+    index of their Terms in the list returned."""
+    keys = con.execute(
+        "SELECT DISTINCT table_id, pit, game, jurisdiction, variant, seats, side_bets, "
+        "procedure FROM todo"
+    ).fetchall()
+    index: dict[tuple, int] = {}
+    all_terms: list[verdict.Terms] = []
+    ctx_of: list[int | None] = []
+    for table, pit, game, jurisdiction, variant, seats, side_bets, procedure in keys:
+        head = (table, None, None, None, None, pit, game, jurisdiction, variant, seats,
+                side_bets, procedure)
+        ctx = _context(head, contexts, packs)
+        at: int | None = None
+        if not isinstance(ctx, str) and ctx.game != CHEMIN:
+            tk = (jurisdiction, game, variant, procedure, tuple(side_bets or ()))
+            if tk not in index:
+                t = verdict.terms(ctx)
+                index[tk] = -1 if isinstance(t, str) else len(all_terms)
+                if not isinstance(t, str):
+                    all_terms.append(t)
+            at = index[tk] if index[tk] >= 0 else None
+        ctx_of.append(at)
+    con.register(
+        "verdict_contexts",
+        pa.table(
+            {
+                "table_id": pa.array([k[0] for k in keys], pa.string()),
+                "pit": pa.array([k[1] for k in keys], pa.string()),
+                "game": pa.array([k[2] for k in keys], pa.string()),
+                "jurisdiction": pa.array([k[3] for k in keys], pa.string()),
+                "variant": pa.array([k[4] for k in keys], pa.string()),
+                "seats": pa.array([k[5] for k in keys], pa.int64()),
+                "side_bets": pa.array([k[6] for k in keys], pa.list_(pa.string())),
+                "procedure": pa.array([k[7] for k in keys], pa.int64()),
+                "ctx": pa.array(ctx_of, pa.int64()),
+            }
+        ),
+    )
+    try:
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE todo_fast AS
+            SELECT (row_number() OVER ())::BIGINT AS rid,
+                   t.table_id, t.shoe, t.round, t.first_seq, t.last_seq, t.n, c.ctx
+            FROM todo t JOIN verdict_contexts c
+              ON c.table_id = t.table_id
+             AND c.pit IS NOT DISTINCT FROM t.pit AND c.game IS NOT DISTINCT FROM t.game
+             AND c.jurisdiction IS NOT DISTINCT FROM t.jurisdiction
+             AND c.variant IS NOT DISTINCT FROM t.variant
+             AND c.seats IS NOT DISTINCT FROM t.seats
+             AND c.side_bets IS NOT DISTINCT FROM t.side_bets
+             AND c.procedure IS NOT DISTINCT FROM t.procedure
+            WHERE c.ctx IS NOT NULL
+            """
+        )
+    finally:
+        con.unregister("verdict_contexts")
+    return all_terms
 
 
 def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
@@ -537,7 +625,6 @@ def _store(
     rows: list[tuple],
     audited: list[tuple],
     result: AuditResult,
-    sql: SqlReplay,
 ) -> None:
     names = list(findings.FINDING_COLUMNS)
     table = pa.table(
@@ -561,13 +648,11 @@ def _store(
         ),
     )
     con.register("new_findings", table)
-    cols = ", ".join(names)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE round_findings AS "
         "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
         "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-        f"CAST(evidence AS JSON) AS evidence FROM new_findings "
-        f"UNION ALL SELECT {cols} FROM {sql.findings}"
+        "CAST(evidence AS JSON) AS evidence FROM new_findings"
     )
     result.findings_new += findings.record(con, run_id, "SELECT * FROM round_findings")
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
@@ -590,6 +675,6 @@ def _store(
     con.execute(
         f"INSERT INTO round_audits SELECT table_id, shoe, round, events, last_seq, findings, "
         f"{int(run_id)}, now() FROM (SELECT * FROM done_rounds UNION ALL "
-        f"SELECT table_id, shoe, round, events, last_seq, findings FROM {sql.judged})"
+        "SELECT table_id, shoe, round, n, last_seq, 0 FROM todo_clean)"
     )
     con.unregister("done_rounds")

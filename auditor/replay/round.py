@@ -43,6 +43,7 @@ __all__ = [
     "Event",
     "RoundFinding",
     "TableContext",
+    "announcement_due",
     "check_round",
     "consistent_procedures",
 ]
@@ -349,7 +350,7 @@ _SPOKEN = {
 }
 
 
-def _due(when: str, ctx: TableContext, result: Outcome) -> bool:
+def announcement_due(when: str, ctx: TableContext, result: Outcome) -> bool:
     """Whether an announcement the pack requires `when` is due in this round."""
     if when == "always":
         return True
@@ -383,7 +384,7 @@ def _announcement_findings(ctx: TableContext, parts: _Parts, result: Outcome) ->
     for kind, rule in ctx.pack.announcements.items():
         if kind == "result" or (rule.variants is not None and ctx.variant not in rule.variants):
             continue
-        if _due(rule.value, ctx, result) and not parts.announces.get(kind):
+        if announcement_due(rule.value, ctx, result) and not parts.announces.get(kind):
             expected: dict[str, Any] = {"announce": kind}
             if kind == "total_cards":
                 expected["count"] = result.total_cards

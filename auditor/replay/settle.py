@@ -59,29 +59,42 @@ def expected_settlement(
 ) -> Settlement | None:
     """The settlement of a `stake` on `bet` for this outcome, or None when the pack does not
     define the wager (for this variant)."""
+    terms = settlement_terms(bet, outcome, variant, pack)
+    if terms is None:
+        return None
+    how, odds = terms
+    return Settlement(how, times(stake, odds) if how == PAY else stake)
+
+
+def settlement_terms(
+    bet: str, outcome: Outcome, variant: Variant, pack: RulePack
+) -> tuple[str, Fraction] | None:
+    """How a wager on `bet` is settled for this outcome, with the winnings per unit staked
+    for a pay (0 otherwise); None when the pack does not define the wager. The fast verdict
+    tabulates this over every outcome, so the payout rules are written once, here."""
     if bet in (PLAYER, BANKER):
         if outcome.winner == TIE:
             push = pack.value("settlement.push_on_tie", True)
-            return Settlement(PUSH if push else COLLECT, stake)
+            return (PUSH if push else COLLECT), Fraction(0)
         if outcome.winner != bet:
-            return Settlement(COLLECT, stake)
+            return COLLECT, Fraction(0)
         if bet == BANKER:
             for exception in variant.banker_exceptions:
                 if exception.applies(outcome.banker_count, outcome.banker_cards):
                     if exception.pays is None:
-                        return Settlement(PUSH, stake)
-                    return Settlement(PAY, times(stake, exception.pays))
-        return Settlement(PAY, times(stake, variant.pays(bet)))
+                        return PUSH, Fraction(0)
+                    return PAY, exception.pays
+        return PAY, variant.pays(bet)
     if bet == TIE:
         if outcome.winner == TIE:
-            return Settlement(PAY, times(stake, variant.pays(TIE)))
-        return Settlement(COLLECT, stake)
+            return PAY, variant.pays(TIE)
+        return COLLECT, Fraction(0)
     side = pack.side_bets.get(bet)
     if side is None or (side.variants is not None and variant.name not in side.variants):
         return None
     if side_bet_wins(bet, outcome):
-        return Settlement(PAY, times(stake, side.pays.value))
-    return Settlement(COLLECT, stake)
+        return PAY, side.pays.value
+    return COLLECT, Fraction(0)
 
 
 def vigorish_owed(winnings: Decimal, variant: Variant) -> Decimal:

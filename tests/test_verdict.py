@@ -1,14 +1,15 @@
-"""The vectorised SQL replay (auditor.audit.sql_replay) against the Python reference (check_round).
+"""The fast verdict (auditor.replay.verdict over auditor.audit.facts) held to its contract
+against the reference, check_round: a round the verdict calls clean gets no finding from
+check_round, and every round it does not call clean is judged by check_round (the audit gives
+it to no one else), so the audit's findings are the reference's, field for field.
 
-Both run over the same ingested events and the same `todo` rounds (auditor.audit.run's
-_select_rounds), and must give the same findings, field for field: code, seq, fingerprint,
-message, expected, observed, source, ts, evidence. The rounds are the sample night, and a
-simulated night with every deviation the simulator can plant plus random mutations of the
-event lines (cards dropped, added, moved or changed, amounts changed, settlements dropped,
-doubled or retyped, pays and vigorish swapped, announcements dropped or wrong, voids and
-irregularities), audited once with the shipped rule packs and once with packs whose house
-options differ from what the simulator dealt by. Rounds the SQL path routes to the
-reference are checked to be the ones it documents, and nothing else.
+The rounds are the sample night, and a simulated night with every deviation the simulator
+can plant plus random mutations of the event lines (cards dropped, added, moved or changed,
+amounts changed, settlements dropped, doubled or retyped, pays and vigorish swapped,
+announcements dropped or wrong, voids and irregularities), judged once with the shipped rule
+packs and once with packs whose house options differ from what the simulator dealt by. The
+hand-written rounds of tests/test_replay_round.py and tests/test_hostile_rounds.py go through
+the verdict too (tests/helpers/verdict.py).
 """
 
 from __future__ import annotations
@@ -29,15 +30,17 @@ from typing import Any
 import duckdb
 import pytest
 
-from auditor.audit.run import ROUND_TYPES, _event, _select_rounds
-from auditor.audit.sql_replay import SqlReplay, sql_round_findings
+from auditor.audit import facts
+from auditor.audit.run import ROUND_TYPES, _event, _select_rounds, _verdict, audit
 from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
+from auditor.replay import verdict
 from auditor.replay.model import TableContext
 from auditor.replay.round import check_round
 from auditor.rules.pack import BankerException, RulePack, RulePackError, load_pack
 from auditor.simulate.generator import Deviation, Night, NoticeChange, TableNight, TableSpec
 from auditor.store import db, runs
+from auditor.store.events import ROUND_EVENTS
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 RoundKey = tuple[str, str, int]
@@ -146,62 +149,33 @@ def reference(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Ref
     return out
 
 
-def sql_rows(con: duckdb.DuckDBPyConnection, result: SqlReplay) -> dict[str, dict[str, Any]]:
-    cur = con.execute(f"SELECT * FROM {result.findings}")
-    names = [d[0] for d in cur.description]
-    rows = {}
-    for r in cur.fetchall():
-        row = dict(zip(names, r, strict=True))
-        for k in ("expected", "observed", "evidence"):
-            row[k] = json.loads(row[k])
-        rows[row.pop("fingerprint")] = row
-    return rows
-
-
 @dataclasses.dataclass
-class Comparison:
-    sql: SqlReplay
-    judged: dict[RoundKey, int]  # round -> findings, as round_audits would record it
-    fallback: dict[RoundKey, str]
+class Judgement:
+    clean: set[RoundKey]  # the rounds the verdict called clean
     ref: Reference
-    sql_findings: dict[str, dict[str, Any]]
+
+    @property
+    def flagged(self) -> set[RoundKey]:
+        return set(self.ref.rounds) - self.clean
+
+    @property
+    def codes(self) -> Counter[str]:
+        return Counter(f["code"] for f in self.ref.findings.values())
 
 
-def compare(
-    con: duckdb.DuckDBPyConnection, packs: Packs | None = None, flag_all: bool = False
-) -> Comparison:
-    """Run both paths over `todo` and assert they agree on every round the SQL path judged."""
-    result = sql_round_findings(con, "todo", packs=packs, flag_all=flag_all)
-    fallback = {(t, s, r): why for t, s, r, why in result.fallback_rounds(con)}
+def judge(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Judgement:
+    """The verdict over `todo`, and the reference over the same rounds; asserts the contract:
+    no round called clean has a finding, and no round the reference skips is called clean."""
+    _verdict(con, {}, dict(packs or {}))
+    clean = {
+        (t, s, r)
+        for t, s, r in con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall()
+    }
     ref = reference(con, packs)
-    got = sql_rows(con, result)
-    want = {
-        fp: f
-        for fp, f in ref.findings.items()
-        if (f["table_id"], f["shoe"], f["round"]) not in fallback
-    }
-    only_sql = sorted(set(got) - set(want))
-    only_ref = sorted(set(want) - set(got))
-    assert not only_sql and not only_ref, (
-        f"only in SQL: {only_sql[:10]}\nonly in the reference: {only_ref[:10]}"
-    )
-    for fp, f in want.items():
-        g = got[fp]
-        differ = {k: (g[k], f[k]) for k in f if g[k] != f[k]}
-        assert not differ, f"{fp}: {differ}"
-    # Every round is judged by exactly one path, and round_audits counts come out right.
-    judged = {
-        (t, s, r): n
-        for t, s, r, n in con.execute(
-            f"SELECT table_id, shoe, round, findings FROM {result.judged}"
-        ).fetchall()
-    }
-    assert not set(judged) & set(fallback)
-    assert set(judged) | set(fallback) == set(ref.rounds) | set(ref.skipped)
-    assert all(ref.rounds[key] == n for key, n in judged.items())
-    # The reference's skipped rounds are all in the SQL fallback.
-    assert set(ref.skipped) <= set(fallback)
-    return Comparison(result, judged, fallback, ref, got)
+    wrong = sorted(k for k in clean if ref.rounds.get(k))
+    assert not wrong, f"called clean, but check_round finds something: {wrong[:10]}"
+    assert clean <= set(ref.rounds), sorted(clean - set(ref.rounds))[:10]
+    return Judgement(clean, ref)
 
 
 # --- databases ---------------------------------------------------------------------------
@@ -235,11 +209,14 @@ def faulty_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.Duck
 # --- the sample night --------------------------------------------------------------------
 
 
-def test_sql_replay_of_the_sample_night_equals_the_reference(sample_con) -> None:
-    c = compare(sample_con)
-    assert len(c.sql_findings) == 12  # the planted round deviations (sample_logs/README.md)
-    assert set(c.fallback.values()) == {"chemin de fer (auditor.replay.chemin replays it)"}
-    assert c.sql.rounds_judged > 3000
+def test_the_sample_night_is_clean_but_for_its_planted_rounds(sample_con) -> None:
+    j = judge(sample_con)
+    planted = {k for k, n in j.ref.rounds.items() if n}
+    assert len(j.ref.findings) == 12  # the planted round deviations (sample_logs/README.md)
+    assert j.flagged == planted and len(planted) == 12
+    assert len(j.clean) == 3040
+    assert set(j.ref.skipped.values()) == {"chemin de fer"}  # 189 rounds, their own replay
+    assert len(j.ref.skipped) == 189
 
 
 # --- a faulty night ----------------------------------------------------------------------
@@ -583,8 +560,8 @@ MUTATIONS: list[Mutation] = [
 
 
 @pytest.fixture(scope="module")
-def faulty(faulty_con) -> Comparison:
-    return compare(faulty_con)
+def faulty(faulty_con) -> Judgement:
+    return judge(faulty_con)
 
 
 def _many_events(rnd: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
@@ -614,8 +591,8 @@ def _seat(seat: int) -> Mutation:
     return move
 
 
-# Rounds beyond the verdict's encodings (packed counts, round numbers, seat codes): pass 1
-# must flag them, and pass 2 judge them or leave them to the reference.
+# Rounds beyond the verdict's encodings (packed counts, round numbers, seat codes): it must
+# flag them, and check_round judge them.
 SPECIALS: dict[str, dict[int, Mutation]] = {
     "A1": {3: _many_events},
     "A2": {5: _round_number(16_777_217)},
@@ -624,11 +601,10 @@ SPECIALS: dict[str, dict[int, Mutation]] = {
 }
 
 
-def test_the_faulty_night_is_big_and_varied(faulty_con, faulty: Comparison) -> None:
-    c = faulty
-    codes = Counter(f["code"] for f in c.sql_findings.values())
-    assert c.sql.rounds_judged > 2000
-    assert len(c.sql_findings) > 500
+def test_the_faulty_night_is_big_and_varied(faulty_con, faulty: Judgement) -> None:
+    j = faulty
+    assert len(j.ref.rounds) > 2500 and len(j.clean) > 1500
+    assert len(j.ref.findings) > 500
     expected_codes = {
         "deal.order",
         "draw.player_missed",
@@ -649,34 +625,94 @@ def test_the_faulty_night_is_big_and_varied(faulty_con, faulty: Comparison) -> N
         "order.collect_after_pay",
         "order.procedure_mismatch",
     }
-    assert expected_codes <= set(codes), expected_codes - set(codes)
-    # Several findings of one code at one event (k > 0) occur and agree.
-    assert any(not fp.endswith("|0") for fp in c.sql_findings)
-    # Pass 1 packs at most ten seqs of pays and vigorish; longer ones must be flagged too.
+    assert expected_codes <= set(j.codes), expected_codes - set(j.codes)
+    # Several findings of one code at one event (k > 0) occur.
+    assert any(not fp.endswith("|0") for fp in j.ref.findings)
+    # The facts pack at most ten seqs of pays and vigorish; longer runs are flagged, and the
+    # procedure findings among them come from check_round.
     mismatched = {
         (f["table_id"], f["shoe"], f["round"])
-        for f in c.sql_findings.values()
+        for f in j.ref.findings.values()
         if f["code"] == "order.procedure_mismatch"
     }
     spans = faulty_con.execute(
         "SELECT table_id, shoe, round, max(seq) - min(seq) FROM events "
         "WHERE type IN ('pay', 'vig') GROUP BY ALL"
     ).fetchall()
-    long_mismatches = sum(1 for t, sh, r, span in spans if (t, sh, r) in mismatched and span >= 10)
-    assert long_mismatches > 0
-    reasons = Counter(c.fallback.values())
-    assert reasons["void, irregularity or chemin de fer event"] > 10
-    assert reasons["a hand with more than three cards"] > 5
-    assert reasons["a seat number beyond the SQL encoding"] >= 2
-    known = ("context:", "chemin", "void", "a hand", "a seat")
-    assert all(r.startswith(known) for r in reasons), reasons
-    assert sum(reasons.values()) < 0.25 * (c.sql.rounds_judged + c.sql.rounds_fallback)
+    assert any((t, sh, r) in mismatched and span >= 10 for t, sh, r, span in spans)
+    # Rounds flagged with nothing to find: those beyond the encodings and the void or
+    # irregular ones (their own rules), a small part of the night.
+    quiet = {k for k in j.flagged if not j.ref.rounds[k]}
+    odd = {
+        (t, sh, r)
+        for t, sh, r in faulty_con.execute(
+            "SELECT DISTINCT table_id, shoe, round FROM events "
+            "WHERE type IN ('void', 'irregularity')"
+        ).fetchall()
+    }
+    assert len(odd & quiet) >= 5
+    assert len(quiet - odd) < 0.02 * len(j.ref.rounds), len(quiet - odd)
+    whys = set(j.ref.skipped.values())
+    assert all(why.startswith(("chemin de fer", "variant")) for why in whys), whys
 
 
-def test_flagging_every_round_finds_nothing_more(faulty_con, faulty: Comparison) -> None:
-    """The verdict pass only decides which rounds get their findings spelled out; spelling
-    out every round gives the same findings, so the verdict never hides one."""
-    assert compare(faulty_con, flag_all=True).sql_findings == faulty.sql_findings
+def test_rounds_beyond_the_encodings_are_flagged(faulty_con, faulty: Judgement) -> None:
+    """300 events in a round, a round numbered past 2**24, seats 31, 40, 2**20 + 1 and 2**40
+    (SPECIALS): none is called clean, whatever check_round makes of it."""
+    specials = set(
+        faulty_con.execute(
+            f"""
+            SELECT table_id, shoe, round FROM events
+            WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL GROUP BY ALL
+            HAVING count(*) > 256 OR round > 16777216
+                OR bool_or(seat IN (31, 40, 1048577, 1099511627776))
+            """
+        ).fetchall()
+    )
+    assert len(specials) == 6
+    assert specials <= set(faulty.ref.rounds)
+    assert not specials & faulty.clean
+
+
+def test_the_audit_writes_exactly_the_reference_findings(tmp_path: Path) -> None:
+    """The whole audit (verdict, then check_round for the rest) on the faulty night stores the
+    reference's findings field for field, and counts every round once."""
+    log = tmp_path / "faulty-night.jsonl"
+    log.write_text("\n".join(faulty_night(seed=20261129)) + "\n")
+    con = _audit_db(tmp_path / "audit.duckdb", [log])
+    try:
+        ref = reference(con)
+        result = audit(con, runs.start(con, "audit", {}), PropertyConfig(), tables=False)
+        chemin = sum(1 for why in ref.skipped.values() if why == "chemin de fer")
+        assert result.rounds == len(ref.rounds) + chemin
+        stored = {
+            row[0]: row[1:]
+            for row in con.execute(
+                "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
+                "CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, "
+                "CAST(evidence AS VARCHAR) FROM findings WHERE code NOT LIKE 'log.%' "
+                "AND table_id <> 'D1'"  # chemin de fer: its own replay
+            ).fetchall()
+        }
+        assert set(stored) == set(ref.findings)
+        for fp, f in ref.findings.items():
+            code, table, pit, shoe, rnd, seq, ts, message, exp, obs, source, ev = stored[fp]
+            assert (code, table, pit, shoe, rnd, seq, ts, message, source) == (
+                f["code"], f["table_id"], f["pit"], f["shoe"], f["round"], f["seq"], f["ts"],
+                f["message"], f["source"],
+            ), fp
+            assert (json.loads(exp), json.loads(obs), json.loads(ev)) == (
+                f["expected"], f["observed"], f["evidence"],
+            ), fp
+        audited = dict(
+            ((t, s, r), n)
+            for t, s, r, n in con.execute(
+                "SELECT table_id, shoe, round, findings FROM round_audits"
+            ).fetchall()
+        )
+        assert {k: audited[k] for k in ref.rounds} == ref.rounds
+    finally:
+        con.close()
 
 
 def _house_options(pack: RulePack) -> RulePack:
@@ -714,34 +750,35 @@ def _house_options(pack: RulePack) -> RulePack:
     )
 
 
-def test_sql_replay_follows_the_house_options_of_the_pack(faulty_con) -> None:
+def test_the_verdict_follows_the_house_options_of_the_pack(faulty_con) -> None:
     packs = {
         (j, g): _house_options(load_pack(j, g))
         for j, g in (("NJ", "mini_baccarat"), ("NJ", "punto_banco"), ("NZ", "mini_baccarat"))
     }
-    c = compare(faulty_con, packs)
-    codes = Counter(f["code"] for f in c.sql_findings.values())
-    assert codes["vig.wrong_amount"] > 100 and codes["settle.wrong_outcome"] > 20
-    assert codes["settle.wrong_amount"] > 20
-    punto = [r for r in c.fallback.values() if r.startswith("pack: initial deal")]
-    assert len(punto) > 100  # every punto banco round went to the reference
-
-
-def test_rounds_given_to_the_reference_are_replayed_there(faulty: Comparison) -> None:
-    """The fallback list is what a caller hands to check_round: every round the reference
-    replays and the SQL path did not judge is on it, with the reason."""
-    c = faulty
-    ref_only = set(c.ref.rounds) - set(c.judged)
-    assert ref_only == set(c.fallback) - set(c.ref.skipped)
+    j = judge(faulty_con, packs)
+    assert j.codes["vig.wrong_amount"] > 100 and j.codes["settle.wrong_outcome"] > 20
+    assert j.codes["settle.wrong_amount"] > 20
+    assert len(j.clean) > 500
+    # Another first deal is not encoded: every punto banco round goes to check_round.
+    punto = {k for k in j.ref.rounds if k[0] in ("C1", "C4")}
+    assert len(punto) > 100 and not punto & j.clean
 
 
 def test_a_few_rounds_among_many_are_judged_alone(faulty_con) -> None:
-    """An audit of the newest rounds only: the verdict reads the seq ranges of the rounds'
+    """An audit of the newest rounds only: the facts read the seq ranges of the rounds'
     shoes, in which other rounds' events lie too; those must not count."""
     cur = faulty_con.cursor()  # its own temp tables
     cur.execute("SET TimeZone = 'UTC'")
     _select_rounds(cur, PropertyConfig(), None)
     cur.execute("DELETE FROM todo WHERE hash(table_id, shoe, round) % 7 <> 0")
-    c = compare(cur)
-    assert 200 < c.sql.rounds_judged < 700 and len(c.sql_findings) > 50
+    j = judge(cur)
+    assert 200 < len(j.clean) < 700 and len(j.ref.findings) > 50
     cur.close()
+
+
+def test_event_types_the_verdict_does_not_count_send_the_round_to_check_round() -> None:
+    """The types come from the vocabulary: every round event type is either counted by the
+    facts or sends its round to check_round, so a type added later is never skipped."""
+    assert set(verdict.UNDERSTOOD) <= set(ROUND_EVENTS)
+    assert set(facts.OTHER_TYPES) == set(ROUND_EVENTS) - set(verdict.UNDERSTOOD)
+    assert {"void", "irregularity", "bank", "banco", "commission"} <= set(facts.OTHER_TYPES)

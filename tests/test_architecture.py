@@ -19,7 +19,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "auditor"
 # config, where the shipped data lives, and how sentences count.
 STAGES = ("base", "rules", "store", "ingest", "replay", "audit", "report", "simulate", "jobs",
           "cli")
-BASE = {"auditor", "auditor.errors", "auditor.config", "auditor.shipped", "auditor.words"}
+BASE = {
+    "auditor", "auditor.errors", "auditor.config", "auditor.finding", "auditor.shipped",
+    "auditor.words",
+}
 # Pure rule functions over plain values: no database, no Arrow, no files of their own.
 PURE = {"replay": ("duckdb", "pyarrow", "sqlmodel", "sqlalchemy", "auditor.store",
                    "auditor.ingest", "auditor.audit")}

@@ -24,8 +24,9 @@ from helpers.verdict import Witness
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
+from auditor.finding import Finding
 from auditor.replay.irregular import Irregularity, irregularity_findings
-from auditor.replay.model import Event, RoundFinding, TableContext
+from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import Cited, RulePack, load_pack
@@ -104,7 +105,7 @@ def _verdict_witness() -> Iterator[None]:
     WITNESS.check()
 
 
-def findings(ctx: TableContext, events: list[Event]) -> list[RoundFinding]:
+def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:
     found = check_round(ctx, events)
     WITNESS.record(ctx, events, found)
     assert all(f.code in REGISTRY for f in found)

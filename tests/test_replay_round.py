@@ -18,9 +18,9 @@ from types import MappingProxyType
 import pytest
 from helpers.verdict import Witness
 
+from auditor.finding import Finding
 from auditor.replay.round import (
     Event,
-    RoundFinding,
     TableContext,
     check_round,
     consistent_procedures,
@@ -123,7 +123,7 @@ def _verdict_witness() -> Iterator[None]:
     WITNESS.check()
 
 
-def findings(ctx: TableContext, events: list[Event]) -> list[RoundFinding]:
+def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:
     found = check_round(ctx, events)
     WITNESS.record(ctx, events, found)
     for f in found:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from auditor.finding import Finding
 from auditor.replay.chemin import CheminEvent, History, replay_chemin_round
-from auditor.replay.round import Event, RoundFinding, TableContext, check_round
+from auditor.replay.round import Event, TableContext, check_round
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, load_pack
 
@@ -122,8 +123,8 @@ def planted() -> set[tuple[str, str, str, int]]:
 
 
 @pytest.fixture(scope="module")
-def sample_findings() -> tuple[list[tuple[RoundKey, RoundFinding]], int]:
-    found: list[tuple[RoundKey, RoundFinding]] = []
+def sample_findings() -> tuple[list[tuple[RoundKey, Finding]], int]:
+    found: list[tuple[RoundKey, Finding]] = []
     rounds = 0
     for path in sorted(SAMPLE.glob("*.jsonl*")):
         records, broken = read_events(path)

@@ -11,7 +11,6 @@ rerun replays only what changed.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -24,6 +23,7 @@ import pyarrow as pa
 
 from auditor.audit import facts
 from auditor.config import PropertyConfig
+from auditor.finding import Finding
 from auditor.replay import verdict
 from auditor.replay.chemin import (
     CheminEvent,
@@ -33,8 +33,8 @@ from auditor.replay.chemin import (
     replay_chemin_round,
     round_facts,
 )
-from auditor.replay.model import Event, RoundFinding, TableContext
-from auditor.replay.round import check_round
+from auditor.replay.model import Event, TableContext
+from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store.db import q
@@ -221,7 +221,7 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
         "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
         "ANTI JOIN todo_clean c USING (table_id, shoe, round)"
     )
-    rows: list[tuple] = []
+    rows: list[Finding] = []
     audited: list[tuple] = []
     chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
     reader = con.sql(
@@ -246,36 +246,15 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
         if isinstance(ctx, str):
             result.skipped[ctx] += 1
             return
-        found: list[RoundFinding]
+        found: list[Finding]
         if ctx.game == CHEMIN:
-            found, facts = replay_chemin_round(ctx, events, chemin.before(key))
-            chemin.record(key, facts)
+            found, played = replay_chemin_round(ctx, events, chemin.before(key))
+            chemin.record(key, played)
         else:
             found = check_round(ctx, events)
         result.rounds += 1
-        seen: Counter[tuple[str, int | None]] = Counter()
-        for f in found:
-            k = seen[(f.code, f.seq)]
-            seen[(f.code, f.seq)] += 1
-            ev = next((e for e in events if e.seq == f.seq), events[0])
-            rows.append(
-                (
-                    f"{f.code}|{key[0]}|{key[1]}|{key[2]}|{f.seq}|{k}",
-                    f.code,
-                    key[0],
-                    ctx.pit,
-                    key[1],
-                    key[2],
-                    f.seq,
-                    ev.ts,
-                    f.message,
-                    json.dumps(f.expected, default=str),
-                    json.dumps(f.observed, default=str),
-                    f.source or ev.source,
-                    json.dumps({"round_events": [events[0].seq, events[-1].seq]}),
-                )
-            )
-            result.by_code[f.code] += 1
+        rows.extend(in_round(found, ctx, key[1], key[2], events))
+        result.by_code.update(f.code for f in found)
         audited.append((*key, head[3], head[4], len(found)))
 
     for batch in reader:
@@ -622,38 +601,11 @@ class _CheminHistory:
 def _store(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
-    rows: list[tuple],
+    rows: list[Finding],
     audited: list[tuple],
     result: AuditResult,
 ) -> None:
-    names = list(findings.FINDING_COLUMNS)
-    table = pa.table(
-        {n: [r[i] for r in rows] for i, n in enumerate(names)},
-        schema=pa.schema(
-            [
-                ("fingerprint", pa.string()),
-                ("code", pa.string()),
-                ("table_id", pa.string()),
-                ("pit", pa.string()),
-                ("shoe", pa.string()),
-                ("round", pa.int64()),
-                ("seq", pa.int64()),
-                ("ts", pa.timestamp("us", tz="UTC")),
-                ("message", pa.string()),
-                ("expected", pa.string()),
-                ("observed", pa.string()),
-                ("source", pa.string()),
-                ("evidence", pa.string()),
-            ]
-        ),
-    )
-    con.register("new_findings", table)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE round_findings AS "
-        "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
-        "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-        "CAST(evidence AS JSON) AS evidence FROM new_findings"
-    )
+    findings.staged(con, "round_findings", rows)
     result.findings_new += findings.record(con, run_id, "SELECT * FROM round_findings")
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
     result.findings_withdrawn += findings.withdraw(
@@ -664,7 +616,6 @@ def _store(
         "AND t.round = current_findings.round) "
         "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",
     )
-    con.unregister("new_findings")
     done = pa.table(
         {
             n: [a[i] for a in audited]

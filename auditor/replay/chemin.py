@@ -1,6 +1,6 @@
 """Replay of one chemin de fer round: the wagers against the bank (N.J.A.C. 13:69F-4.7), the
 drawing tableau with its option cells, settlement, the commission on the Banker's winnings,
-the passing of the bank, and the irregularities of 13:69F-4.12, as RoundFinding values.
+the passing of the bank, and the irregularities of 13:69F-4.12, as Finding values.
 
 Like `auditor.replay.round.check_round` it is pure: the table's context, the round's events
 and a small `History` of the rounds before it at the table in, the findings out. The history
@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, fields
 from decimal import ROUND_DOWN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import Any
 
+from auditor.finding import Finding
 from auditor.replay.hands import BANKER, PLAYER, TIE, Hands, count, deal_error, value
-from auditor.replay.model import Event, RoundFinding, TableContext
+from auditor.replay.model import Event, TableContext
 from auditor.rules.draw import STOOD
 from auditor.rules.pack import DRAW, OPTION, STAND, RulePack, RulePackError
 
@@ -339,8 +340,8 @@ class _Round:
 
 def _finding(
     code: str, at: Event | None, message: str, expected: Any, observed: Any
-) -> RoundFinding:
-    return RoundFinding(
+) -> Finding:
+    return Finding(
         code,
         None if at is None else at.seq,
         message,
@@ -367,7 +368,7 @@ def _banco_json(e: Event) -> dict[str, Any]:
 
 def check_chemin_round(
     ctx: TableContext, events: Sequence[Event], history: History | None = None
-) -> list[RoundFinding]:
+) -> list[Finding]:
     """Every deviation in one chemin de fer round, `events` being its events in seq order
     (round_start to round_end, and any bank_pass logged with the round).
 
@@ -392,12 +393,12 @@ def round_facts(ctx: TableContext, events: Sequence[Event]) -> RoundFacts:
 
 def replay_chemin_round(
     ctx: TableContext, events: Sequence[Event], history: History | None = None
-) -> tuple[list[RoundFinding], RoundFacts]:
+) -> tuple[list[Finding], RoundFacts]:
     """check_chemin_round and round_facts in one pass, for the audit's loop over rounds."""
     rules = CheminRules.of(ctx.pack)
     history = history or History()
     r = _Round.of(events)
-    found: list[RoundFinding] = []
+    found: list[Finding] = []
     found += _priority_findings(ctx, r, history)
     found += _over_bank_findings(r)
     found += _late_findings(r)
@@ -451,7 +452,7 @@ def _entitled(history: History, banker: int | None) -> tuple[int, ...] | None:
     return counted.equalled
 
 
-def _priority_findings(ctx: TableContext, r: _Round, history: History) -> list[RoundFinding]:
+def _priority_findings(ctx: TableContext, r: _Round, history: History) -> list[Finding]:
     """One chemin.priority finding per round, at the first departure, listing them all."""
     banker, bank = r.banker_seat, r.bank
     if banker is None:
@@ -543,7 +544,7 @@ def _priority_findings(ctx: TableContext, r: _Round, history: History) -> list[R
     ]
 
 
-def _over_bank_findings(r: _Round) -> list[RoundFinding]:
+def _over_bank_findings(r: _Round) -> list[Finding]:
     """4.7(a): individually or together, never more than the Banker's wager."""
     bank = r.bank
     if bank is None:
@@ -566,7 +567,7 @@ def _over_bank_findings(r: _Round) -> list[RoundFinding]:
     return []
 
 
-def _late_findings(r: _Round) -> list[RoundFinding]:
+def _late_findings(r: _Round) -> list[Finding]:
     """4.7(e): nothing made, raised or withdrawn after "No more bets", except the Banker
     withdrawing the part of the bank no wager covers."""
     if r.no_more_bets is None:
@@ -619,7 +620,7 @@ def _late_findings(r: _Round) -> list[RoundFinding]:
 # --- The bank passing ----------------------------------------------------------------------
 
 
-def _bank_pass_findings(rules: CheminRules, r: _Round, history: History) -> list[RoundFinding]:
+def _bank_pass_findings(rules: CheminRules, r: _Round, history: History) -> list[Finding]:
     """The Banker of this round holds the bank by the passes logged since the previous round of
     the shoe; and, where the house passes the bank when the Banker loses, a losing Banker did
     not keep it. One finding per round, the first problem."""
@@ -683,7 +684,7 @@ def _bank_pass_findings(rules: CheminRules, r: _Round, history: History) -> list
     return []
 
 
-def _kept_card_findings(r: _Round, history: History) -> list[RoundFinding]:
+def _kept_card_findings(r: _Round, history: History) -> list[Finding]:
     """4.12(g): a card kept for the next hand is that hand's first card."""
     prev = history.previous
     if prev is None or prev.kept_card is None or not r.cards:
@@ -723,7 +724,7 @@ def _play(
     rules: CheminRules,
     r: _Round,
     history: History,
-    found: list[RoundFinding],
+    found: list[Finding],
 ) -> _Play:
     """Judge the deal, draws and irregularities (appending to `found`) and read the outcome."""
     if r.void_event is not None:
@@ -772,7 +773,7 @@ def _declared(r: _Round, hand: str) -> Event | None:
     return None
 
 
-def _draw_findings(rules: CheminRules, r: _Round, hands: Hands) -> list[RoundFinding]:
+def _draw_findings(rules: CheminRules, r: _Round, hands: Hands) -> list[Finding]:
     """Mandatory cells must be followed and option cells may go either way (declared or not);
     a declaration on a mandatory cell that goes against it is the deviation, not the draw."""
     p2, b2 = count(hands.player[:2]), count(hands.banker[:2])
@@ -875,7 +876,7 @@ def _irregularity_findings(
     rules: CheminRules,
     r: _Round,
     history: History,
-    found: list[RoundFinding],
+    found: list[Finding],
 ) -> str | None:
     """Each irregularity's disposition against the pack; returns a card kept for the next
     hand, if one was."""
@@ -978,7 +979,7 @@ def _irregular_outcome(r: _Round) -> _Play:
 # --- Result, settlement, commission --------------------------------------------------------
 
 
-def _result_findings(rules: CheminRules, r: _Round, play: _Play) -> list[RoundFinding]:
+def _result_findings(rules: CheminRules, r: _Round, play: _Play) -> list[Finding]:
     if play.winner in (None, VOID) or play.player is None or play.banker is None:
         return []
     want = {"player": play.player, "banker": play.banker, "winner": play.winner}
@@ -1022,7 +1023,7 @@ def _expected(winner: str | None) -> str | None:
     return {PLAYER: PAY, BANKER: COLLECT, TIE: PUSH, VOID: PUSH}.get(winner or "")
 
 
-def _settlement_findings(r: _Round, winner: str | None) -> list[RoundFinding]:
+def _settlement_findings(r: _Round, winner: str | None) -> list[Finding]:
     how = _expected(winner)
     by_seat: dict[int, list[Event]] = defaultdict(list)
     for e in r.settlements:
@@ -1097,7 +1098,7 @@ def _settlement_findings(r: _Round, winner: str | None) -> list[RoundFinding]:
     return found
 
 
-def _commission_findings(rules: CheminRules, r: _Round, winner: str | None) -> list[RoundFinding]:
+def _commission_findings(rules: CheminRules, r: _Round, winner: str | None) -> list[Finding]:
     """The commission is the house option's rate of the Banker's winnings (the participants'
     losing wagers), taken from the Banker; none when the Banker did not win."""
     taken = sum((e.amount or ZERO for e in r.commissions), ZERO)

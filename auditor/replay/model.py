@@ -1,4 +1,5 @@
-"""The values a round replay works on: one event, the table it happened at, and a finding.
+"""The values a round replay works on: one event and the table it happened at (findings are
+auditor.finding.Finding).
 
 They are plain frozen values so the replay stays a pure function of them: the database-backed
 audit builds them from rows, the tests from hand-written rounds, and both get the same answer.
@@ -103,19 +104,3 @@ class TableContext:
     @cached_property
     def total_card_wagers_offered(self) -> bool:
         return any(bet.startswith("total_cards") for bet in self.side_bets)
-
-
-@dataclass(frozen=True)
-class RoundFinding:
-    """One deviation in one round, as the findings export will carry it.
-
-    `expected` and `observed` are JSON values (money as strings like "100.00"); `seq` and
-    `source` point at the event where the deviation shows, None when there is no such event.
-    """
-
-    code: str
-    seq: int | None
-    message: str
-    expected: Any
-    observed: Any
-    source: str | None

@@ -1,5 +1,5 @@
 """Replay of one punto banco or mini-baccarat round: every deviation from the rule pack, with
-the provision it breaks, as RoundFinding values.
+the provision it breaks, as Finding values.
 
 `check_round` is the reference the database-backed audit calls per round (and a vectorised
 SQL path is tested against). It is pure: the round's events and the table's context in, the
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from auditor.finding import Finding, fingerprint
 from auditor.replay import order as order_rules
 from auditor.replay.hands import (
     BANKER,
@@ -28,7 +29,7 @@ from auditor.replay.hands import (
     required_draws,
 )
 from auditor.replay.irregular import listed_kinds, round_irregularities
-from auditor.replay.model import Event, RoundFinding, TableContext
+from auditor.replay.model import Event, TableContext
 from auditor.replay.settle import (
     COLLECT,
     PAY,
@@ -41,11 +42,11 @@ from auditor.replay.settle import (
 
 __all__ = [
     "Event",
-    "RoundFinding",
     "TableContext",
     "announcement_due",
     "check_round",
     "consistent_procedures",
+    "in_round",
 ]
 
 consistent_procedures = order_rules.consistent_procedures
@@ -97,7 +98,7 @@ class _Parts:
         return self.events[-1] if self.events else None
 
 
-def check_round(ctx: TableContext, events: Sequence[Event]) -> list[RoundFinding]:
+def check_round(ctx: TableContext, events: Sequence[Event]) -> list[Finding]:
     """Every deviation in one round, `events` being its events in seq order (round_start to
     round_end).
 
@@ -114,7 +115,7 @@ def check_round(ctx: TableContext, events: Sequence[Event]) -> list[RoundFinding
     if ctx.game == "chemin_de_fer":
         return []
     parts = _Parts.of(events)
-    found: list[RoundFinding] = []
+    found: list[Finding] = []
     if parts.irregularities:
         found += _irregularities(ctx, parts)
     result: Outcome | None = None
@@ -137,13 +138,43 @@ def check_round(ctx: TableContext, events: Sequence[Event]) -> list[RoundFinding
     return found
 
 
+def in_round(
+    found: Sequence[Finding], ctx: TableContext, shoe: str, round_: int, events: Sequence[Event]
+) -> list[Finding]:
+    """A round's findings placed in it, as the store keeps them: table, pit, shoe and round,
+    the time of the event each points at (else the round's first), its source, the round's
+    first and last seqs as evidence, and the fingerprint code|table|shoe|round|seq|k, where k
+    counts earlier findings of the same code at the same event."""
+    seen: dict[tuple[str, int | None], int] = defaultdict(int)
+    evidence = {"round_events": [events[0].seq, events[-1].seq]}
+    out = []
+    for f in found:
+        k = seen[(f.code, f.seq)]
+        seen[(f.code, f.seq)] += 1
+        at = next((e for e in events if e.seq == f.seq), events[0])
+        out.append(
+            replace(
+                f,
+                fingerprint=fingerprint(f.code, ctx.table, shoe, round_, f.seq, k),
+                table=ctx.table,
+                pit=ctx.pit,
+                shoe=shoe,
+                round=round_,
+                ts=at.ts,
+                source=f.source or at.source,
+                evidence=evidence,
+            )
+        )
+    return out
+
+
 # --- helpers for messages ----------------------------------------------------------------
 
 
 def _finding(
     code: str, at: Event | None, message: str, expected: Any, observed: Any
-) -> RoundFinding:
-    return RoundFinding(
+) -> Finding:
+    return Finding(
         code,
         None if at is None else at.seq,
         message,
@@ -199,7 +230,7 @@ def _result_text(result: Outcome) -> str:
 # --- irregularities ----------------------------------------------------------------------
 
 
-def _irregularities(ctx: TableContext, parts: _Parts) -> list[RoundFinding]:
+def _irregularities(ctx: TableContext, parts: _Parts) -> list[Finding]:
     """Leave in `parts` the cards (and void or not) the round's irregularities make of it, by
     the dispositions the pack gives for their kinds; each irregularity of a kind the pack does
     not list is a finding."""
@@ -225,7 +256,7 @@ def _irregularities(ctx: TableContext, parts: _Parts) -> list[RoundFinding]:
 # --- deal and draws ----------------------------------------------------------------------
 
 
-def _deal_order_finding(parts: _Parts, hands: Hands, error: DealError) -> RoundFinding:
+def _deal_order_finding(parts: _Parts, hands: Hands, error: DealError) -> Finding:
     at = parts.end if error.at is None else parts.cards[error.at]
     return _finding(
         "deal.order",
@@ -237,7 +268,7 @@ def _deal_order_finding(parts: _Parts, hands: Hands, error: DealError) -> RoundF
     )
 
 
-def _draw_findings(ctx: TableContext, parts: _Parts, hands: Hands) -> list[RoundFinding]:
+def _draw_findings(ctx: TableContext, parts: _Parts, hands: Hands) -> list[Finding]:
     required = required_draws(ctx.pack.draw, hands)
     cards = {"player": list(hands.player), "banker": list(hands.banker)}
     found = []
@@ -292,7 +323,7 @@ def _third_card(parts: _Parts, hand: str) -> Event:
 # --- result and announcements ------------------------------------------------------------
 
 
-def _result_findings(parts: _Parts, result: Outcome) -> list[RoundFinding]:
+def _result_findings(parts: _Parts, result: Outcome) -> list[Finding]:
     want = {"player": result.player_count, "banker": result.banker_count, "winner": result.winner}
     announced = parts.announces.get("result", [])
     if not announced:
@@ -379,7 +410,7 @@ def _why_due(kind: str, result: Outcome) -> str:
     return f"total card wagers are offered and {result.total_cards} cards were dealt"
 
 
-def _announcement_findings(ctx: TableContext, parts: _Parts, result: Outcome) -> list[RoundFinding]:
+def _announcement_findings(ctx: TableContext, parts: _Parts, result: Outcome) -> list[Finding]:
     found = []
     for kind, rule in ctx.pack.announcements.items():
         if kind == "result" or (rule.variants is not None and ctx.variant not in rule.variants):
@@ -452,7 +483,7 @@ def _settled_json(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 def _settlement_findings(
     parts: _Parts, wagers: dict[tuple[int, str], _Wager]
-) -> list[RoundFinding]:
+) -> list[Finding]:
     by_wager: dict[tuple[int, str], list[Event]] = defaultdict(list)
     for e in parts.settlements:
         by_wager[(e.seat or 0, e.bet or "")].append(e)
@@ -531,7 +562,7 @@ def _settlement_json(w: _Wager, s: Settlement) -> dict[str, Any]:
 
 def _vigorish_findings(
     ctx: TableContext, parts: _Parts, wagers: dict[tuple[int, str], _Wager], known: bool
-) -> list[RoundFinding]:
+) -> list[Finding]:
     """Vigorish per seat: rate x the winnings of its winning Banker wager, collected or marked
     (both count); none at all in a variant without vigorish. `known`: whether the round's
     outcome could be read (else only vig.not_allowed can be judged)."""
@@ -614,7 +645,7 @@ def _pay_event(parts: _Parts, seat: int) -> Event | None:
 # --- order of collections, payments and vigorish -----------------------------------------
 
 
-def _order_findings(ctx: TableContext, parts: _Parts) -> list[RoundFinding]:
+def _order_findings(ctx: TableContext, parts: _Parts) -> list[Finding]:
     """Losers first (13:69F-7.10(b); NZ rule 10.2), then the procedure in force, if any."""
     found = []
     moves = [e for e in parts.events if e.type in (COLLECT, PAY, "vig")]

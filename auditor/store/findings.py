@@ -10,11 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 import duckdb
+import pyarrow as pa
 
+from auditor.finding import Finding
 from auditor.rules.codes import REGISTRY
 from auditor.store.db import single
 
@@ -71,6 +73,71 @@ def record(con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str) -> int:
     if unknown:
         raise AssertionError(f"findings with unregistered codes: {unknown}")
     return single(con, sql)[0]
+
+
+# Findings as Arrow columns on their way in: expected, observed and evidence as JSON text.
+SCHEMA = pa.schema(
+    [
+        ("fingerprint", pa.string()),
+        ("code", pa.string()),
+        ("table_id", pa.string()),
+        ("pit", pa.string()),
+        ("shoe", pa.string()),
+        ("round", pa.int64()),
+        ("seq", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("message", pa.string()),
+        ("expected", pa.string()),
+        ("observed", pa.string()),
+        ("source", pa.string()),
+        ("evidence", pa.string()),
+    ]
+)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def arrow(found: Sequence[Finding]) -> pa.Table:
+    """Findings as a table of FINDING_COLUMNS; each must have its fingerprint and time."""
+    missing = [f.code for f in found if not f.fingerprint or f.ts is None]
+    if missing:
+        raise AssertionError(f"findings without a fingerprint or a time: {missing[:3]}")
+    return pa.table(
+        {
+            "fingerprint": [f.fingerprint for f in found],
+            "code": [f.code for f in found],
+            "table_id": [f.table for f in found],
+            "pit": [f.pit for f in found],
+            "shoe": [f.shoe for f in found],
+            "round": [f.round for f in found],
+            "seq": [f.seq for f in found],
+            "ts": [f.ts.astimezone(dt.UTC) for f in found if f.ts is not None],
+            "message": [f.message for f in found],
+            "expected": [_json(f.expected) for f in found],
+            "observed": [_json(f.observed) for f in found],
+            "source": [f.source for f in found],
+            "evidence": [_json(f.evidence) for f in found],
+        },
+        schema=SCHEMA,
+    )
+
+
+def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) -> str:
+    """Temp table `name` holding `found` as the store keeps them (JSON columns typed JSON),
+    for record() and for the withdrawals that compare against it. Returns its name."""
+    con.register("_findings_arrow", arrow(found))
+    try:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} AS "
+            "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
+            "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
+            "CAST(evidence AS JSON) AS evidence FROM _findings_arrow"
+        )
+    finally:
+        con.unregister("_findings_arrow")
+    return name
 
 
 def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int:

@@ -18,8 +18,9 @@ import duckdb
 import pyarrow as pa
 
 from auditor.audit import facts
+from auditor.finding import Finding
 from auditor.replay import verdict
-from auditor.replay.model import Event, RoundFinding, TableContext
+from auditor.replay.model import Event, TableContext
 from auditor.store.events import ROUND_EVENTS
 
 _COLUMNS: dict[str, pa.DataType] = {
@@ -115,13 +116,13 @@ def judge(rounds: Sequence[tuple[TableContext, Sequence[Event]]]) -> list[bool |
 class Witness:
     """The rounds a test module gave check_round, judged by the verdict after each test."""
 
-    pending: list[tuple[TableContext, list[Event], list[RoundFinding]]] = field(
+    pending: list[tuple[TableContext, list[Event], list[Finding]]] = field(
         default_factory=list
     )
     clean: int = 0
     flagged: int = 0
 
-    def record(self, ctx: TableContext, events: Sequence[Event], found: list[RoundFinding]) -> None:
+    def record(self, ctx: TableContext, events: Sequence[Event], found: list[Finding]) -> None:
         self.pending.append((ctx, list(events), list(found)))
 
     def check(self) -> None:

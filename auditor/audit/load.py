@@ -11,19 +11,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.replay.irregular import Irregularity
 from auditor.replay.shoes import (
     Excess,
-    RoundSpan,
+    Rounds,
     Shoe,
     ShoeEvent,
     ShoeRules,
     StreamEvent,
     TableStream,
+    cited_rounds,
     opening_seq,
 )
 from auditor.replay.tables import (
@@ -115,53 +120,103 @@ def _rounds_sql(tables_in: tuple[str, str] | None) -> str:
           GROUP BY ALL"""
 
 
+def load_rounds(
+    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None = None
+) -> pa.Table:
+    """Every round (table_id, shoe, round) of the tables in `tables_in` (one of
+    db.table_batches, or all) as columns, in seq order per shoe: `first_seq_all` and `void`
+    over all its events, where the payment orders read the declared procedure; `first_seq`,
+    `last_seq` and `cards` without the cutting card, the span the shoe checks count
+    (`spanned` false when the cutting card is all the round has). One aggregate over the
+    events serves both passes, the costliest read of the table pass."""
+    return con.sql(
+        f"""
+        SELECT table_id, shoe, round, min(seq) AS first_seq_all,
+               bool_or(type = 'void') AS void,
+               count(*) FILTER (type NOT IN ('cut_card')) > 0 AS spanned,
+               min(seq) FILTER (type NOT IN ('cut_card')) AS first_seq,
+               max(seq) FILTER (type NOT IN ('cut_card')) AS last_seq,
+               count(*) FILTER (type = 'card') AS cards
+        FROM events
+        WHERE shoe IS NOT NULL AND round IS NOT NULL AND {table_range_sql(tables_in)}
+        GROUP BY ALL ORDER BY table_id, shoe, first_seq
+        """
+    ).to_arrow_table()
+
+
 def tables_with_other_orders(
     con: duckdb.DuckDBPyConnection,
     timeline: Timeline,
     vig_charged: Callable[[str], bool | None],
     tables_in: tuple[str, str] | None = None,
+    rounds: pa.Table | None = None,
 ) -> tuple[list[str], int]:
     """The tables where an undeclared run can start, and the rounds with payments seen.
 
     A run starts only at an informative round whose order fits some procedure but not the
     declared one; at any other table `undeclared_runs` finds nothing. One row per round with
-    its order as text (no times, no sources) keeps this cheap for a day of millions of rounds.
+    its order as text (no times, no sources), read as columns: a table repeats a few orders
+    under a few declared procedures, and each (order, declared) pair is judged once.
+    `rounds`: load_rounds of the same tables, if already read.
     """
     tables = _procedure_tables(timeline, tables_in)
     if not tables:
         return [], 0
     these_e = table_range_sql(tables_in, "e.table_id")
+    con.register("batch_rounds", load_rounds(con, tables_in) if rounds is None else rounds)
+    try:
+        got = con.sql(
+            f"""
+            SELECT e.table_id, r.first_seq_all AS first_seq,
+                   string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
+            FROM events e JOIN batch_rounds r USING (table_id, shoe, round)
+            WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
+              AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
+            GROUP BY e.table_id, e.shoe, e.round, r.first_seq_all
+            ORDER BY e.table_id
+            """,
+            params=[tables],
+        ).to_arrow_table()
+    finally:
+        con.unregister("batch_rounds")
+    if not got.num_rows:
+        return [], 0
+    table_col = pc.dictionary_encode(got.column("table_id").combine_chunks())
+    moves_col = pc.dictionary_encode(got.column("moves").combine_chunks())
+    t_idx = table_col.indices.to_numpy()
+    m_idx = moves_col.indices.to_numpy()
+    first_seq = got.column("first_seq").to_numpy()
+    names, orders = table_col.dictionary.to_pylist(), moves_col.dictionary.to_pylist()
+    starts = np.flatnonzero(np.diff(t_idx, prepend=-1))
+    pairs: dict[int, tuple[tuple[str, int], ...]] = {}
     suspects: set[str] = set()
     rounds = 0
-    reader = con.sql(
-        f"""
-        WITH r AS ({_rounds_sql(tables_in)})
-        SELECT e.table_id, r.first_seq,
-               string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
-        FROM events e JOIN r USING (table_id, shoe, round)
-        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-        GROUP BY e.table_id, e.shoe, e.round, r.first_seq
-        """,
-        params=[tables],
-    ).to_arrow_reader(1 << 16)
-    for batch in reader:
-        cols = batch.to_pydict()
-        for table, first_seq, moves in zip(
-            cols["table_id"], cols["first_seq"], cols["moves"], strict=True
-        ):
-            charged = vig_charged(table)
-            if charged is None:
-                continue
-            rounds += 1
-            if table in suspects:
-                continue
-            words = moves.split(" ")
-            pairs = tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
-            fits, informative = order_facts(pairs, charged)
-            declared = declared_at(timeline.declared[table], first_seq, None)
-            if informative and fits and declared is not None and declared not in fits:
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), got.num_rows], strict=True):
+        table = names[t_idx[lo]]
+        charged = vig_charged(table)
+        if charged is None:
+            continue
+        rounds += hi - lo
+        declared = _declared_at(timeline.declared[table], first_seq[lo:hi])
+        known = declared >= 0
+        seen = np.unique(declared[known] * len(orders) + m_idx[lo:hi][known])
+        for d, m in (divmod(k, len(orders)) for k in seen.tolist()):
+            if m not in pairs:
+                words = orders[m].split(" ")
+                pairs[m] = tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
+            fits, informative = order_facts(pairs[m], charged)
+            if informative and fits and d not in fits:
                 suspects.add(table)
+                break
     return sorted(suspects), rounds
+
+
+def _declared_at(declared: Sequence[tuple[int, int]], seqs: np.ndarray) -> np.ndarray:
+    """tables.declared_at for many seqs at once (-1 for none): the declaration before the
+    first one whose seq is not below the round's (a running maximum keeps that a search)."""
+    at = np.maximum.accumulate(np.array([s for s, _ in declared], np.int64))
+    procedures = np.array([-1] + [p for _, p in declared], np.int64)
+    return procedures[np.searchsorted(at, seqs, side="left")]
 
 
 def load_round_orders(
@@ -228,13 +283,20 @@ _NORM_CARD = (
 )
 
 
+@lru_cache(maxsize=1024)
+def _card_text(card: str) -> str:
+    return str(parse_card(card))
+
+
 def load_shoes(
     con: duckdb.DuckDBPyConnection,
     rules_for: Callable[[str | None, str | None], ShoeRules | None],
     tables_in: tuple[str, str] | None = None,
+    rounds: pa.Table | None = None,
 ) -> list[Shoe]:
     """Every (table, shoe) with its shoe-level events, round spans, rules and opening (of the
-    tables in `tables_in`, one of db.table_batches, or of all)."""
+    tables in `tables_in`, one of db.table_batches, or of all; `rounds`: load_rounds of
+    them, if already read)."""
     these = table_range_sql(tables_in, "e.table_id")
     rows = con.execute(
         f"""
@@ -269,10 +331,9 @@ def load_shoes(
             order.append(key)
         s = shoes[key]
         ev = ShoeEvent(table, shoe_id, seq, ts, type_, source, decks, shuffle, batch,
-                       tuple(str(parse_card(c)) for c in cards or ()),
-                       None if card is None else str(parse_card(card)),
-                       tuple(str(parse_card(c)) for c in burned or ()), rnd, remaining,
-                       next_type)
+                       tuple(map(_card_text, cards or ())),
+                       None if card is None else _card_text(card),
+                       tuple(map(_card_text, burned or ())), rnd, remaining, next_type)
         if type_ == "shoe_start" and s.start is None:
             s.start = ev
         elif type_ == "burn":
@@ -283,24 +344,63 @@ def load_shoes(
             s.cut = ev
         elif type_ == "shoe_end" and s.end is None:
             s.end = ev
-    for table, shoe_id, rnd, first_seq, last_seq, ts, source, cards, void in con.execute(
-        f"""
-        SELECT e.table_id, e.shoe, e.round, min(e.seq), max(e.seq), min(e.ts),
-               arg_min(s.path || ':' || e.line_no, e.seq),
-               count(*) FILTER (e.type = 'card'), bool_or(e.type = 'void')
-        FROM events e JOIN sources s ON s.id = e.source_id
-        WHERE e.shoe IS NOT NULL AND e.round IS NOT NULL
-          AND e.type NOT IN ('cut_card') AND {these}
-        GROUP BY ALL ORDER BY e.table_id, min(e.seq)
-        """
-    ).fetchall():
-        key = (table, shoe_id)
-        if key not in shoes:
-            shoes[key] = Shoe(table, shoe_id)
-            order.append(key)
-        shoes[key].rounds.append(RoundSpan(rnd, first_seq, last_seq, ts, source, cards, void))
+    # Rounds as columns, a shoe's rounds together in seq order; a shoe known only by its rounds
+    # comes after the others of its table here, and the sort at the end puts it in its place.
+    spans = load_rounds(con, tables_in) if rounds is None else rounds
+    spans = spans.filter(pc.field("spanned"))
+    if spans.num_rows:
+        cols = {n: spans.column(n).to_numpy() for n in ("round", "first_seq", "last_seq",
+                                                         "cards")}
+        cols["void"] = spans.column("void").fill_null(False).to_numpy()
+        tables = pc.dictionary_encode(spans.column("table_id").combine_chunks())
+        shoe_ids = pc.dictionary_encode(spans.column("shoe").combine_chunks())
+        t_idx = tables.indices.fill_null(-1).to_numpy()
+        s_idx = shoe_ids.indices.fill_null(-1).to_numpy()
+        starts = np.flatnonzero(np.diff(t_idx, prepend=-2) | np.diff(s_idx, prepend=-2))
+        names, shoe_names = tables.dictionary.to_pylist(), shoe_ids.dictionary.to_pylist()
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), spans.num_rows], strict=True):
+            key = (names[t_idx[lo]], shoe_names[s_idx[lo]])
+            if key not in shoes:
+                shoes[key] = Shoe(*key)
+                order.append(key)
+            shoes[key].rounds = Rounds(**{n: c[lo:hi] for n, c in cols.items()})
+        _cite_rounds(con, shoes.values(), these)
     _mark_gaps(con, shoes, tables_in)
     return [shoes[k] for k in sorted(order, key=lambda k: (k[0], opening_seq(shoes[k])))]
+
+
+def _cite_rounds(con: duckdb.DuckDBPyConnection, shoes: Iterable[Shoe], these: str) -> None:
+    """The time and source of the rounds a finding can cite (shoes.cited_rounds), read for
+    those rounds only."""
+    where: dict[tuple[str, str, int], tuple[Shoe, int]] = {}
+    for s in shoes:
+        for i in cited_rounds(s):
+            where[(s.table, s.shoe, int(s.rounds.round[i]))] = (s, i)
+    if not where:
+        return
+    con.register("cited_rounds", pa.table({
+        "table_id": pa.array([k[0] for k in where], pa.string()),
+        "shoe": pa.array([k[1] for k in where], pa.string()),
+        "round": pa.array([k[2] for k in where], pa.int64()),
+    }))
+    try:
+        rows = con.execute(
+            f"""
+            SELECT e.table_id, e.shoe, e.round, min(e.ts),
+                   arg_min(s.path || ':' || e.line_no, e.seq)
+            FROM events e
+            JOIN cited_rounds c ON e.table_id IS NOT DISTINCT FROM c.table_id
+              AND e.shoe = c.shoe AND e.round = c.round
+            JOIN sources s ON s.id = e.source_id
+            WHERE e.type NOT IN ('cut_card') AND {these}
+            GROUP BY ALL
+            """
+        ).fetchall()
+    finally:
+        con.unregister("cited_rounds")
+    for table, shoe_id, rnd, ts, source in rows:
+        s, i = where[(table, shoe_id, rnd)]
+        s.rounds.detail[i] = (ts, source)
 
 
 def _mark_gaps(
@@ -309,20 +409,50 @@ def _mark_gaps(
     tables_in: tuple[str, str] | None,
 ) -> None:
     gaps: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for table, prev, seq in con.execute(
-        f"""
-        SELECT table_id, prev, seq FROM (
-          SELECT table_id, seq, lag(seq) OVER (PARTITION BY stream ORDER BY seq) AS prev
-          FROM events WHERE table_id IS NOT NULL AND {table_range_sql(tables_in)}
-        ) WHERE seq > prev + 1
-        """
-    ).fetchall():
+    for table, prev, seq in _seq_gaps(con, "stream", tables_in):
         gaps[table].append((prev, seq))
     for (table, _), s in shoes.items():
         lo = opening_seq(s)
-        ends = [e.seq for e in (s.end, s.cut) if e is not None] + [r.last_seq for r in s.rounds]
+        ends = [e.seq for e in (s.end, s.cut) if e is not None]
+        if len(s.rounds):
+            ends.append(int(s.rounds.last_seq.max()))
         hi = max(ends, default=lo)
         s.gap = any(prev < hi and seq > lo for prev, seq in gaps[table])
+
+
+def _seq_gaps(
+    con: duckdb.DuckDBPyConnection, by: str, tables_in: tuple[str, str] | None
+) -> list[tuple[str, int, int]]:
+    """(table, seq before, seq) wherever seq skips numbers in a partition (`by`: stream or
+    table_id) of the events of tables. A stream never repeats a seq (ingest refuses that), so a
+    partition of one stream whose seqs number as many as its range has no gap: the window over
+    the events, the costly part, runs only over the others."""
+    these = table_range_sql(tables_in)
+    broken = [
+        part for part, ok in con.execute(
+            f"""
+            SELECT {by}, count(seq) = count(*) AND count(*) = max(seq) - min(seq) + 1
+                   AND min(stream) = max(stream)
+            FROM events WHERE table_id IS NOT NULL AND {these} GROUP BY ALL
+            """
+        ).fetchall()
+        if not ok
+    ]
+    if not broken:
+        return []
+    only = ("true" if None in broken
+            else f"{by} IN (SELECT unnest(?::VARCHAR[]))")
+    return [
+        (t, p, q) for t, p, q in con.execute(
+            f"""
+            SELECT table_id, prev, seq FROM (
+              SELECT table_id, seq, lag(seq) OVER (PARTITION BY {by} ORDER BY seq) AS prev
+              FROM events WHERE table_id IS NOT NULL AND {these} AND {only}
+            ) WHERE seq > prev + 1
+            """,
+            [] if None in broken else [broken],
+        ).fetchall()
+    ]
 
 
 def load_composition(
@@ -330,51 +460,80 @@ def load_composition(
     tables_in: tuple[str, str] | None = None,
 ) -> tuple[dict[tuple[str, str], list[Excess]], dict[tuple[str, str], int]]:
     """Per (table, shoe): the cards seen more often than its decks allow, and the number of
-    cards dealt, burned or found face up (one SQL aggregate over every card of every shoe)."""
-    con.execute(
+    cards dealt, burned or found face up.
+
+    Cards are counted per shoe as logged, and spellings are merged on those counts, not on
+    every card; only the shoes with a card too many are read card by card."""
+    these = table_range_sql(tables_in)
+    decks_sql = f"""
+        SELECT table_id, shoe, arg_min(decks, seq) AS decks FROM events
+        WHERE type = 'shoe_start' AND {these} GROUP BY ALL"""
+    used: dict[tuple[str, str], int] = {}
+    over: list[tuple[str, str]] = []
+    for table, shoe, n, too_many in con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE shoe_cards AS
-        SELECT table_id, shoe, seq, ts, source_id, line_no, {_NORM_CARD} AS card FROM (
-          SELECT table_id, shoe, seq, ts, source_id, line_no,
-                 unnest(CASE WHEN type = 'card' THEN [card]
-                             WHEN type = 'burn' THEN cards
-                             ELSE list_prepend(card, coalesce(burned, []::VARCHAR[])) END) AS c
-          FROM events
-          WHERE type IN ('card', 'burn', 'face_up_in_shoe') AND shoe IS NOT NULL
-            AND {table_range_sql(tables_in)}
+        WITH logged AS (
+          SELECT table_id, shoe, card AS c, count(*) AS n FROM events
+          WHERE type = 'card' AND shoe IS NOT NULL AND {these} GROUP BY ALL
+          UNION ALL
+          SELECT table_id, shoe, c, count(*) FROM (
+            SELECT table_id, shoe,
+                   unnest(CASE WHEN type = 'burn' THEN cards
+                               ELSE list_prepend(card, coalesce(burned, []::VARCHAR[])) END) AS c
+            FROM events
+            WHERE type IN ('burn', 'face_up_in_shoe') AND shoe IS NOT NULL AND {these}
+          ) GROUP BY ALL
+        ), counted AS (
+          SELECT table_id, shoe, {_NORM_CARD} AS card, sum(n) AS n FROM logged GROUP BY ALL
         )
-        """
-    )
-    used = {
-        (t, s): n
-        for t, s, n in con.execute(
-            "SELECT table_id, shoe, count(*) FROM shoe_cards GROUP BY ALL"
-        ).fetchall()
-    }
-    excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
-    for table, shoe, card, n, seqs, decks in con.execute(
-        f"""
-        WITH decks AS (
-          SELECT table_id, shoe, arg_min(decks, seq) AS decks FROM events
-          WHERE type = 'shoe_start' AND {table_range_sql(tables_in)} GROUP BY ALL
-        )
-        SELECT c.table_id, c.shoe, c.card, count(*),
-               list({{'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id, 'line': c.line_no}}
-                    ORDER BY c.seq),
-               d.decks
-        FROM shoe_cards c JOIN decks d USING (table_id, shoe)
-        GROUP BY c.table_id, c.shoe, c.card, d.decks
-        HAVING count(*) > d.decks
-        ORDER BY c.table_id, c.shoe, c.card
+        SELECT c.table_id, c.shoe, sum(c.n), coalesce(bool_or(c.n > d.decks), false)
+        FROM counted c LEFT JOIN ({decks_sql}) d USING (table_id, shoe)
+        GROUP BY ALL
         """
     ).fetchall():
+        used[(table, shoe)] = int(n)
+        if too_many:
+            over.append((table, shoe))
+    if not over:
+        return {}, used
+    con.register("shoes_over", pa.table({
+        "table_id": pa.array([t for t, _ in over], pa.string()),
+        "shoe": pa.array([s for _, s in over], pa.string()),
+    }))
+    try:
+        rows = con.execute(
+            f"""
+            WITH shoe_cards AS (
+              SELECT table_id, shoe, seq, ts, source_id, line_no, {_NORM_CARD} AS card FROM (
+                SELECT e.table_id, e.shoe, e.seq, e.ts, e.source_id, e.line_no,
+                       unnest(CASE WHEN e.type = 'card' THEN [e.card]
+                                   WHEN e.type = 'burn' THEN e.cards
+                                   ELSE list_prepend(e.card, coalesce(e.burned, []::VARCHAR[]))
+                              END) AS c
+                FROM events e JOIN shoes_over o USING (table_id, shoe)
+                WHERE e.type IN ('card', 'burn', 'face_up_in_shoe') AND {these}
+              )
+            )
+            SELECT c.table_id, c.shoe, c.card, count(*),
+                   list({{'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id,
+                          'line': c.line_no}} ORDER BY c.seq),
+                   d.decks
+            FROM shoe_cards c JOIN ({decks_sql}) d USING (table_id, shoe)
+            GROUP BY c.table_id, c.shoe, c.card, d.decks
+            HAVING count(*) > d.decks
+            ORDER BY c.table_id, c.shoe, c.card
+            """
+        ).fetchall()
+    finally:
+        con.unregister("shoes_over")
+    excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
+    for table, shoe, card, n, seqs, decks in rows:
         at = seqs[decks]
         path = con.execute("SELECT path FROM sources WHERE id = ?",
                            [at["source_id"]]).fetchall()[0][0]
         excess[(table, shoe)].append(Excess(card, n, at["seq"], at["ts"],
                                             f"{path}:{at['line']}",
                                             tuple(x["seq"] for x in seqs)))
-    con.execute("DROP TABLE IF EXISTS shoe_cards")
     return dict(excess), used
 
 
@@ -383,9 +542,9 @@ def load_last_round_cards(
 ) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """The (to, card) pairs of the last round of each shoe dealt to its last card."""
     wanted = [
-        (s.table, s.shoe, s.rounds[-1].round)
+        (s.table, s.shoe, int(s.rounds.round[-1]))
         for s in shoes
-        if s.rounds and s.size is not None and not s.gap and s.consumed >= s.size
+        if len(s.rounds) and s.size is not None and not s.gap and s.consumed >= s.size
     ]
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for table, shoe, rnd in wanted:
@@ -410,18 +569,37 @@ def load_streams(
     con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None = None
 ) -> list[TableStream]:
     """Each table's opens and closes (with the event before each open), its last event and
-    its seq gaps (of the tables in `tables_in`, one of db.table_batches, or of all): one window
-    of seq numbers over the streams, then the few events it keeps read in full."""
+    its seq gaps (of the tables in `tables_in`, one of db.table_batches, or of all), then the
+    few events kept read in full.
+
+    A table whose events are one stream numbered without a gap (a stream never repeats a seq)
+    has its neighbours' seqs by arithmetic; a window of seq numbers, the costly part, runs
+    over the other tables only."""
     these = table_range_sql(tables_in)
     rows = con.execute(
         f"""
-        WITH w AS (
+        WITH stats AS (
+          SELECT table_id, min(seq) AS lo, max(seq) AS hi,
+                 coalesce(count(seq) = count(*) AND count(*) = max(seq) - min(seq) + 1
+                          AND min(stream) = max(stream), false) AS whole
+          FROM events WHERE table_id IS NOT NULL AND {these} GROUP BY ALL
+        ), whole AS (
+          SELECT e.table_id, e.seq, e.type,
+                 CASE WHEN e.seq > st.lo THEN e.seq - 1 END AS p_seq,
+                 CASE WHEN e.seq < st.hi THEN e.seq + 1 END AS n_seq
+          FROM events e JOIN stats st USING (table_id)
+          WHERE st.whole AND (e.type IN ('table_open', 'table_close') OR e.seq = st.hi)
+            AND {table_range_sql(tables_in, "e.table_id")}
+        ), w AS (
           SELECT table_id, seq, type, lag(seq) OVER x AS p_seq, lead(seq) OVER x AS n_seq
           FROM events WHERE table_id IS NOT NULL AND {these}
+            AND table_id IN (SELECT table_id FROM stats WHERE NOT whole)
           WINDOW x AS (PARTITION BY table_id ORDER BY seq)
         ), keep AS (
           SELECT * FROM w
           WHERE type IN ('table_open', 'table_close') OR n_seq IS NULL OR seq > p_seq + 1
+          UNION ALL
+          SELECT * FROM whole
         )
         SELECT k.table_id, k.seq, e.ts, k.type, s.path || ':' || e.line_no, e.shoe, e.round,
                e.pit, k.p_seq, p.ts, p.type, ps.path || ':' || p.line_no, p.shoe, p.round,

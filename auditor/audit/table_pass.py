@@ -109,9 +109,15 @@ def compute(
         pack = packs.get(jurisdiction, game)
         return None if pack is None else ProcedureRules.of(pack)
 
+    shoe_rules_of: dict[tuple[str | None, str | None], shoe_checks.ShoeRules | None] = {}
+
     def shoe_rules(jurisdiction: str | None, game: str | None) -> shoe_checks.ShoeRules | None:
-        pack = packs.get(jurisdiction, game)
-        return None if pack is None else shoe_checks.ShoeRules.of(pack, config.house_options)
+        key = (jurisdiction, game)
+        if key not in shoe_rules_of:
+            pack = packs.get(jurisdiction, game)
+            shoe_rules_of[key] = (None if pack is None
+                                  else shoe_checks.ShoeRules.of(pack, config.house_options))
+        return shoe_rules_of[key]
 
     timeline = table_checks.table_timeline(
         load.load_table_events(con),
@@ -137,8 +143,9 @@ def compute(
     latest = load.load_latest_ts(con)
     days = shoe_checks.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
+        every_round = load.load_rounds(con, tables_in)
         suspects, n = load.tables_with_other_orders(
-            con, timeline, lambda t: charged.get(t), tables_in
+            con, timeline, lambda t: charged.get(t), tables_in, every_round
         )
         counts["rounds"] += n
         if suspects:
@@ -147,7 +154,8 @@ def compute(
             )
             runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
-        shoes = load.load_shoes(con, shoe_rules, tables_in)
+        shoes = load.load_shoes(con, shoe_rules, tables_in, every_round)
+        del every_round
         excess, used = load.load_composition(con, tables_in)
         last_cards = load.load_last_round_cards(con, shoes)
         found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)

@@ -7,7 +7,9 @@ with no table_close, a shoe with no shoe_end (event log v1).
 The checks are pure functions of a `Shoe` (its shoe-level events, its rounds' spans and the
 rules that apply); `auditor.audit.load.load_shoes` builds those from the audit database, and
 `card_excess`'s rows come from one SQL aggregate there, so per-card counting never loops in
-Python.
+Python. A shoe's rounds are columns (`Rounds`): a day holds millions of rounds and the checks
+read them as sums and searches; only the few a finding can cite (`cited_rounds`) carry their
+time and source.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from auditor.replay.hands import Hands, deal_error, required_draws
 from auditor.replay.tables import TableFinding, iso, local
@@ -104,6 +108,48 @@ class RoundSpan:
     void: bool
 
 
+def _none() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Rounds:
+    """A shoe's rounds in seq order as columns (int64; `void` bool). `detail` holds the time
+    and source of the rounds a finding can cite (`cited_rounds`), by position: reading them
+    for every round of a day was most of the table pass's time."""
+
+    round: np.ndarray = field(default_factory=_none)
+    first_seq: np.ndarray = field(default_factory=_none)
+    last_seq: np.ndarray = field(default_factory=_none)
+    cards: np.ndarray = field(default_factory=_none)
+    void: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    detail: dict[int, tuple[dt.datetime, str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.round)
+
+    def __getitem__(self, i: int) -> RoundSpan:
+        """The round at position `i` (negative counts from the end) with its time and source;
+        only a cited round has them."""
+        i = range(len(self))[i]
+        if i not in self.detail:
+            raise LookupError(f"round at position {i} is not one cited_rounds names")
+        ts, source = self.detail[i]
+        return RoundSpan(int(self.round[i]), int(self.first_seq[i]), int(self.last_seq[i]), ts,
+                         source, int(self.cards[i]), bool(self.void[i]))
+
+    def find(self, rnd: int | None) -> int | None:
+        """The position of the first round numbered `rnd`."""
+        if rnd is None:
+            return None
+        at = np.flatnonzero(self.round == rnd)
+        return int(at[0]) if at.size else None
+
+    def dealt_before(self, seq: int) -> int:
+        """Cards dealt in the rounds that ended before event `seq`."""
+        return int(self.cards[self.last_seq < seq].sum())
+
+
 @dataclass
 class Shoe:
     """One shoe at one table: its events, its rounds and the rules in force for it."""
@@ -118,7 +164,7 @@ class Shoe:
     face_ups: list[ShoeEvent] = field(default_factory=list)
     cut: ShoeEvent | None = None
     end: ShoeEvent | None = None
-    rounds: list[RoundSpan] = field(default_factory=list)
+    rounds: Rounds = field(default_factory=Rounds)
     rules: ShoeRules | None = None
     gap: bool = False  # the table's seq skips numbers within the shoe: counts are incomplete
 
@@ -139,7 +185,7 @@ class Shoe:
         """Cards out of the shoe (burned, found face up, dealt) before event `seq`."""
         n = sum(len(b.cards) for b in self.burns if b.seq < seq)
         n += sum(1 + len(f.burned) for f in self.face_ups if f.seq < seq)
-        return n + sum(r.cards for r in self.rounds if r.last_seq < seq)
+        return n + self.rounds.dealt_before(seq)
 
     @property
     def consumed(self) -> int:
@@ -453,12 +499,12 @@ def cut_card_findings(shoe: Shoe) -> list[TableFinding]:
                 {"cut_card_from_end": [lo, hi]}, {"cards_out": used, "cut_card": None},
             )]
         return []
-    rnd = next((r for r in shoe.rounds if r.round == cut.round), None)
+    rnd = shoe.rounds.find(cut.round)
     if rnd is None:
         before = after = shoe.consumed_before(cut.seq)
     else:
-        before = shoe.consumed_before(rnd.first_seq)
-        after = shoe.consumed_before(rnd.last_seq + 1)
+        before = shoe.consumed_before(int(shoe.rounds.first_seq[rnd]))
+        after = shoe.consumed_before(int(shoe.rounds.last_seq[rnd]) + 1)
     if after < allowed[0] or before > allowed[1]:
         left = (size - after, size - before)
         where = f"{left[0]}" if left[0] == left[1] else f"{left[0]}-{left[1]}"
@@ -475,32 +521,60 @@ def cut_card_findings(shoe: Shoe) -> list[TableFinding]:
     return []
 
 
+_ROUNDS_AFTER_CUT = {"finish_round_then_one_more": 1, "finish_round": 0}
+
+
+def _last_allowed(shoe: Shoe) -> int | None:
+    """The last round the house option lets the shoe deal after its cutting card."""
+    rules, cut = shoe.rules, shoe.cut
+    if rules is None or cut is None or cut.round is None or rules.end_of_shoe is None:
+        return None
+    extra = _ROUNDS_AFTER_CUT.get(rules.end_of_shoe)
+    return None if extra is None else cut.round + extra
+
+
+def cited_rounds(shoe: Shoe) -> list[int]:
+    """Positions of the rounds a finding on `shoe` can cite with their time and source: the
+    first, the last, and the first dealt beyond the end of shoe (end_of_shoe_findings)."""
+    n = len(shoe.rounds)
+    if not n:
+        return []
+    out = {0, n - 1}
+    last_allowed = _last_allowed(shoe)
+    if last_allowed is not None:
+        beyond = np.flatnonzero(shoe.rounds.round > last_allowed)
+        if beyond.size:
+            out.add(int(beyond[0]))
+    return sorted(out)
+
+
 def end_of_shoe_findings(shoe: Shoe) -> list[TableFinding]:
     """shoe.end_of_shoe: after the round the cutting card came out in, the house option says
     how many rounds follow (finish_round_then_one_more: one; finish_round: none). Rounds beyond
     are reported; so is a shoe ended without its one more round when the table went on to
     another shoe and enough cards were left for a round."""
-    rules, cut = shoe.rules, shoe.cut
-    if rules is None or cut is None or cut.round is None or rules.end_of_shoe is None:
+    rules, cut, rounds = shoe.rules, shoe.cut, shoe.rounds
+    last_allowed = _last_allowed(shoe)
+    if last_allowed is None or rules is None or rules.end_of_shoe is None or cut is None \
+            or cut.round is None:
         return []
-    extra = {"finish_round_then_one_more": 1, "finish_round": 0}.get(rules.end_of_shoe)
-    if extra is None:
-        return []
-    last_allowed = cut.round + extra
-    beyond = [r for r in shoe.rounds if r.round > last_allowed]
+    extra = last_allowed - cut.round
+    after = np.flatnonzero(rounds.round > last_allowed)
+    beyond = rounds.round[after].tolist()
     option = rules.end_of_shoe.replace("_", " ")
     if beyond:
+        first = rounds[int(after[0])]
         return [_finding(
-            "shoe.end_of_shoe", shoe, beyond[0], "beyond",
+            "shoe.end_of_shoe", shoe, first, "beyond",
             f"{shoe.table} shoe {shoe.shoe}: the cutting card came out in round {cut.round}, "
             f"so round {last_allowed} was the last ({option}); "
             f"{len(beyond)} more round{'s were' if len(beyond) > 1 else ' was'} dealt "
-            f"(rounds {beyond[0].round}-{beyond[-1].round}).",
+            f"(rounds {beyond[0]}-{beyond[-1]}).",
             {"last_round": last_allowed, "option": rules.end_of_shoe},
-            {"rounds_after": [r.round for r in beyond]},
-            events=[cut, beyond[0]],
+            {"rounds_after": beyond},
+            events=[cut, first],
         )]
-    played = max((r.round for r in shoe.rounds), default=0)
+    played = int(rounds.round.max()) if len(rounds) else 0
     size = shoe.size
     left = None if size is None or shoe.gap else size - shoe.consumed
     if (extra and played < last_allowed and shoe.end is not None
@@ -591,7 +665,7 @@ def shoe_findings(
 def opening_seq(shoe: Shoe) -> int:
     """The shoe's first seq: its start, cut, first round or first burn, whichever is first."""
     seqs = [e.seq for e in (shoe.start, shoe.cut, shoe.end) if e is not None]
-    seqs += [r.first_seq for r in shoe.rounds[:1]] + [b.seq for b in shoe.burns[:1]]
+    seqs += shoe.rounds.first_seq[:1].tolist() + [b.seq for b in shoe.burns[:1]]
     return min(seqs, default=0)
 
 
@@ -669,7 +743,9 @@ class TableStream:
 def last_seq(shoe: Shoe) -> int:
     """The shoe's last event in the stream: its end, else its last round, cut, burn."""
     seqs = [e.seq for e in (shoe.start, shoe.cut, shoe.end) if e is not None]
-    seqs += [r.last_seq for r in shoe.rounds] + [e.seq for e in (*shoe.burns, *shoe.face_ups)]
+    seqs += [e.seq for e in (*shoe.burns, *shoe.face_ups)]
+    if len(shoe.rounds):
+        seqs.append(int(shoe.rounds.last_seq.max()))
     return max(seqs, default=0)
 
 

@@ -115,7 +115,7 @@ CREATE OR REPLACE TEMP TABLE _rf_x AS
 SELECT {_RK}, count(*) AS n_other FROM {_SPAN}
 WHERE e.type IN ({_types(OTHER_TYPES)}) GROUP BY ALL
 """
-_CENTS = "CAST(e.amount * 100 AS HUGEINT)"  # exact: amounts are DECIMAL(18,2)
+_CENTS = "CAST(e.amount * 100 AS BIGINT)"  # exact: amounts are DECIMAL(18,2)
 _BETS = " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BET_CODES))
 _STAKES = f"""
 CREATE OR REPLACE TEMP TABLE _rf_k AS

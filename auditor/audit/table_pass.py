@@ -22,10 +22,11 @@ import pyarrow as pa
 
 from auditor.audit import load
 from auditor.config import PropertyConfig
+from auditor.finding import Finding
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
-from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules, TableFinding
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
@@ -98,7 +99,7 @@ def compute(
     *,
     min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
     changeover_grace: dt.timedelta | None = None,
-) -> tuple[list[TableFinding], dict[str, Any]]:
+) -> tuple[list[Finding], dict[str, Any]]:
     """Every table-, pit- and shoe-level finding the database supports now, and counts of
     what was examined. Reads only (the notices table is created if missing)."""
     hand_notices.ensure_table(con)
@@ -221,58 +222,19 @@ def table_findings(
     }
 
 
-_SCHEMA = pa.schema([
-    ("fingerprint", pa.string()), ("code", pa.string()), ("table_id", pa.string()),
-    ("pit", pa.string()), ("shoe", pa.string()), ("round", pa.int64()), ("seq", pa.int64()),
-    ("ts", pa.timestamp("us", tz="UTC")), ("message", pa.string()), ("expected", pa.string()),
-    ("observed", pa.string()), ("source", pa.string()), ("evidence", pa.string()),
-])
-
-
-def _arrow(found: Sequence[TableFinding]) -> pa.Table:
-    def js(v: Any) -> str:
-        return json.dumps(v, default=str, sort_keys=True)
-
-    cols: dict[str, list[Any]] = {name: [] for name in _SCHEMA.names}
-    for f in found:
-        cols["fingerprint"].append(f.fingerprint)
-        cols["code"].append(f.code)
-        cols["table_id"].append(f.table)
-        cols["pit"].append(f.pit)
-        cols["shoe"].append(f.shoe)
-        cols["round"].append(f.round)
-        cols["seq"].append(f.seq)
-        cols["ts"].append(f.ts.astimezone(dt.UTC))
-        cols["message"].append(f.message)
-        cols["expected"].append(js(f.expected))
-        cols["observed"].append(js(f.observed))
-        cols["source"].append(f.source)
-        cols["evidence"].append(js(f.evidence))
-    return pa.table(cols, schema=_SCHEMA)
-
-
 def _store(
-    con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[TableFinding]
+    con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[Finding]
 ) -> tuple[int, int]:
     dupes = [fp for fp, n in Counter(f.fingerprint for f in found).items() if n > 1]
     if dupes:
         raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
-    con.register("table_pass_findings", _arrow(found))
-    try:
-        new = findings.record(
-            con, run_id,
-            "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
-            "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-            "CAST(evidence AS JSON) AS evidence FROM table_pass_findings",
-        )
-        owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
-        withdrawn = findings.withdraw(
-            con, run_id,
-            f"code IN ({owned}) AND fingerprint NOT IN "
-            "(SELECT fingerprint FROM table_pass_findings)",
-        )
-    finally:
-        con.unregister("table_pass_findings")
+    findings.staged(con, "table_pass_findings", found)
+    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings")
+    owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
+    withdrawn = findings.withdraw(
+        con, run_id,
+        f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
+    )
     return new, withdrawn
 
 

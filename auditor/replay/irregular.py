@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from auditor.finding import Finding, fingerprint
 from auditor.replay.hands import BANKER, PLAYER, Hands, count, deal_error
 from auditor.replay.model import Event
-from auditor.replay.tables import TableFinding, iso
+from auditor.replay.tables import iso
 from auditor.rules.pack import CHEMIN, RulePack
 
 PLAYER_EXTRA_CARD = "player_extra_card"
@@ -148,10 +149,10 @@ class Irregularity:
 
 
 def _finding(irr: Irregularity, key: str, message: str, expected: Any,
-             observed: Any) -> TableFinding:
-    return TableFinding(
+             observed: Any) -> Finding:
+    return Finding(
         code=CODE,
-        fingerprint="|".join([CODE, irr.table, irr.shoe, str(irr.round), str(irr.seq), key]),
+        fingerprint=fingerprint(CODE, irr.table, irr.shoe, irr.round, irr.seq, key),
         table=irr.table, pit=irr.pit, shoe=irr.shoe, round=irr.round, seq=irr.seq, ts=irr.ts,
         message=message, expected=expected, observed=observed, source=irr.source,
         evidence={"tables": [irr.table], "pit": irr.pit, "shoe": irr.shoe,
@@ -163,7 +164,7 @@ def _finding(irr: Irregularity, key: str, message: str, expected: Any,
 
 def judge_player_extra_card(
     irr: Irregularity, pack: RulePack, allowed: Mapping[str, Sequence[str]]
-) -> list[TableFinding]:
+) -> list[Finding]:
     """NZ rule 12.2. The first four cards decide: if either hand has a natural or the Player's
     two cards stand, no third card was authorised; then the Banker's own draw (the pack's
     tableau for a Player who stood) says whether the card becomes the Banker's third card
@@ -211,7 +212,7 @@ def judge_player_extra_card(
 
 def judge_listed(
     irr: Irregularity, pack: RulePack, allowed: Mapping[str, Sequence[str]]
-) -> list[TableFinding]:
+) -> list[Finding]:
     """A kind the pack lists and no judge here reads the situation of: the disposition must be
     one the pack allows for the kind, in situation `any` when it has one, else in some
     situation (a disposition no situation allows is wrong whatever the cards)."""
@@ -233,11 +234,11 @@ JUDGES = {PLAYER_EXTRA_CARD: judge_player_extra_card}
 
 def irregularity_findings(
     found: Sequence[Irregularity], pack_of: Mapping[str, RulePack | None]
-) -> tuple[list[TableFinding], int]:
+) -> tuple[list[Finding], int]:
     """Findings for the irregularities of kinds a pack lists, and how many were not judged
     here: no usable pack, a kind the pack does not list (the round replay reports it as
     irregularity.unknown_kind), or a chemin de fer table (judged by its own replay)."""
-    out: list[TableFinding] = []
+    out: list[Finding] = []
     unjudged = 0
     for irr in found:
         pack = pack_of.get(irr.table)

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from auditor.finding import Finding, fingerprint
 from auditor.replay.hands import Hands, deal_error, required_draws
-from auditor.replay.tables import TableFinding, iso, local
+from auditor.replay.tables import iso, local
 from auditor.rules.cards import parse_card, rank_value
 from auditor.rules.pack import DrawTables, RulePack
 
@@ -206,15 +207,15 @@ def _finding(
     events: Sequence[ShoeEvent | RoundSpan] = (),
     rnd: int | None = None,
     extra: Mapping[str, Any] | None = None,
-) -> TableFinding:
+) -> Finding:
     """A shoe finding anchored at `at` (or the shoe's first event), fingerprint
     code|table|shoe|key."""
     anchor = at if at is not None else shoe.anchor
     assert anchor is not None
     evidence_events = [_event_json(shoe, e) for e in (events or [anchor])]
-    return TableFinding(
+    return Finding(
         code=code,
-        fingerprint="|".join([code, shoe.table, shoe.shoe, key]),
+        fingerprint=fingerprint(code, shoe.table, shoe.shoe, key),
         table=shoe.table,
         pit=shoe.pit,
         shoe=shoe.shoe,
@@ -251,7 +252,7 @@ def required_decks(shuffle: str | None, rules: ShoeRules) -> tuple[int, int]:
     return rules.min_decks, rules.min_decks
 
 
-def deck_findings(shoe: Shoe) -> list[TableFinding]:
+def deck_findings(shoe: Shoe) -> list[Finding]:
     """shoe.too_few_decks: fewer decks than 7.1(a) (or 7.1(d) with an automated shuffler)."""
     start, rules = shoe.start, shoe.rules
     if start is None or rules is None or start.decks is None:
@@ -272,7 +273,7 @@ def deck_findings(shoe: Shoe) -> list[TableFinding]:
                      {"decks": per_shoe, "total": total, "rule_pack": rules.pack}, observed)]
 
 
-def batch_findings(shoes: Sequence[Shoe]) -> list[TableFinding]:
+def batch_findings(shoes: Sequence[Shoe]) -> list[Finding]:
     """shoe.batch_not_alternated over one table's shoes in seq order (7.1(d)4-5).
 
     Each batch is used for every other shoe: a shoe must not use the previous shoe's batch,
@@ -328,23 +329,23 @@ class Excess:
 
 def composition_findings(
     shoe: Shoe, excess: Sequence[Excess], used: int
-) -> list[TableFinding]:
+) -> list[Finding]:
     """shoe.composition: cards more often than the decks allow; and, for a finished shoe that
     says how many cards were left, cards missing or extra in all (dealt + burned + remaining
     against 52 x decks). The count in all is skipped when the table's seq skips numbers within
     the shoe (log.seq_gap already reports the missing events)."""
-    out: list[TableFinding] = []
+    out: list[Finding] = []
     decks, size = shoe.decks, shoe.size
     if decks is None or size is None:
         return out
     if excess:
         first = min(excess, key=lambda e: e.seq)
         names = ", ".join(f"{e.card} x{e.count}" for e in sorted(excess, key=lambda e: e.card))
-        out.append(TableFinding(
+        out.append(Finding(
             code="shoe.composition",
-            fingerprint="|".join(["shoe.composition", shoe.table, shoe.shoe, "excess",
-                                  ",".join(f"{e.card}:{e.count}" for e in
-                                           sorted(excess, key=lambda e: e.card))]),
+            fingerprint=fingerprint("shoe.composition", shoe.table, shoe.shoe, "excess",
+                                    ",".join(f"{e.card}:{e.count}" for e in
+                                             sorted(excess, key=lambda e: e.card))),
             table=shoe.table, pit=shoe.pit, shoe=shoe.shoe, round=None, seq=first.seq,
             ts=first.ts,
             message=(f"{shoe.table} shoe {shoe.shoe} ({decks} decks) gave {names}: more than "
@@ -414,7 +415,7 @@ def face_up_burn_size(card: str) -> int:
     return rank_value(parse_card(card).rank)
 
 
-def burn_findings(shoe: Shoe) -> list[TableFinding]:
+def burn_findings(shoe: Shoe) -> list[Finding]:
     """shoe.burn: the start-of-shoe burn by the house option, and each face-up card's burn."""
     out = []
     rules = shoe.rules
@@ -477,7 +478,7 @@ def burn_findings(shoe: Shoe) -> list[TableFinding]:
 # --- cutting card and end of shoe ---------------------------------------------------------
 
 
-def cut_card_findings(shoe: Shoe) -> list[TableFinding]:
+def cut_card_findings(shoe: Shoe) -> list[Finding]:
     """shoe.cut_card: where the cutting card came out against the house option (14-16 cards
     from the end): the cards out of the shoe before and after its round must bracket one of
     the allowed positions. Also a shoe dealt past that point with no cutting card. Skipped
@@ -548,7 +549,7 @@ def cited_rounds(shoe: Shoe) -> list[int]:
     return sorted(out)
 
 
-def end_of_shoe_findings(shoe: Shoe) -> list[TableFinding]:
+def end_of_shoe_findings(shoe: Shoe) -> list[Finding]:
     """shoe.end_of_shoe: after the round the cutting card came out in, the house option says
     how many rounds follow (finish_round_then_one_more: one; finish_round: none). Rounds beyond
     are reported; so is a shoe ended without its one more round when the table went on to
@@ -596,7 +597,7 @@ def end_of_shoe_findings(shoe: Shoe) -> list[TableFinding]:
 
 def void_findings(
     shoe: Shoe, last_round_cards: Sequence[tuple[str, str]] | None
-) -> list[TableFinding]:
+) -> list[Finding]:
     """shoe.void_required (NJ): the last round of a shoe must be void when one of its cards is
     found face up in the shoe (4.12(j)), or when the shoe ran out of cards before the round
     could be completed (4.12(k)). `last_round_cards`: the (to, card) pairs of the shoe's last
@@ -644,9 +645,9 @@ def shoe_findings(
     excess: Mapping[tuple[str, str], Sequence[Excess]],
     used: Mapping[tuple[str, str], int],
     last_round_cards: Mapping[tuple[str, str], Sequence[tuple[str, str]]],
-) -> list[TableFinding]:
+) -> list[Finding]:
     """Every shoe check over `shoes` (any tables, in seq order per table)."""
-    out: list[TableFinding] = []
+    out: list[Finding] = []
     by_table: dict[str, list[Shoe]] = defaultdict(list)
     for s in shoes:
         by_table[s.table].append(s)
@@ -749,11 +750,11 @@ def last_seq(shoe: Shoe) -> int:
     return max(seqs, default=0)
 
 
-def _log_finding(code: str, fingerprint: str, stream: TableStream, shoe: str | None,
+def _log_finding(code: str, key: str, stream: TableStream, shoe: str | None,
                  at: StreamEvent, message: str, expected: Any, observed: Any,
-                 events: Sequence[StreamEvent]) -> TableFinding:
-    return TableFinding(
-        code=code, fingerprint=fingerprint, table=stream.table, pit=stream.pit, shoe=shoe,
+                 events: Sequence[StreamEvent]) -> Finding:
+    return Finding(
+        code=code, fingerprint=key, table=stream.table, pit=stream.pit, shoe=shoe,
         round=None, seq=at.seq, ts=at.ts, message=message, expected=expected,
         observed=observed, source=at.source,
         evidence={"tables": [stream.table], "pit": stream.pit, "shoe": shoe,
@@ -766,7 +767,7 @@ def log_end_findings(
     shoes: Sequence[Shoe],
     latest: dt.datetime,
     days: GamingDays,
-) -> list[TableFinding]:
+) -> list[Finding]:
     """log.table_unclosed and log.shoe_unfinished over `streams` and their tables' `shoes`.
 
     An opening (table_open) must be closed (table_close) before the table opens again or its
@@ -782,7 +783,7 @@ def log_end_findings(
     by_table: dict[str, list[Shoe]] = defaultdict(list)
     for s in shoes:
         by_table[s.table].append(s)
-    out: list[TableFinding] = []
+    out: list[Finding] = []
     for stream in streams:
         table_shoes = sorted(by_table.get(stream.table, []), key=opening_seq)
         covered: set[str] = set()
@@ -819,7 +820,7 @@ def _day_over(stop: StreamEvent, latest: dt.datetime, days: GamingDays) -> bool:
 
 def _unclosed(stream: TableStream, opened: StreamEvent, stop: StreamEvent,
               reopened: StreamEvent | None, open_shoe: Shoe | None, latest: dt.datetime,
-              days: GamingDays) -> TableFinding | None:
+              days: GamingDays) -> Finding | None:
     zone = days.zone
     day = days.of(stop.ts)
     if reopened is None and not _day_over(stop, latest, days):
@@ -852,7 +853,7 @@ def _unclosed(stream: TableStream, opened: StreamEvent, stop: StreamEvent,
     }
     events = [opened, stop] + ([reopened] if reopened is not None else [])
     return _log_finding(
-        "log.table_unclosed", f"log.table_unclosed|{stream.table}|{opened.seq}|{stop.seq}",
+        "log.table_unclosed", fingerprint("log.table_unclosed", stream.table, opened.seq, stop.seq),
         stream, None, stop, message, {"table_close_after_seq": stop.seq}, observed,
         list(dict.fromkeys(events)),
     )
@@ -871,7 +872,7 @@ def _first_event(shoe: Shoe) -> StreamEvent | None:
 
 
 def _unfinished(stream: TableStream, shoe: Shoe, table_shoes: Sequence[Shoe],
-                latest: dt.datetime, days: GamingDays) -> TableFinding | None:
+                latest: dt.datetime, days: GamingDays) -> Finding | None:
     zone = days.zone
     last = last_seq(shoe)
     later = [e for e in map(_first_event, table_shoes) if e is not None and e.seq > last]
@@ -896,7 +897,7 @@ def _unfinished(stream: TableStream, shoe: Shoe, table_shoes: Sequence[Shoe],
     first = _first_event(shoe)
     cited = [*([first] if first is not None else []), *last_round, at]
     return _log_finding(
-        "log.shoe_unfinished", f"log.shoe_unfinished|{stream.table}|{shoe.shoe}|{last}",
+        "log.shoe_unfinished", fingerprint("log.shoe_unfinished", stream.table, shoe.shoe, last),
         stream, shoe.shoe, at,
         f"{stream.table} shoe {shoe.shoe} has no shoe_end: {played}, and {gone}.",
         {"shoe_end_before_seq": at.seq},

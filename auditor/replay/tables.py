@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from auditor.finding import Finding
+from auditor.finding import fingerprint as make_fingerprint
 from auditor.replay import order as order_rules
 from auditor.rules.pack import RulePack
 
@@ -38,31 +40,6 @@ MIN_UNDECLARED_ROUNDS = 3
 
 
 # --- values -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TableFinding:
-    """One table-, pit- or shoe-level deviation, as findings format v1 carries it.
-
-    `fingerprint` names the deviation itself (code and the events it rests on), so the same
-    deviation found again is the same finding, and a finding whose events change is another.
-    `evidence` always has `tables`, `events` (table, seq, ts, type, source) and, where they
-    matter, `notices` and `interval`, so a report can draw the timeline.
-    """
-
-    code: str
-    fingerprint: str
-    table: str | None
-    pit: str | None
-    shoe: str | None
-    round: int | None
-    seq: int | None
-    ts: dt.datetime
-    message: str
-    expected: Any
-    observed: Any
-    source: str | None
-    evidence: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -489,7 +466,7 @@ def _change_text(c: Change, zone: dt.tzinfo) -> str:
 
 def notice_findings(
     verdicts: Sequence[NoticeVerdict], zone: dt.tzinfo = dt.UTC
-) -> list[TableFinding]:
+) -> list[Finding]:
     """One finding per table change that was not duly notified.
 
     Per table, not per pit: each change is its own event (seq, file and line), tables of a
@@ -530,13 +507,13 @@ def notice_findings(
                 message += "; notices found but not counted: " + "; ".join(reasons)
             message += "."
         keys = sorted(n.key for n in counted)
-        fingerprint = "|".join([v.code, c.table, str(c.seq), iso(c.ts), ",".join(keys)])
+        fingerprint = make_fingerprint(v.code, c.table, c.seq, iso(c.ts), ",".join(keys))
         notices_json = [
             {**n.as_json(), "lead_seconds": (c.ts - n.given_at).total_seconds(), "counted": True}
             for n in counted
         ] + [{**n.as_json(), "counted": False, "reason": why} for n, why in v.rejected]
         out.append(
-            TableFinding(
+            Finding(
                 code=v.code,
                 fingerprint=fingerprint,
                 table=c.table,
@@ -700,7 +677,7 @@ _PIT_RULE_TEXT = {
 }
 
 
-def pit_findings(episodes: Sequence[_Episode], zone: dt.tzinfo = dt.UTC) -> list[TableFinding]:
+def pit_findings(episodes: Sequence[_Episode], zone: dt.tzinfo = dt.UTC) -> list[Finding]:
     """One finding per episode, naming its tables, their procedures and the interval."""
     out = []
     for e in episodes:
@@ -722,10 +699,10 @@ def pit_findings(episodes: Sequence[_Episode], zone: dt.tzinfo = dt.UTC) -> list
              "type": s.start_type, "procedure": s.procedure, "source": s.start_source}
             for s in sorted(e.events.values(), key=lambda s: (s.start, s.table))
         ]
-        fingerprint = "|".join(["procedure.pit_inconsistent", e.pit, iso(e.start), iso(e.end),
-                                ",".join(tables)])
+        fingerprint = make_fingerprint("procedure.pit_inconsistent", e.pit, iso(e.start),
+                                       iso(e.end), ",".join(tables))
         out.append(
-            TableFinding(
+            Finding(
                 code="procedure.pit_inconsistent",
                 fingerprint=fingerprint,
                 table=None,
@@ -900,7 +877,7 @@ def undeclared_findings(
     pits: Mapping[str, str],
     notices: Sequence[Notice] = (),
     zone: dt.tzinfo = dt.UTC,
-) -> list[TableFinding]:
+) -> list[Finding]:
     """One finding per run, at its first round, naming its first and last round. The rounds it
     covers are listed in evidence (`covered_rounds`): their order.procedure_mismatch findings
     are this one deviation seen round by round (see covered_rounds / supersede in
@@ -923,11 +900,10 @@ def undeclared_findings(
             message += (f" Notices for {fit} exist ({len(related)}), but the table never "
                         "logged the change.")
         covered = sorted(run.covered, key=lambda r: r.first_seq)
-        fingerprint = "|".join(["procedure.undeclared_change", run.table, first.shoe,
-                                str(first.round), last.shoe, str(last.round),
-                                str(run.declared)])
+        fingerprint = make_fingerprint("procedure.undeclared_change", run.table, first.shoe,
+                                       first.round, last.shoe, last.round, run.declared)
         out.append(
-            TableFinding(
+            Finding(
                 code="procedure.undeclared_change",
                 fingerprint=fingerprint,
                 table=run.table,

@@ -43,6 +43,7 @@ from auditor.audit import facts  # noqa: E402
 from auditor.audit.run import (  # noqa: E402
     BATCH_ROWS,
     ROUND_TYPES,
+    Known,
     _context,
     _event,
     _select_rounds,
@@ -300,9 +301,9 @@ def bench(path: Path, args: argparse.Namespace) -> None:
     )
 
     # What the audit does before check_round, best of --repeat; then its parts alone.
-    best_audit = min(_timed(lambda: _verdict(con, {}, {})) for _ in range(args.repeat))
+    best_audit = min(_timed(lambda: _verdict(con, Known())) for _ in range(args.repeat))
     clean_n = con.execute("SELECT count(*) FROM todo_clean").fetchall()[0][0]
-    all_terms = fast_rounds(con, {}, {})
+    all_terms = fast_rounds(con, Known())
     n = con.execute("SELECT count(*) FROM todo_fast").fetchall()[0][0]
     best_facts = min(_timed(lambda: facts.build(con, "todo_fast")) for _ in range(args.repeat))
     r, s = facts.build(con, "todo_fast")

@@ -31,7 +31,7 @@ import duckdb
 import pytest
 
 from auditor.audit import facts
-from auditor.audit.run import ROUND_TYPES, _event, _select_rounds, _verdict, audit
+from auditor.audit.run import ROUND_TYPES, Known, _event, _select_rounds, _verdict, audit
 from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
 from auditor.replay import verdict
@@ -166,7 +166,7 @@ class Judgement:
 def judge(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Judgement:
     """The verdict over `todo`, and the reference over the same rounds; asserts the contract:
     no round called clean has a finding, and no round the reference skips is called clean."""
-    _verdict(con, {}, dict(packs or {}))
+    _verdict(con, Known(packs=dict(packs or {})))
     clean = {
         (t, s, r)
         for t, s, r in con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall()

@@ -93,6 +93,7 @@ def audit(
     from auditor.audit.table_pass import supersede_round_mismatches, table_findings
 
     result = AuditResult(run_id)
+    known = Known()
     batches = db.table_batches(con)
     total = len(batches) + (1 if tables else 0)
     con.execute("BEGIN TRANSACTION")
@@ -101,7 +102,7 @@ def audit(
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
             _select_rounds(con, config, rerun, tables_in)
-            _replay(con, run_id, result)
+            _replay(con, run_id, result, known)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -208,14 +209,26 @@ _EVENT_SELECT = (
 )
 
 
-def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) -> None:
+@dataclass
+class Known:
+    """What the batches of one audit share: table contexts (or why a round cannot be
+    audited), rule packs, and the verdict's Terms by (jurisdiction, game, variant,
+    procedure, side bets), each worked out once."""
+
+    contexts: dict[tuple, TableContext | str] = field(default_factory=dict)
+    packs: dict[tuple[str, str], RulePack | str] = field(default_factory=dict)
+    terms: dict[tuple, verdict.Terms | str] = field(default_factory=dict)
+
+
+def _replay(
+    con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult, known: Known
+) -> None:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
     without a usable pack) goes through the reference, in table order, which alone writes
     round findings."""
-    contexts: dict[tuple, TableContext | str] = {}
-    packs: dict[tuple[str, str], RulePack | str] = {}
-    clean = _verdict(con, contexts, packs)
+    contexts, packs = known.contexts, known.packs
+    clean = _verdict(con, known)
     result.rounds += clean
     con.execute(
         "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
@@ -288,14 +301,10 @@ def _replay(con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult) ->
     _store(con, run_id, rows, audited, result)
 
 
-def _verdict(
-    con: duckdb.DuckDBPyConnection,
-    contexts: dict[tuple, TableContext | str],
-    packs: dict[tuple[str, str], RulePack | str],
-) -> int:
+def _verdict(con: duckdb.DuckDBPyConnection, known: Known) -> int:
     """Temp table `todo_clean`: the rounds of `todo` the verdict calls exactly right (they
     need no replay and have no findings). Returns their number."""
-    all_terms = fast_rounds(con, contexts, packs)
+    all_terms = fast_rounds(con, known)
     rounds, stakes = facts.build(con, "todo_fast")
     ok = verdict.clean(rounds, stakes, all_terms)
     con.register("verdict_ok", pa.table({"rid": pa.array(np.flatnonzero(ok) + 1, pa.int64())}))
@@ -310,66 +319,58 @@ def _verdict(
     return int(ok.sum())
 
 
-def fast_rounds(
-    con: duckdb.DuckDBPyConnection,
-    contexts: dict[tuple, TableContext | str],
-    packs: dict[tuple[str, str], RulePack | str],
-) -> list[verdict.Terms]:
+_CONTEXT_HASH = "hash(pit, game, jurisdiction, variant, seats, side_bets, procedure)"
+
+
+def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Terms]:
     """Temp table `todo_fast`: the rounds of `todo` the verdict can judge (a usable context
     that is not chemin de fer, a pack it encodes), numbered from 1 as `rid`, with `ctx` the
     index of their Terms in the list returned."""
+    # One row per table context; rounds find theirs by table and a hash of the rest.
     keys = con.execute(
-        "SELECT DISTINCT table_id, pit, game, jurisdiction, variant, seats, side_bets, "
-        "procedure FROM todo"
+        f"SELECT DISTINCT table_id, pit, game, jurisdiction, variant, seats, side_bets, "
+        f"procedure, {_CONTEXT_HASH} FROM todo"
     ).fetchall()
-    index: dict[tuple, int] = {}
+    index: dict[tuple, int | None] = {}
     all_terms: list[verdict.Terms] = []
     ctx_of: list[int | None] = []
-    for table, pit, game, jurisdiction, variant, seats, side_bets, procedure in keys:
+    # Two contexts of one table with the same hash would be told apart by nothing: their
+    # rounds go to check_round.
+    hashed = Counter((k[0], k[8]) for k in keys)
+    for table, pit, game, jurisdiction, variant, seats, side_bets, procedure, ch in keys:
         head = (table, None, None, None, None, pit, game, jurisdiction, variant, seats,
                 side_bets, procedure)
-        ctx = _context(head, contexts, packs)
+        ctx = _context(head, known.contexts, known.packs)
         at: int | None = None
-        if not isinstance(ctx, str) and ctx.game != CHEMIN:
+        if not isinstance(ctx, str) and ctx.game != CHEMIN and hashed[(table, ch)] == 1:
             tk = (jurisdiction, game, variant, procedure, tuple(side_bets or ()))
+            if tk not in known.terms:
+                known.terms[tk] = verdict.terms(ctx)
             if tk not in index:
-                t = verdict.terms(ctx)
-                index[tk] = -1 if isinstance(t, str) else len(all_terms)
+                t = known.terms[tk]
+                index[tk] = None if isinstance(t, str) else len(all_terms)
                 if not isinstance(t, str):
                     all_terms.append(t)
-            at = index[tk] if index[tk] >= 0 else None
+            at = index[tk]
         ctx_of.append(at)
     con.register(
         "verdict_contexts",
         pa.table(
             {
                 "table_id": pa.array([k[0] for k in keys], pa.string()),
-                "pit": pa.array([k[1] for k in keys], pa.string()),
-                "game": pa.array([k[2] for k in keys], pa.string()),
-                "jurisdiction": pa.array([k[3] for k in keys], pa.string()),
-                "variant": pa.array([k[4] for k in keys], pa.string()),
-                "seats": pa.array([k[5] for k in keys], pa.int64()),
-                "side_bets": pa.array([k[6] for k in keys], pa.list_(pa.string())),
-                "procedure": pa.array([k[7] for k in keys], pa.int64()),
+                "ch": pa.array([k[8] for k in keys], pa.uint64()),
                 "ctx": pa.array(ctx_of, pa.int64()),
             }
         ),
     )
     try:
         con.execute(
-            """
+            f"""
             CREATE OR REPLACE TEMP TABLE todo_fast AS
             SELECT (row_number() OVER ())::BIGINT AS rid,
                    t.table_id, t.shoe, t.round, t.first_seq, t.last_seq, t.n, c.ctx
-            FROM todo t JOIN verdict_contexts c
-              ON c.table_id = t.table_id
-             AND c.pit IS NOT DISTINCT FROM t.pit AND c.game IS NOT DISTINCT FROM t.game
-             AND c.jurisdiction IS NOT DISTINCT FROM t.jurisdiction
-             AND c.variant IS NOT DISTINCT FROM t.variant
-             AND c.seats IS NOT DISTINCT FROM t.seats
-             AND c.side_bets IS NOT DISTINCT FROM t.side_bets
-             AND c.procedure IS NOT DISTINCT FROM t.procedure
-            WHERE c.ctx IS NOT NULL
+            FROM (SELECT *, {_CONTEXT_HASH} AS ch FROM todo) t
+            JOIN (SELECT * FROM verdict_contexts WHERE ctx IS NOT NULL) c USING (table_id, ch)
             """
         )
     finally:

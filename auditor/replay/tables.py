@@ -344,6 +344,7 @@ class NoticeVerdict:
     counted: dict[str, Notice]  # recipient -> the notice counted for it (the earliest given)
     missing: tuple[str, ...]  # recipients with no notice that counts
     rejected: tuple[tuple[Notice, str], ...]  # related notices that do not count, and why
+    # (by notice_verdicts: all of them for a change with a finding, else its pit's only)
     lead: dt.timedelta | None  # the shortest lead among the counted notices
 
     def siblings_key(self) -> tuple:
@@ -438,15 +439,27 @@ def judge_change(
 def notice_verdicts(
     changes: Sequence[Change], notices: Sequence[Notice], zone: dt.tzinfo = dt.UTC
 ) -> list[NoticeVerdict]:
-    """Every change judged (changes of packs without notice rules are skipped)."""
+    """Every change judged (changes of packs without notice rules are skipped).
+
+    Only a notice for the change's pit can count, so a change is judged on its pit's notices
+    first: a day of thousands of changes and notices is not judged change by notice. A change
+    that then has a finding is judged again on every notice, for the related notices that do
+    not count, which its finding lists (a verdict without a finding keeps only its pit's)."""
     per_table: dict[str, list[Change]] = defaultdict(list)
     for c in sorted(changes, key=lambda c: (c.ts, c.seq)):
         per_table[c.table].append(c)
-    return [
-        judge_change(c, notices, per_table[c.table], zone)
-        for c in sorted(changes, key=lambda c: (c.ts, c.table, c.seq))
-        if c.rules.notice_minutes is not None
-    ]
+    by_pit: dict[str, list[Notice]] = defaultdict(list)
+    for n in notices:
+        by_pit[n.pit].append(n)
+    out = []
+    for c in sorted(changes, key=lambda c: (c.ts, c.table, c.seq)):
+        if c.rules.notice_minutes is None:
+            continue
+        v = judge_change(c, by_pit.get(c.pit, ()), per_table[c.table], zone)
+        if v.code is not None:
+            v = judge_change(c, notices, per_table[c.table], zone)
+        out.append(v)
+    return out
 
 
 def _recipient_text(recipients: Iterable[str]) -> str:

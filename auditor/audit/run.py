@@ -98,11 +98,22 @@ def audit(
     total = len(batches) + (1 if tables else 0)
     con.execute("BEGIN TRANSACTION")
     try:
+        # The batches' audited rounds are gathered here and stored once at the end: rows
+        # appended to round_audits inside the transaction would be read back in full by
+        # every later batch's _select_rounds (no zonemaps until commit).
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
+            "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
+        )
         for i, tables_in in enumerate(batches):
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
             _select_rounds(con, config, rerun, tables_in)
             _replay(con, run_id, result, known)
+        con.execute(
+            f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
+        )
+        con.execute("DROP TABLE audited_rounds")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -625,8 +636,8 @@ def _store(
     )
     con.register("done_rounds", done)
     con.execute(
-        f"INSERT INTO round_audits SELECT table_id, shoe, round, events, last_seq, findings, "
-        f"{int(run_id)}, now() FROM (SELECT * FROM done_rounds UNION ALL "
+        "INSERT INTO audited_rounds SELECT table_id, shoe, round, events, last_seq, findings "
+        "FROM (SELECT * FROM done_rounds UNION ALL "
         "SELECT table_id, shoe, round, n, last_seq, 0 FROM todo_clean)"
     )
     con.unregister("done_rounds")

@@ -46,3 +46,6 @@ class Finding:
     round: int | None = None
     ts: dt.datetime | None = None
     evidence: dict[str, Any] | None = None
+    # None: the registry's severity for the code. Another only where the registry names it
+    # (Code.lesser), e.g. chemin.option when the cards follow the cell all the same.
+    severity: str | None = None

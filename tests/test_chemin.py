@@ -7,6 +7,7 @@ round; the names read like the regulation.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -497,9 +498,30 @@ def test_the_dominant_player_with_4_who_stands_without_declaring_missed_a_draw()
     assert codes(coup(cards=("P4d", "BQs", "PTh", "B7c"))) == ["draw.player_missed"]
 
 
-def test_a_declared_card_on_a_mandatory_draw_is_no_deviation() -> None:
-    draws = ("P4d", "BQs", "PTh", "B7c", "option:player:card", "P2h")
-    assert codes(coup(cards=draws)) == []
+def test_a_decision_declared_on_a_mandatory_cell_is_an_option_even_if_the_cards_follow_it() -> None:
+    """findings v1: an `option` event on a mandatory cell is chemin.option even when the cards
+    then follow the cell; minor then (the log shows a decision the rules do not give), major
+    when the cards follow the decision instead."""
+    agreed = ("P4d", "BQs", "PTh", "B7c", "option:player:card", "P2h")  # 4 must draw; drew
+    found = check_chemin_round(table(), coup(cards=agreed))
+    assert [(f.code, f.severity) for f in found] == [("chemin.option", "minor")]
+    assert found[0].message.endswith(
+        '"card" was declared as if the rules gave an option, and the cards followed the rule.'
+    )
+    assert found[0].observed["choice"] == "card" and found[0].observed["third_card"] is True
+    overruled = ("P4d", "BQs", "PTh", "B7c", "option:player:stay", "P2h")  # "stay", yet drew
+    found = check_chemin_round(table(), coup(cards=overruled))
+    assert [(f.code, f.severity) for f in found] == [("chemin.option", "minor")]
+    assert found[0].expected == {"hand": "player", "option": False, "third_card": True}
+    carried_out = ("P4d", "BQs", "PTh", "B7c", "option:player:stay")  # "stay", and stood
+    assert [(f.code, f.severity) for f in check_chemin_round(table(), coup(cards=carried_out))] == [
+        ("chemin.option", None)  # the registry's severity: major
+    ]
+
+
+def test_a_card_declared_on_a_mandatory_draw_but_not_given_is_the_missed_draw() -> None:
+    missed = ("P4d", "BQs", "PTh", "B7c", "option:player:card")  # agreed with the cell, stood
+    assert codes(coup(cards=missed)) == ["draw.player_missed"]
 
 
 def test_at_an_option_cell_the_cards_follow_the_decision_declared() -> None:
@@ -793,3 +815,44 @@ def test_an_irregularity_the_pack_does_not_list_is_reported_not_judged() -> None
     cards = (*BANKER_WINS, irr("shoe_dropped", "hand_void"))
     found = check_chemin_round(table(), coup(cards=cards, winner="player"))
     assert [f.code for f in found] == ["irregularity.unknown_kind"]
+
+
+def test_a_stay_declared_on_a_mandatory_draw_shows_as_a_minor_option_in_the_export(
+    bacc_audit: Any, tmp_path: Path
+) -> None:
+    """As a user meets it: the sample's chemin de fer log with a "stay" declared before a
+    third card the Dominant Player had to take (and took), ingested, audited and exported."""
+    sample = Path(__file__).resolve().parent.parent / "sample_logs" / "2026-11-28_CF-01.jsonl"
+    events = [json.loads(line) for line in sample.read_text().splitlines()]
+    by_round: dict[tuple[str, int], list[int]] = {}
+    for i, e in enumerate(events):
+        if "round" in e and e["type"] != "cut_card":
+            by_round.setdefault((e["shoe"], e["round"]), []).append(i)
+
+    def must_draw_and_drew(idx: list[int]) -> bool:
+        kinds = {events[i]["type"] for i in idx}
+        player = [events[i]["card"] for i in idx if events[i].get("to") == "player"]
+        plain = not kinds & {"option", "irregularity", "void"}
+        return plain and len(player) == 3 and count(player[:2]) <= 4
+
+    (shoe, rnd), idx = next((k, idx) for k, idx in by_round.items() if must_draw_and_drew(idx))
+    third = [i for i in idx if events[i].get("to") == "player"][2]
+    option = {**events[third], "type": "option", "hand": "player", "choice": "stay"}
+    del option["to"], option["card"]
+    events.insert(third, option)
+    for e in events[third + 1 :]:
+        e["seq"] += 1
+    log = tmp_path / "CF-01.jsonl"
+    log.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+    db_path = tmp_path / "audit.duckdb"
+    assert bacc_audit("ingest", log, "--db", db_path).code == 0
+    assert bacc_audit("audit", "--db", db_path).code == 1  # the sample's own major findings
+    r = bacc_audit("findings", "--db", db_path, "--code", "chemin.option", "--format", "jsonl")
+    assert r.code == 0
+    found = {(f["shoe"], f["round"]): f for f in map(json.loads, r.out.splitlines())}
+    assert found[(shoe, rnd)]["severity"] == "minor"
+    assert found[(shoe, rnd)]["seq"] == option["seq"]
+    assert found[(shoe, rnd)]["observed"]["choice"] == "stay"
+    assert "the cards followed the rule" in found[(shoe, rnd)]["message"]
+    planted = [f for k, f in found.items() if k != (shoe, rnd)]
+    assert [f["severity"] for f in planted] == ["major"]  # "stay" declared and carried out

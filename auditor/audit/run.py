@@ -618,7 +618,9 @@ def _store(
     result: AuditResult,
 ) -> None:
     findings.staged(con, "round_findings", rows)
-    result.findings_new += findings.record(con, run_id, "SELECT * FROM round_findings")
+    result.findings_new += findings.record(
+        con, run_id, "SELECT * FROM round_findings", with_severity=True
+    )
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
     result.findings_withdrawn += findings.withdraw(
         con,

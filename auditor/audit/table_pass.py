@@ -229,7 +229,7 @@ def _store(
     if dupes:
         raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
     findings.staged(con, "table_pass_findings", found)
-    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings")
+    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", with_severity=True)
     owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
     withdrawn = findings.withdraw(
         con, run_id,

@@ -521,7 +521,7 @@ def codes_cmd(
         out.print_json(json.dumps([vars(c) for c in REGISTRY.values()]))
         return
     for c in REGISTRY.values():
-        out.print(f"{c.code}  ({c.severity})  {c.title}")
+        out.print(f"{c.code}  ({c.severity_text})  {c.title}")
         out.print(f"    rule: {c.rule}")
         out.print(f"    why:  {c.why}")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from decimal import ROUND_DOWN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import Any
 
@@ -774,8 +774,10 @@ def _declared(r: _Round, hand: str) -> Event | None:
 
 
 def _draw_findings(rules: CheminRules, r: _Round, hands: Hands) -> list[Finding]:
-    """Mandatory cells must be followed and option cells may go either way (declared or not);
-    a declaration on a mandatory cell that goes against it is the deviation, not the draw."""
+    """Mandatory cells must be followed and option cells may go either way (declared or not).
+    A decision declared on a mandatory cell is chemin.option: minor when the cards follow the
+    cell all the same, major when they follow the decision instead (the deviation, not the
+    draw). One that agrees with the cell while the cards go against both is the draw finding."""
     p2, b2 = count(hands.player[:2]), count(hands.banker[:2])
     player_drew = len(hands.player) == 3
     third = value(hands.player[2]) if player_drew else None
@@ -811,15 +813,30 @@ def _draw_findings(rules: CheminRules, r: _Round, hands: Hands) -> list[Finding]
                 )
             continue
         required = cell == DRAW
+        rule = "must draw" if required else "must stand"
+        if wants is not None and drew == required:
+            # The cards followed the cell: the log still shows a decision the rules do not give.
+            found.append(
+                replace(
+                    _finding(
+                        "chemin.option",
+                        declared,
+                        f'{where} {rule}; "{choice}" was declared as if the rules gave an '
+                        "option, and the cards followed the rule.",
+                        {"hand": hand, "option": False, "third_card": required},
+                        {"hand": hand, "choice": choice, "third_card": drew, **cards},
+                    ),
+                    severity="minor",
+                )
+            )
+            continue
         if wants is not None and wants != required:
-            rule = "must draw" if required else "must stand"
-            followed = "and the cards followed it" if drew == wants else "(the cards did not)"
             found.append(
                 _finding(
                     "chemin.option",
                     declared,
                     f'{where} {rule}, but "{choice}" was declared as if the rules gave an '
-                    f"option {followed}.",
+                    "option and the cards followed it.",
                     {"hand": hand, "option": False, "third_card": required},
                     {"hand": hand, "choice": choice, "third_card": drew, **cards},
                 )

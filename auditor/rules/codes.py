@@ -31,6 +31,19 @@ class Code:
     why: str  # why a compliance officer cares
     faulty: str  # a faulty example
     correct: str  # the same situation done right
+    # A lesser severity some findings of the code carry, and when: (severity, when).
+    lesser: tuple[str, str] | None = None
+
+    def severities(self) -> tuple[str, ...]:
+        """The severities a finding of this code may carry (the first is the default)."""
+        return (self.severity,) if self.lesser is None else (self.severity, self.lesser[0])
+
+    @property
+    def severity_text(self) -> str:
+        """'major' or 'major (minor when ...)', as the docs and `codes` print it."""
+        if self.lesser is None:
+            return self.severity
+        return f"{self.severity} ({self.lesser[0]} when {self.lesser[1]})"
 
 
 NJ_710 = "N.J.A.C. 13:69F-7.10"
@@ -467,9 +480,11 @@ _CODES = [
         "chemin",
         "Chemin de fer drawing rules of the rule pack",
         "A decision taken where the rules allow none",
-        "Outside the option cells, drawing is mandatory.",
+        "Outside the option cells, drawing is mandatory: a decision declared there is either "
+        "carried out against the rules or shows a table that treats the cell as a choice.",
         "Player with 3 declares stay.",
         "Player with 3 draws.",
+        lesser=("minor", "the cards follow the mandatory cell all the same"),
     ),
     Code(
         "chemin.commission",
@@ -561,14 +576,16 @@ def markdown() -> str:
         "| code | severity | scope | title |",
         "|---|---|---|---|",
     ]
-    lines += [f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity} | {c.scope} | {c.title} |"
-              for c in REGISTRY.values()]
+    lines += [
+        f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity_text} | {c.scope} | {c.title} |"
+        for c in REGISTRY.values()
+    ]
     for c in REGISTRY.values():
         lines += [
             "",
             f"## {c.code}",
             "",
-            f"**{c.title}.** Severity: {c.severity}. Scope: {c.scope}. Provision: {c.rule}.",
+            f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. Provision: {c.rule}.",
             "",
             c.why,
             "",

@@ -47,18 +47,36 @@ def _registry_values() -> str:
     return f"(VALUES {rows}) AS registry(code, severity, rule)"
 
 
-def record(con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str) -> int:
-    """Append the findings `select_sql` yields (FINDING_COLUMNS) that are not already standing.
+def record(
+    con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str, with_severity: bool = False
+) -> int:
+    """Append the findings `select_sql` yields (FINDING_COLUMNS, and `severity` if
+    `with_severity`) that are not already standing.
 
     Severity and rule come from the registry, so a finding can never disagree with its code's
-    documentation. Returns the number of new findings.
+    documentation: a severity given with a finding (not NULL) must be one the registry allows
+    that code (Code.severities). Returns the number of new findings.
     """
-    cols = ", ".join(FINDING_COLUMNS)
+    cols = ", ".join((*FINDING_COLUMNS, "severity")) if with_severity else ", ".join(
+        (*FINDING_COLUMNS, "NULL::VARCHAR AS severity")
+    )
+    if with_severity:
+        allowed = {c.code: c.severities() for c in REGISTRY.values()}
+        wrong = [
+            (code, severity)
+            for code, severity in con.execute(
+                f"SELECT DISTINCT code, severity FROM ({select_sql}) WHERE severity IS NOT NULL"
+            ).fetchall()
+            if severity not in allowed.get(code, ())
+        ]
+        if wrong:
+            raise AssertionError(f"findings with a severity their code does not allow: {wrong}")
     sql = f"""
     INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
                           code, table_id, pit, shoe, round, seq, ts, message,
                           expected, observed, source, evidence)
-    SELECT n.fingerprint, {int(run_id)}, now(), 'open', registry.severity, registry.rule,
+    SELECT n.fingerprint, {int(run_id)}, now(), 'open',
+           coalesce(n.severity, registry.severity), registry.rule,
            n.code, n.table_id, n.pit, n.shoe, n.round, n.seq, n.ts, n.message,
            n.expected, n.observed, n.source, n.evidence
     FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
@@ -91,6 +109,7 @@ SCHEMA = pa.schema(
         ("observed", pa.string()),
         ("source", pa.string()),
         ("evidence", pa.string()),
+        ("severity", pa.string()),
     ]
 )
 
@@ -119,6 +138,7 @@ def arrow(found: Sequence[Finding]) -> pa.Table:
             "observed": [_json(f.observed) for f in found],
             "source": [f.source for f in found],
             "evidence": [_json(f.evidence) for f in found],
+            "severity": [f.severity for f in found],
         },
         schema=SCHEMA,
     )
@@ -126,14 +146,15 @@ def arrow(found: Sequence[Finding]) -> pa.Table:
 
 def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) -> str:
     """Temp table `name` holding `found` as the store keeps them (JSON columns typed JSON),
-    for record() and for the withdrawals that compare against it. Returns its name."""
+    for record(..., with_severity=True) and for the withdrawals that compare against it.
+    Returns its name."""
     con.register("_findings_arrow", arrow(found))
     try:
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE {name} AS "
             "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
             "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-            "CAST(evidence AS JSON) AS evidence FROM _findings_arrow"
+            "CAST(evidence AS JSON) AS evidence, severity FROM _findings_arrow"
         )
     finally:
         con.unregister("_findings_arrow")

@@ -9,6 +9,7 @@ all in one SELECT.
 from __future__ import annotations
 
 import codecs
+import datetime as dt
 import gzip
 import hashlib
 import os
@@ -81,6 +82,9 @@ class FileResult:
     quarantined: int = 0
     duplicates: int = 0
     message: str = ""
+    # A file refused as altered: when the events it concerns happened (the ingested event
+    # that the first differing line would change), so its log.altered finding is dated there.
+    concerns: dt.datetime | None = None
     per_stream: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # one sentence per quarantined line
 
@@ -807,7 +811,9 @@ def _ingest_offer(
         raise
     if result.status == "refused_altered":
         con.execute("ROLLBACK")
-        return _refuse_altered(con, o.path, o.resolved, o.sha, o.size, run_id, result.message)
+        return _refuse_altered(
+            con, o.path, o.resolved, o.sha, o.size, run_id, result.message, result.concerns
+        )
     con.execute("COMMIT")
     return result
 
@@ -1113,9 +1119,11 @@ def _load(
     )
 
     _reject_repeated_seq(con, source_id)
-    altered = _check_overlap(con)
+    altered, concerns = _check_overlap(con)
     if altered:
-        return FileResult(path, "refused_altered", sha, size, lines, message=altered)
+        return FileResult(
+            path, "refused_altered", sha, size, lines, message=altered, concerns=concerns
+        )
 
     events, quarantined, duplicates, first_ts, last_ts = single(
         con,
@@ -1190,10 +1198,10 @@ def _reject_repeated_seq(con: duckdb.DuckDBPyConnection, source_id: int) -> None
     )
 
 
-def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
+def _check_overlap(con: duckdb.DuckDBPyConnection) -> tuple[str, dt.datetime | None]:
     """Events of this file already in the database: identical ones are skipped as
     duplicates (table `dups`); a different one means a log was altered, and the message says
-    where.
+    where, with the time of the ingested event it would change.
 
     A rejected line is held against them too when it still names its event (stream and
     seq): a resend whose copy of an event was changed into a bad line is as altered as one
@@ -1213,7 +1221,7 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
         f"""
         CREATE OR REPLACE TEMP TABLE overlap AS
         SELECT s.line_no, s.stream, s.seq, s.rejected, e.source_id AS other_source,
-               e.line_no AS other_line,
+               e.line_no AS other_line, e.ts AS other_ts,
                (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
         FROM this s JOIN events e
           ON e.stream = s.stream AND e.seq = s.seq AND e.source_id <> s.source_id
@@ -1224,16 +1232,18 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
     differ = one(
         con,
         "SELECT o.stream, o.seq, o.line_no, o.rejected, src.path, o.other_line, "
-        "count(*) OVER () FROM overlap o JOIN sources src ON src.id = o.other_source "
+        "count(*) OVER (), o.other_ts FROM overlap o "
+        "JOIN sources src ON src.id = o.other_source "
         "WHERE NOT coalesce(o.same, false) ORDER BY o.line_no LIMIT 1",
     )
     if differ:
-        stream, seq, line_no, rejected, other, other_line, n = differ
+        stream, seq, line_no, rejected, other, other_line, n, when = differ
         bad = f", malformed: {rejected}" if rejected else ""
         return (
             f"line {line_no} ({stream.replace(':', ' ')} seq {seq}{bad}) differs from the "
             f"event already ingested from {other}:{other_line} "
-            f"({n} {'event differs' if n == 1 else 'events differ'})"
+            f"({n} {'event differs' if n == 1 else 'events differ'})",
+            when,
         )
     # A rejected line the same as an ingested event stays in quarantine: only good lines
     # are skipped as duplicates.
@@ -1241,7 +1251,7 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> str:
         "CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap "
         "WHERE same AND rejected IS NULL"
     )
-    return ""
+    return "", None
 
 
 def _refuse_altered(
@@ -1252,9 +1262,15 @@ def _refuse_altered(
     size: int,
     run_id: int,
     reason: str,
+    concerns: dt.datetime | None = None,
 ) -> FileResult:
-    """Keep a record of the refused offer and raise `log.altered`; load nothing from it."""
+    """Keep a record of the refused offer and raise `log.altered`; load nothing from it.
+
+    The finding is dated by the events it concerns, so the report of their shift shows it:
+    `concerns` (the ingested event a differing line would change), else the first event of
+    the version of this path ingested before, else (nothing tells) the time of refusal."""
     message = f"{escape_path(path)}: refused: {reason}"
+    at = "NULL::TIMESTAMPTZ" if concerns is None else f"TIMESTAMPTZ '{concerns.isoformat()}'"
     con.execute("BEGIN TRANSACTION")
     source_id = single(
         con,
@@ -1269,7 +1285,11 @@ def _refuse_altered(
         f"""
         SELECT 'log.altered|' || path || '|' || sha256 AS fingerprint, 'log.altered' AS code,
                NULL AS table_id, NULL AS pit, NULL AS shoe, NULL::BIGINT AS round,
-               NULL::BIGINT AS seq, ingested_at AS ts,
+               NULL::BIGINT AS seq,
+               coalesce({at}, (
+                 SELECT min(e.ts) FROM events e JOIN sources p ON p.id = e.source_id
+                 WHERE p.path = sources.path AND p.status = 'ingested' AND e.rejected IS NULL
+               ), ingested_at) AS ts,
                path || ' was refused as altered: ' || note AS message,
                to_json({{'content': 'identical to the file already ingested'}}) AS expected,
                to_json({{'sha256': sha256, 'reason': note}}) AS observed,
@@ -1321,7 +1341,9 @@ def _quarantine(con: duckdb.DuckDBPyConnection) -> None:
 def _record_malformed(
     con: duckdb.DuckDBPyConnection, run_id: int, path: str, sha: str, view: str = "this"
 ) -> None:
-    """One `log.malformed` per quarantined line, timed by the line or the good line before it."""
+    """One `log.malformed` per quarantined line, dated by the events around it: its own time
+    if it has one, else the good line before it, else the good line after it (a bad first
+    line); the time of ingest only when the file has no good line at all."""
     findings.record(
         con,
         run_id,
@@ -1332,7 +1354,7 @@ def _record_malformed(
                try(json_extract_string(q.raw, '$.shoe')) AS shoe,
                try(CAST(json_extract(q.raw, '$.round') AS BIGINT)) AS round,
                try(CAST(json_extract(q.raw, '$.seq') AS BIGINT)) AS seq,
-               coalesce(q.ts, g.ts, now()) AS ts,
+               coalesce(q.ts, g.ts, h.ts, now()) AS ts,
                'Line ' || q.line_no || ' of ' || {_sql_str(Path(path).name)} ||
                  ' could not be read: ' ||
                  q.reason || '; it is kept in quarantine' AS message,
@@ -1343,6 +1365,8 @@ def _record_malformed(
         FROM (SELECT *, rejected AS reason FROM {view} WHERE rejected IS NOT NULL) q
         ASOF LEFT JOIN (SELECT line_no, ts FROM {view} WHERE rejected IS NULL) g
           ON q.line_no >= g.line_no
+        ASOF LEFT JOIN (SELECT line_no, ts FROM {view} WHERE rejected IS NULL) h
+          ON q.line_no <= h.line_no
         """,
     )
 

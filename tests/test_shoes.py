@@ -7,16 +7,21 @@ that stop without a table's close or a shoe's end (log.table_unclosed, log.shoe_
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from helpers.tablelog import DECK, Log, TablePassDb, at, deal_rounds
 
 from auditor.replay.shoes import (
     GamingDays,
+    ShoeRules,
     card_excess,
     face_up_burn_size,
     start_burn_size,
 )
+from auditor.rules.pack import load_pack
+
+SHIPPED_RULES = Path(__file__).resolve().parent.parent / "rules"
 
 # An 8-deck shoe's first cards after a correct burn (Ac exposed: 1 more card).
 BURN_ACE = ["Ac", "Kd"]
@@ -581,3 +586,27 @@ def test_an_event_at_the_very_end_of_the_gaming_day_closes_it(tmp_path):
     a.ingest(cut_away(log, lost))
     a.run()
     assert [f["code"] for f in a.findings("log.")] == ["log.table_unclosed"]
+
+
+def test_the_face_up_rule_is_a_pack_key_not_a_jurisdiction_in_code(tmp_path, monkeypatch):
+    """A jurisdiction's face-up rule comes from its pack (shoe.face_up_in_shoe): the NJ
+    mini-baccarat pack copied as jurisdiction XX judges a face-up card's burn with the key and
+    not without it, with no engine change."""
+    text = (SHIPPED_RULES / "nj-mini_baccarat.toml").read_text()
+    text = text.replace('id = "nj-mini_baccarat"', 'id = "xx-mini_baccarat"')
+    text = text.replace('jurisdiction = "NJ"', 'jurisdiction = "XX"')
+    faulty = one_shoe(8, jurisdiction="XX")
+    faulty.face_up("MB-01", "S1", "7h", DECK[0:5])  # 7 more are due
+    faulty.round("MB-01", "S1", 1, deal_rounds(DECK, 10, 1)[0])
+    for keep, found in ((True, 1), (False, 0)):
+        rules = tmp_path / f"rules-{keep}"
+        rules.mkdir()
+        cut = text.index("[shoe.face_up_in_shoe]"), text.index("[shoe.burn]")
+        pack = text if keep else text[: cut[0]] + text[cut[1] :]
+        (rules / "xx-mini_baccarat.toml").write_text(pack)
+        monkeypatch.setenv("BACC_AUDIT_RULES", str(rules))
+        (tmp_path / f"db-{keep}").mkdir()
+        got = findings(tmp_path / f"db-{keep}", faulty, "shoe.burn")
+        assert len(got) == found, (keep, got)
+    nz = load_pack("NZ", "mini_baccarat", SHIPPED_RULES)
+    assert got == [] and ShoeRules.of(nz).face_up_rule is False

@@ -29,7 +29,6 @@ from auditor.rules.cards import parse_card, rank_value
 from auditor.rules.pack import DrawTables, RulePack
 
 CARDS_PER_DECK = 52
-FACE_UP_RULE_JURISDICTIONS = ("NJ",)  # 13:69F-4.12(j),(k); NZ text on it is not in our sources
 
 
 # --- values -------------------------------------------------------------------------------
@@ -48,6 +47,9 @@ class ShoeRules:
     end_of_shoe: str | None
     draw: DrawTables
     deal_order: tuple[str, ...]
+    # The pack's shoe.face_up_in_shoe: a card found face up is burned with its value in
+    # cards, and the shoe's last round is then void (NJ 13:69F-4.12(j),(k)); absent: no rule.
+    face_up_rule: bool = False
 
     @classmethod
     def of(cls, pack: RulePack, house_options: Mapping[str, Any] | None = None) -> ShoeRules:
@@ -68,6 +70,7 @@ class ShoeRules:
             end_of_shoe=option("shoe.end_of_shoe"),
             draw=pack.draw,
             deal_order=pack.deal_order,
+            face_up_rule=bool(pack.value("shoe.face_up_in_shoe", False)),
         )
 
 
@@ -458,7 +461,7 @@ def burn_findings(shoe: Shoe) -> list[Finding]:
                     {"burn_seq": burn.seq, "first_round_seq": first_round.first_seq},
                     events=[burn, first_round],
                 ))
-    if shoe.jurisdiction in FACE_UP_RULE_JURISDICTIONS:
+    if shoe.rules is not None and shoe.rules.face_up_rule:
         for f in shoe.face_ups:
             if f.card is None:
                 continue
@@ -598,11 +601,12 @@ def end_of_shoe_findings(shoe: Shoe) -> list[Finding]:
 def void_findings(
     shoe: Shoe, last_round_cards: Sequence[tuple[str, str]] | None
 ) -> list[Finding]:
-    """shoe.void_required (NJ): the last round of a shoe must be void when one of its cards is
-    found face up in the shoe (4.12(j)), or when the shoe ran out of cards before the round
-    could be completed (4.12(k)). `last_round_cards`: the (to, card) pairs of the shoe's last
-    round, given when the shoe was dealt to its last card."""
-    if shoe.jurisdiction not in FACE_UP_RULE_JURISDICTIONS or not shoe.rounds:
+    """shoe.void_required (packs with shoe.face_up_in_shoe, NJ): the last round of a shoe
+    must be void when one of its cards is found face up in the shoe (4.12(j)), or when the
+    shoe ran out of cards before the round could be completed (4.12(k)).
+    `last_round_cards`: the (to, card) pairs of the shoe's last round, given when the shoe
+    was dealt to its last card."""
+    if shoe.rules is None or not shoe.rules.face_up_rule or not shoe.rounds:
         return []
     last = shoe.rounds[-1]
     if last.void:

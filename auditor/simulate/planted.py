@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from auditor.replay.shoes import FACE_UP_RULE_JURISDICTIONS, ShoeRules, required_decks
+from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.pack import load_pack
 from auditor.simulate.generator import (
@@ -157,7 +157,7 @@ def shoe_kinds(spec: TableSpec) -> tuple[str, ...]:
         out.append("cut_misplaced")
     if rules.end_of_shoe == "finish_round_then_one_more":
         out.append("past_cut")
-    if spec.jurisdiction in FACE_UP_RULE_JURISDICTIONS and spec.game != "chemin_de_fer":
+    if rules.face_up_rule and spec.game != "chemin_de_fer":
         out.append("face_up_last")
     return tuple(out)
 

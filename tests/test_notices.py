@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +15,22 @@ from typer.testing import CliRunner
 
 from auditor.cli.notice import notice_app, parse_time
 from auditor.errors import UserError
-from auditor.store import db, notices
+from auditor.ingest.files import ingest
+from auditor.store import db, notices, runs
 
 EST = dt.timezone(dt.timedelta(hours=-5))
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 runner = CliRunner()
+
+
+def sample_db(path: Path) -> Path:
+    """An audit database holding the sample night's logs (pits P1-P3, tables MB-01...)."""
+    con = db.connect(path)
+    try:
+        ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
+    finally:
+        con.close()
+    return path
 
 
 def add(con, **kw):
@@ -90,7 +103,7 @@ def test_times_on_the_command_line_with_an_offset_or_local_to_the_property():
 
 
 def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
-    path = tmp_path / "a.duckdb"
+    path = sample_db(tmp_path / "a.duckdb")
     config = tmp_path / "property.toml"
     config.write_text('[property]\ntime_zone = "America/New_York"\n')
     result = runner.invoke(notice_app, [
@@ -111,13 +124,13 @@ def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
     ]
     table = runner.invoke(notice_app, ["list", "--db", str(path)])
     assert "2 notices entered by hand" in table.output
-    runs = db.connect(path, read_only=True).execute(
-        "SELECT command, status FROM runs ORDER BY id").fetchall()
-    assert runs == [("notice add", "done")]
+    done = db.connect(path, read_only=True).execute(
+        "SELECT command, status FROM runs WHERE command <> 'ingest' ORDER BY id").fetchall()
+    assert done == [("notice add", "done")]
 
 
 def test_cli_notice_add_not_written_is_stored_so(tmp_path):
-    path = tmp_path / "a.duckdb"
+    path = sample_db(tmp_path / "a.duckdb")
     result = runner.invoke(notice_app, [
         "add", "--pit", "P1", "--procedure", "2", "--effective", "2026-11-29T02:00:00-05:00",
         "--recipient", "surveillance", "--given-at", "2026-11-29T01:00:00-05:00",
@@ -166,3 +179,94 @@ def test_notice_entered_by_hand_not_written_does_not_count(tmp_path):
     assert f["code"] == "procedure.notice_missing"
     assert f["observed"]["missing_recipients"] == ["surveillance"]
     assert "surveillance: not in writing" in f["message"]
+
+
+def _add(path: Path, *args: str) -> Any:
+    return runner.invoke(notice_app, [
+        "add", "--procedure", "4", "--effective", "2026-11-29T03:00:00-05:00",
+        "--recipient", "division", "--by", "Night Auditor", "--db", str(path), *args,
+    ])
+
+
+def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path):
+    """Issue 15: `notice add` accepted pit P9 and table MB-99 with exit 0."""
+    path = sample_db(tmp_path / "a.duckdb")
+    pit = _add(path, "--pit", "P9", "--given-at", "2026-11-29T02:20:00-05:00")
+    assert isinstance(pit.exception, UserError)
+    assert "pit 'P9' is in neither the logs nor the property config" in str(pit.exception)
+    table = _add(path, "--pit", "P2", "--tables", "MB-99",
+                 "--given-at", "2026-11-29T02:20:00-05:00")
+    assert isinstance(table.exception, UserError)
+    assert "table 'MB-99' is not in the logs" in str(table.exception)
+    config = tmp_path / "property.toml"
+    config.write_text('[property]\ntime_zone = "America/New_York"\n[procedures]\nP9 = 1\n')
+    known = _add(path, "--pit", "P9", "--given-at", "2026-11-29T02:20:00-05:00",
+                 "--config", str(config))  # a pit the config names is known
+    assert known.exit_code == 0, known.output
+    assert [n.pit for n in notices.list_notices(db.connect(path, read_only=True))] == ["P9"]
+
+
+def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path):
+    """Issue 15: a notice given at 04:20 for a 03:00 change was accepted as it was."""
+    path = sample_db(tmp_path / "a.duckdb")
+    refused = _add(path, "--pit", "P2", "--given-at", "2026-11-29T04:20:00-05:00")
+    assert isinstance(refused.exception, UserError)
+    assert "after the time it announces" in str(refused.exception)
+    assert "--late" in str(refused.exception)
+    late = _add(path, "--pit", "P2", "--given-at", "2026-11-29T04:20:00-05:00", "--late")
+    assert late.exit_code == 0, late.output
+    [n] = notices.list_notices(db.connect(path, read_only=True))
+    assert n.given_at > n.effective
+
+
+def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
+    path = sample_db(tmp_path / "a.duckdb")
+    assert _add(path, "--pit", "P2", "--given-at", "2026-11-29T02:20:00-05:00").exit_code == 0
+    gone = runner.invoke(notice_app, ["withdraw", "1", "--by", "Compliance Officer",
+                                      "--reason", "typed for the wrong night", "--db", str(path)])
+    assert gone.exit_code == 0, gone.output
+    assert "notice 1 withdrawn by Compliance Officer" in gone.output
+    again = runner.invoke(notice_app, ["withdraw", "1", "--by", "x", "--reason", "y",
+                                       "--db", str(path)])
+    assert isinstance(again.exception, UserError)
+    assert "already withdrawn" in str(again.exception)
+    missing = runner.invoke(notice_app, ["withdraw", "7", "--by", "x", "--reason", "y",
+                                         "--db", str(path)])
+    assert "there is no notice 7" in str(missing.exception)
+    listed = json.loads(runner.invoke(notice_app, ["list", "--json", "--db", str(path)]).output)
+    assert listed[0]["withdrawn"]["by"] == "Compliance Officer"
+    assert listed[0]["withdrawn"]["reason"] == "typed for the wrong night"
+    con = db.connect(path, read_only=True)
+    assert len(notices.list_notices(con)) == 1 and notices.list_notices(con, False) == []
+    from auditor.audit.load import load_notices
+
+    assert not [n for n in load_notices(con) if n.key.startswith("hand:")]
+
+
+def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
+    """Issue 15's case: a notice typed in for pit P2 (02:20) against the logged one (02:40);
+    the PDF says it was entered by hand and by whom, beside the logged notice."""
+    import re
+
+    import pypdf
+
+    from auditor.cli.app import app
+
+    path = sample_db(tmp_path / "a.duckdb")
+    config = SAMPLE / "property.toml"
+    added = runner.invoke(notice_app, [
+        "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
+        "--recipient", "division", "--recipient", "surveillance",
+        "--given-at", "2026-11-29 02:20", "--by", "Night Auditor", "--db", str(path),
+        "--config", str(config),
+    ])
+    assert added.exit_code == 0, added.output
+    assert runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)]).exit_code \
+        in (0, 1)
+    out = tmp_path / "grave.pdf"
+    r = runner.invoke(app, ["report", "--db", str(path), "--config", str(config),
+                            "--shift", "2026-11-28/grave", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
+    assert "entered by hand by Night Auditor" in text
+    assert "(notice 1)" in text and "(notice 2)" in text

@@ -94,7 +94,7 @@ def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
                effective, recipient, bool(written), ts, source)
         for pit, seq, tables, procedure, effective, recipient, written, ts, source in rows
     ]
-    for n in hand.list_notices(con):
+    for n in hand.list_notices(con, withdrawn=False):
         out.append(
             Notice(f"hand:{n.id}", n.pit, _tables_list(n.tables), n.procedure, n.effective,
                    n.recipient, n.written, n.given_at,

@@ -81,6 +81,11 @@ def add_cmd(
         bool, typer.Option("--not-written", help="The notice was not in writing.")
     ] = False,
     note: Annotated[str, typer.Option(help="Where the notice is kept, why entered.")] = "",
+    late: Annotated[
+        bool,
+        typer.Option("--late", help="Record a notice given after the time it announces (it is "
+                     "then judged late)."),
+    ] = False,
     db_path: DbOption = None,
     config_path: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored notices.")] = False,
@@ -88,16 +93,22 @@ def add_cmd(
     """Record a notice given outside the logs; the next audit counts it (and withdraws the
     notice findings it answers).
 
-    Times: RFC 3339 with an offset, or a local date and time read in the property's time
-    zone (config), else at the offset the logs carry.
+    The pit (and any --tables) must be in the logs or the property config. A notice given
+    after the time it announces is refused unless --late. Times: RFC 3339 with an offset, or
+    a local date and time read in the property's time zone (config), else at the offset the
+    logs carry.
     """
     from auditor import config as cfg
 
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path())
     try:
+        pits = {p for (p,) in con.execute(
+            "SELECT DISTINCT pit FROM events WHERE pit IS NOT NULL").fetchall()}
+        known = (pits | set(conf.pit_procedures), {t for (t,) in con.execute(
+            "SELECT DISTINCT table_id FROM events WHERE table_id IS NOT NULL").fetchall()})
         _add(con, conf.zone_for(con), pit, procedure, effective, recipient, given_at, by,
-             tables, not_written, note, as_json)
+             tables, not_written, note, as_json, known, late)
     finally:
         con.close()
 
@@ -115,6 +126,8 @@ def _add(
     not_written: bool,
     note: str,
     as_json: bool,
+    known: tuple[set[str], set[str]],
+    late: bool,
 ) -> None:
     when = parse_time(effective, zone, "--effective")
     given = parse_time(given_at, zone, "--given-at")
@@ -125,7 +138,7 @@ def _add(
             notices.add_notice(
                 con, pit=pit, procedure=procedure, effective=when, recipient=str(r),
                 given_at=given, entered_by=by, tables=tables, written=not not_written,
-                note=note,
+                note=note, known_pits=known[0], known_tables=known[1], late=late,
             )
             for r in dict.fromkeys(recipient)
         ]
@@ -163,22 +176,55 @@ def list_cmd(
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
         rows = notices.list_notices(con)
+        gone = notices.withdrawals(con)
         zone = conf.zone_for(con)
     finally:
         con.close()
     if as_json:
-        out.print_json(json.dumps([notices.as_dict(n) for n in rows]))
+        out.print_json(json.dumps([notices.as_dict(n, gone.get(n.id or 0)) for n in rows]))
         return
     t = RichTable(show_lines=False)
     for col in ("id", "pit", "tables", "procedure", "effective", "recipient", "written",
-                "given at", "entered by", "note"):
+                "given at", "entered by", "note", "withdrawn"):
         t.add_column(col)
     for n in rows:
+        w = gone.get(n.id or 0)
         t.add_row(
             str(n.id), n.pit, n.tables or "(pit)", str(n.procedure),
             f"{n.effective.astimezone(zone):%Y-%m-%d %H:%M}", n.recipient,
             "yes" if n.written else "NO", f"{n.given_at.astimezone(zone):%Y-%m-%d %H:%M}",
             n.entered_by, n.note,
+            "" if w is None else f"by {w.withdrawn_by} "
+            f"{w.withdrawn_at.astimezone(zone):%Y-%m-%d %H:%M}: {w.reason}",
         )
     Console(highlight=False, width=max(out.width, 140)).print(t)
     out.print(f"{count(len(rows), 'notice')} entered by hand")
+
+
+@notice_app.command("withdraw")
+def withdraw_cmd(
+    notice_id: Annotated[int, typer.Argument(metavar="ID", help="The notice (notice list).")],
+    by: Annotated[str, typer.Option("--by", help="Who withdraws it (name or employee id).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is withdrawn.")],
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Withdraw a notice entered by hand: it stays on record with who withdrew it, when and
+    why, and the next audit no longer counts it (its findings come back)."""
+    from auditor import config as cfg
+
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path())
+    try:
+        run_id = runs.start(con, "notice withdraw", {"notice": notice_id, "by": by})
+        try:
+            w = notices.withdraw_notice(con, notice_id, by=by, reason=reason)
+        except UserError:
+            runs.finish(con, run_id, "failed", UserError.exit_code, {})
+            raise
+        runs.finish(con, run_id, "done", EXIT_OK, {"notice": notice_id})
+        when = w.withdrawn_at.astimezone(conf.zone_for(con))
+    finally:
+        con.close()
+    out.print(f"notice {notice_id} withdrawn by {w.withdrawn_by} at {when:%Y-%m-%d %H:%M}: "
+              f"{w.reason}; the next audit no longer counts it")

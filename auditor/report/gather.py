@@ -284,7 +284,9 @@ def _procedures(
     # Logged notices and those entered by hand (bacc-audit notice add), as the audit sees them.
     notices: list[dict[str, Any]] = [
         {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
-         "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source}
+         "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source,
+         # A notice typed in with `bacc-audit notice add` says so, by whom and when.
+         "by_hand": n.source if n.key.startswith("hand:") else None}
         for n in load_notices(con)
         if n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
     ]
@@ -415,7 +417,7 @@ def _open_spans(
 def _change_line(c: dict) -> str:
     notices = "; ".join(
         f"{n['recipient']}{'' if n['written'] else ' (not written)'} {n['given']:%H:%M} "
-        f"({n['lead_minutes']:.0f} min)"
+        f"({n['lead_minutes']:.0f} min{', ' + n['by_hand'] if n['by_hand'] else ''})"
         for n in c["notices"]
     ) or "none"
     return (

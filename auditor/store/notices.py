@@ -59,16 +59,37 @@ class Notice(SQLModel, table=True):
         return [t for t in self.tables.split(",") if t]
 
 
+notice_withdrawal_id_seq = Sequence("notice_withdrawal_id_seq")
+
+
+class NoticeWithdrawal(SQLModel, table=True):
+    """A notice entered by hand, taken back: by whom, why and when. The notice row stays (the
+    database is append-only); the audit no longer counts it and the listing shows both."""
+
+    __tablename__ = "notice_withdrawals"
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger, notice_withdrawal_id_seq,
+            server_default=notice_withdrawal_id_seq.next_value(), primary_key=True,
+        ),
+    )
+    notice_id: int
+    withdrawn_by: str
+    reason: str = Field(sa_column=Column(Text))
+    withdrawn_at: dt.datetime = Field(sa_column=_tz_column())
+
+
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    """Create `notices` in a database opened before this module was imported (`ensure_schema`
-    creates every registered sqlmodel table; a no-op when it exists)."""
-    if not _has_table(con):
+    """Create `notices` and `notice_withdrawals` in a database opened before this module was
+    imported (`ensure_schema` creates every registered sqlmodel table missing)."""
+    if not (_has_table(con) and _has_table(con, "notice_withdrawals")):
         ensure_schema(con)
 
 
-def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
+def _has_table(con: duckdb.DuckDBPyConnection, name: str = "notices") -> bool:
     rows = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'notices'"
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
     ).fetchall()
     return bool(rows[0][0])
 
@@ -103,10 +124,31 @@ def add_notice(
     written: bool = True,
     note: str = "",
     entered_at: dt.datetime | None = None,
+    known_pits: Iterable[str] | None = None,
+    known_tables: Iterable[str] | None = None,
+    late: bool = False,
 ) -> Notice:
-    """Record one notice; every problem is a UserError sentence. Returns the stored row."""
+    """Record one notice; every problem is a UserError sentence. Returns the stored row.
+
+    `known_pits` and `known_tables` (from the logs and the config), when given, refuse a
+    notice for a pit or table nobody has heard of: a typo would otherwise count for nothing
+    or, worse, for the wrong pit. A notice given after the time it announces is refused
+    unless `late`: entered on purpose, it is then judged late like any other."""
     if not _ID.match(pit):
         raise UserError(f"pit id {pit!r} is not 1-32 of letters, digits, '.', '_' or '-'")
+    if known_pits is not None and pit not in set(known_pits):
+        raise UserError(
+            f"pit {pit!r} is in neither the logs nor the property config; check the pit id "
+            "(bacc-audit notice add refuses notices for unknown pits)"
+        )
+    named = _tables_text(tables)
+    if known_tables is not None and named:
+        unknown = sorted(set(named.split(",")) - set(known_tables))
+        if unknown:
+            raise UserError(
+                f"table {unknown[0]!r} is not in the logs; check the table ids given with "
+                "--tables"
+            )
     if procedure not in (1, 2, 3, 4):
         raise UserError(f"procedure must be 1, 2, 3 or 4, not {procedure!r}")
     if recipient not in RECIPIENTS:
@@ -120,10 +162,16 @@ def add_notice(
             f"the notice is said to be given at {given.isoformat()}, after now "
             f"({now.isoformat()}); enter a notice once it has been given"
         )
+    if given > _aware("effective", effective) and not late:
+        raise UserError(
+            f"the notice is said to be given at {given.isoformat()}, after the time it "
+            f"announces ({_aware('effective', effective).isoformat()}): such a notice is late "
+            "whatever it says; enter it with --late to record it as given late"
+        )
     ensure_table(con)
     row = Notice(
         pit=pit,
-        tables=_tables_text(tables),
+        tables=named,
         procedure=procedure,
         effective=_aware("effective", effective),
         recipient=recipient,
@@ -141,19 +189,66 @@ def add_notice(
     return row
 
 
-def list_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
-    """Every notice entered by hand, oldest entry first ([] when none was ever entered)."""
+def list_notices(con: duckdb.DuckDBPyConnection, withdrawn: bool = True) -> list[Notice]:
+    """Every notice entered by hand, oldest entry first ([] when none was ever entered);
+    without the withdrawn ones if `withdrawn` is false (what the audit counts)."""
     if not _has_table(con):
         return []
     with session(con) as s:
         rows = list(s.exec(select(Notice).order_by(Notice.id)))  # type: ignore[arg-type]
         for r in rows:
             s.expunge(r)
+    if not withdrawn:
+        gone = withdrawals(con)
+        rows = [r for r in rows if r.id not in gone]
     return rows
 
 
-def as_dict(n: Notice) -> dict:
-    """A notice as JSON-ready values (times in UTC, RFC 3339)."""
+def withdrawals(con: duckdb.DuckDBPyConnection) -> dict[int, NoticeWithdrawal]:
+    """The withdrawal of each notice withdrawn, by notice id."""
+    if not _has_table(con, "notice_withdrawals"):
+        return {}
+    with session(con) as s:
+        rows = list(s.exec(select(NoticeWithdrawal)))
+        for r in rows:
+            s.expunge(r)
+    return {r.notice_id: r for r in rows}
+
+
+def withdraw_notice(
+    con: duckdb.DuckDBPyConnection,
+    notice_id: int,
+    *,
+    by: str,
+    reason: str,
+    at: dt.datetime | None = None,
+) -> NoticeWithdrawal:
+    """Take back a notice entered by hand (append-only: a row saying who, why and when)."""
+    if not by.strip():
+        raise UserError("say who withdraws the notice (--by NAME)")
+    if not reason.strip():
+        raise UserError("say why the notice is withdrawn (--reason TEXT)")
+    if notice_id not in {n.id for n in list_notices(con)}:
+        raise UserError(f"there is no notice {notice_id} (bacc-audit notice list shows them)")
+    if notice_id in withdrawals(con):
+        raise UserError(f"notice {notice_id} is already withdrawn")
+    ensure_table(con)
+    row = NoticeWithdrawal(
+        notice_id=notice_id,
+        withdrawn_by=by.strip(),
+        reason=reason.strip(),
+        withdrawn_at=_aware("withdrawn at", at or dt.datetime.now(dt.UTC)),
+    )
+    with session(con) as s:
+        s.add(row)
+        s.commit()
+        s.refresh(row)
+        s.expunge(row)
+    return row
+
+
+def as_dict(n: Notice, withdrawal: NoticeWithdrawal | None = None) -> dict:
+    """A notice as JSON-ready values (times in UTC, RFC 3339), with its withdrawal if any."""
     return {
         "id": n.id,
         "pit": n.pit,
@@ -166,4 +261,9 @@ def as_dict(n: Notice) -> dict:
         "entered_by": n.entered_by,
         "entered_at": n.entered_at.astimezone(dt.UTC).isoformat(),
         "note": n.note,
+        "withdrawn": None if withdrawal is None else {
+            "by": withdrawal.withdrawn_by,
+            "reason": withdrawal.reason,
+            "at": withdrawal.withdrawn_at.astimezone(dt.UTC).isoformat(),
+        },
     }

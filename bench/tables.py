@@ -108,7 +108,7 @@ def main() -> None:
         shutil.copyfile(source, copy)
         con = db.connect(copy)
         t = time.perf_counter()
-        found, stats = table_pass.compute(con, PropertyConfig())
+        found, stats, _ = table_pass.compute(con, PropertyConfig())
         seconds = time.perf_counter() - t
         con.close()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -254,6 +254,8 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
 
     path = sample_db(tmp_path / "a.duckdb")
     config = SAMPLE / "property.toml"
+    first = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
+    assert "tables, pits and shoes: 2 new findings" in first.output  # notice_late x 2
     added = runner.invoke(notice_app, [
         "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
         "--recipient", "division", "--recipient", "surveillance",
@@ -261,8 +263,10 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
         "--config", str(config),
     ])
     assert added.exit_code == 0, added.output
-    assert runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)]).exit_code \
-        in (0, 1)
+    audited = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
+    assert audited.exit_code in (0, 1), audited.output
+    assert "tables, pits and shoes: 0 new findings, 2 withdrawn" in audited.output
+    assert "3,241 rounds audited" not in audited.output  # nothing else was replayed
     out = tmp_path / "grave.pdf"
     r = runner.invoke(app, ["report", "--db", str(path), "--config", str(config),
                             "--shift", "2026-11-28/grave", "--out", str(out)])
@@ -270,3 +274,14 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
     assert "entered by hand by Night Auditor" in text
     assert "(notice 1)" in text and "(notice 2)" in text
+    # The two findings it withdrew, listed with the notices the logs carry (02:40).
+    cleared = text.split("Findings withdrawn because of notices entered by hand")[1]
+    assert cleared.count("procedure.notice_late") == 2
+    assert "MB-03" in cleared and "MB-05" in cleared
+    assert "division 02:40" in cleared and "surveillance 02:40" in cleared
+    con = db.connect(path, read_only=True)
+    because = con.execute(
+        "SELECT json_extract_string(evidence, '$.withdrawn_because.hand_notices') FROM findings "
+        "WHERE status = 'withdrawn' ORDER BY table_id"
+    ).fetchall()
+    assert because == [('["hand:1","hand:2"]',)] * 2

@@ -98,7 +98,8 @@ def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
         out.append(
             Notice(f"hand:{n.id}", n.pit, _tables_list(n.tables), n.procedure, n.effective,
                    n.recipient, n.written, n.given_at,
-                   f"entered by hand by {n.entered_by} at {iso(n.entered_at)} (notice {n.id})")
+                   f"entered by hand by {n.entered_by} at "
+                   f"{iso(n.entered_at.replace(microsecond=0))} (notice {n.id})")
         )
     return out
 

@@ -26,7 +26,7 @@ from auditor.finding import Finding
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
-from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, ProcedureRules
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, Notice, ProcedureRules
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
@@ -99,9 +99,10 @@ def compute(
     *,
     min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
     changeover_grace: dt.timedelta | None = None,
-) -> tuple[list[Finding], dict[str, Any]]:
-    """Every table-, pit- and shoe-level finding the database supports now, and counts of
-    what was examined. Reads only (the notices table is created if missing)."""
+) -> tuple[list[Finding], dict[str, Any], dict[tuple[str, int], list[Notice]]]:
+    """Every table-, pit- and shoe-level finding the database supports now, counts of what
+    was examined, and the changes (table, seq) answered by notices entered by hand. Reads
+    only (the notices table is created if missing)."""
     hand_notices.ensure_table(con)
     zone = config.zone_for(con)
     packs = _Packs()
@@ -129,6 +130,13 @@ def compute(
     notices = load.load_notices(con)
     verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
     found = table_checks.notice_findings(verdicts, zone)
+    # Changes answered by a notice entered by hand: a notice finding of theirs withdrawn now
+    # says so (see _store).
+    by_hand = {
+        (v.change.table, v.change.seq): hand
+        for v in verdicts
+        if (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
+    }
     pack_of, charged = _table_packs(con, packs)
     if changeover_grace is None:  # the packs' house option (the longest, if they differ)
         changeover_grace = dt.timedelta(minutes=max(
@@ -183,7 +191,7 @@ def compute(
         "irregularities_not_judged": unjudged,
         "rule_packs_missing": sorted(packs.missing),
     }
-    return found, stats
+    return found, stats, by_hand
 
 
 def table_findings(
@@ -201,13 +209,13 @@ def table_findings(
     and withdraws nothing. Runs its own transaction (call it outside any other). Returns a
     JSON-ready summary.
     """
-    found, stats = compute(
+    found, stats, by_hand = compute(
         con, config, min_undeclared_rounds=min_undeclared_rounds,
         changeover_grace=changeover_grace,
     )
     con.execute("BEGIN TRANSACTION")
     try:
-        new, withdrawn = _store(con, run_id, found)
+        new, withdrawn = _store(con, run_id, found, by_hand)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -223,19 +231,59 @@ def table_findings(
 
 
 def _store(
-    con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[Finding]
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    found: Sequence[Finding],
+    by_hand: dict[tuple[str, int], list[Notice]] | None = None,
 ) -> tuple[int, int]:
     dupes = [fp for fp, n in Counter(f.fingerprint for f in found).items() if n > 1]
     if dupes:
         raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
     findings.staged(con, "table_pass_findings", found)
     new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", with_severity=True)
+    withdrawn = _withdraw_answered_by_hand(con, run_id, by_hand or {})
     owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
-    withdrawn = findings.withdraw(
+    withdrawn += findings.withdraw(
         con, run_id,
         f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
     )
     return new, withdrawn
+
+
+def _withdraw_answered_by_hand(
+    con: duckdb.DuckDBPyConnection, run_id: int, by_hand: dict[tuple[str, int], list[Notice]]
+) -> int:
+    """Withdraw the standing notice findings of changes that a notice entered by hand now
+    answers, with the notices named in the withdrawal's evidence (`withdrawn_because`): a
+    finding cleared by what someone typed in is on the record as such, and the report lists
+    it beside the logged notices."""
+    if not by_hand:
+        return 0
+    keys = sorted(by_hand)
+    con.register("answered_by_hand", pa.table({
+        "table_id": pa.array([k[0] for k in keys], pa.string()),
+        "seq": pa.array([k[1] for k in keys], pa.int64()),
+        "because": pa.array([json.dumps({
+            "hand_notices": [n.key for n in by_hand[k]],
+            "entered": [n.source for n in by_hand[k]],
+        }) for k in keys], pa.string()),
+    }))
+    try:
+        return int(con.execute(
+            f"""
+            INSERT INTO findings ({_FINDING_COLS})
+            SELECT f.fingerprint, {int(run_id)}, now(), 'withdrawn', f.severity, f.rule, f.code,
+                   f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
+                   f.observed, f.source,
+                   json_merge_patch(coalesce(f.evidence, '{{}}'::JSON),
+                                    json_object('withdrawn_because', a.because::JSON))
+            FROM current_findings f JOIN answered_by_hand a USING (table_id, seq)
+            WHERE f.code IN ('procedure.notice_missing', 'procedure.notice_late')
+              AND f.fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)
+            """
+        ).fetchall()[0][0])
+    finally:
+        con.unregister("answered_by_hand")
 
 
 # --- order.procedure_mismatch and undeclared changes ---------------------------------------

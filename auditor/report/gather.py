@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import re
 from collections import Counter, defaultdict
@@ -364,7 +365,35 @@ def _procedures(
             "Procedure in force per table (▼ written notice given)",
         )
     listing = _listing([_change_line(c) for c in rows]) if len(rows) > LISTING_ROWS else []
+    # Findings that a notice entered by hand withdrew, beside the logged notices of their
+    # change: what someone typed in must never clear a finding unseen.
+    cleared = _rows(
+        con,
+        """
+        SELECT code, table_id, seq, ts, message,
+               json_extract_string(evidence, '$.withdrawn_because.entered') AS entered
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
+          FROM findings WHERE code LIKE 'procedure.notice_%'
+        )
+        WHERE rn = 1 AND status = 'withdrawn'
+          AND json_extract(evidence, '$.withdrawn_because') IS NOT NULL
+          AND ts >= ? AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY ts, table_id
+        """,
+        [scope.start, scope.end, names],
+    )
+    for f in cleared:
+        f["at"] = f["ts"].astimezone(scope.zone)
+        f["entered"] = "; ".join(json.loads(f["entered"] or "[]"))
+        f["logged"] = "; ".join(
+            f"{n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}"
+            for n in notices
+            if not n["by_hand"] and n["pit"] == pit_of.get(f["table_id"])
+            and abs((n["effective"] - f["ts"]).total_seconds()) <= 3600
+        ) or "none"
     return {
+        "cleared_by_hand": cleared,
         "changes": rows,
         "lanes": lanes,
         "timeline_svg": svg,

@@ -285,3 +285,44 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
         "WHERE status = 'withdrawn' ORDER BY table_id"
     ).fetchall()
     assert because == [('["hand:1","hand:2"]',)] * 2
+
+
+def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_shows_it(tmp_path):
+    import re
+
+    import pypdf
+
+    from auditor.cli.app import app
+
+    path = sample_db(tmp_path / "a.duckdb")
+    config = SAMPLE / "property.toml"
+    audit = ["audit", "--db", str(path), "--config", str(config)]
+    runner.invoke(app, audit)
+    runner.invoke(notice_app, [
+        "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
+        "--recipient", "division", "--recipient", "surveillance",
+        "--given-at", "2026-11-29 02:20", "--by", "Night Auditor",
+        "--db", str(path), "--config", str(config),
+    ])
+    assert "0 new findings, 2 withdrawn" in runner.invoke(app, audit).output
+    for n in ("1", "2"):
+        gone = runner.invoke(notice_app, ["withdraw", n, "--by", "Compliance Officer",
+                                          "--reason", "no such letter in the binder",
+                                          "--db", str(path)])
+        assert gone.exit_code == 0, gone.output
+    again = runner.invoke(app, audit)
+    assert "tables, pits and shoes: 2 new findings, 0 withdrawn" in again.output
+    con = db.connect(path, read_only=True)
+    back = con.execute(
+        "SELECT table_id FROM current_findings WHERE code = 'procedure.notice_late' "
+        "ORDER BY table_id").fetchall()
+    con.close()
+    assert back == [("MB-03",), ("MB-05",)]  # open again, under the same fingerprints
+    out = tmp_path / "grave.pdf"
+    r = runner.invoke(app, ["report", "--db", str(path), "--config", str(config),
+                            "--shift", "2026-11-28/grave", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
+    section = text.split("Notices entered by hand and withdrawn (not counted)")[1]
+    assert "Compliance Officer" in section and "no such letter in the binder" in section
+    assert "Findings withdrawn because of notices entered by hand" not in text

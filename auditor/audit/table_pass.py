@@ -130,12 +130,13 @@ def compute(
     notices = load.load_notices(con)
     verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
     found = table_checks.notice_findings(verdicts, zone)
-    # Changes answered by a notice entered by hand: a notice finding of theirs withdrawn now
-    # says so (see _store).
+    # Changes a notice entered by hand clears (no finding left, a hand notice counted): a
+    # notice finding of theirs withdrawn now says so (see _store).
     by_hand = {
         (v.change.table, v.change.seq): hand
         for v in verdicts
-        if (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
+        if v.code is None
+        and (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
     }
     pack_of, charged = _table_packs(con, packs)
     if changeover_grace is None:  # the packs' house option (the longest, if they differ)

@@ -33,6 +33,7 @@ from auditor.rules.cards import RANKS, rank_value
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import findings
+from auditor.store import notices as hand_notices
 from auditor.store.acks import latest_acks
 
 DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all are in the appendix
@@ -392,7 +393,27 @@ def _procedures(
             if not n["by_hand"] and n["pit"] == pit_of.get(f["table_id"])
             and abs((n["effective"] - f["ts"]).total_seconds()) <= 3600
         ) or "none"
+    # Notices entered by hand and withdrawn since: they no longer count, and say so here.
+    gone = hand_notices.withdrawals(con)
+    withdrawn = [
+        {
+            "id": n.id,
+            "pit": n.pit,
+            "procedure": n.procedure,
+            "recipient": n.recipient,
+            "effective": n.effective.astimezone(scope.zone),
+            "given": n.given_at.astimezone(scope.zone),
+            "entered_by": n.entered_by,
+            "by": w.withdrawn_by,
+            "at": w.withdrawn_at.astimezone(scope.zone),
+            "reason": w.reason,
+        }
+        for n in hand_notices.list_notices(con)
+        if (w := gone.get(n.id or 0)) is not None
+        and n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
+    ]
     return {
+        "withdrawn_notices": withdrawn,
         "cleared_by_hand": cleared,
         "changes": rows,
         "lanes": lanes,

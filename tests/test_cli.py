@@ -773,7 +773,7 @@ def read_only_output(monkeypatch: pytest.MonkeyPatch) -> None:
         tmp = path.with_name(f".{path.name}.partial")
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp))
 
-    monkeypatch.setattr(render, "_write_whole", refuse)
+    monkeypatch.setattr(render, "write_whole", refuse)
 
 
 def test_report_into_a_read_only_folder_exits_2_naming_the_file(

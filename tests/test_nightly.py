@@ -673,7 +673,7 @@ def test_an_archive_that_cannot_be_written_exits_2_naming_it_and_is_recorded(
     def refuse(path: Path, data: bytes) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
 
-    monkeypatch.setattr(render, "_write_whole", refuse)
+    monkeypatch.setattr(render, "write_whole", refuse)
     db_copy = tmp_path / "copy.duckdb"
     shutil.copy2(night.db, db_copy)
     archive = tmp_path / "ro"
@@ -889,3 +889,56 @@ def test_an_unknown_file_ingested_choice_exits_2(night: Night, bacc_audit: Any) 
     assert r.err.splitlines()[-1] == (
         "error: --file-ingested must be one of keep, move, link, not 'copy'"
     )
+
+
+@pytest.mark.slow
+def test_a_changed_report_is_a_new_version_beside_the_one_filed(
+    night: Night, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """Issue 15: rerunning nightly after new evidence replaced the shift's PDF someone may
+    have signed. Now the first stays as filed; the changed report is version 2 beside it,
+    saying on its first page what changed and the first version's SHA-256."""
+    db_copy, archive = tmp_path / "copy.duckdb", tmp_path / "archive"
+    shutil.copy2(night.db, db_copy)
+    shutil.copytree(night.archive, archive)
+    grave = archive / "2026-11-28" / "2026-11-28_grave.pdf"
+    signed = grave.read_bytes()
+
+    def rerun() -> dict[str, Any]:
+        r = bacc_audit("nightly", "--spool", night.spool, "--date", "2026-11-28", "--archive",
+                       archive, "--db", db_copy, "--config", CONFIG, "--json")
+        assert r.code == EXIT_FINDINGS, r
+        return {x["shift"]: x for x in json.loads(r.out)["reports"]}
+
+    # In an archive the database has not filed into, the PDFs there are taken as version 1
+    # when they are what the database would file now.
+    moved = rerun()
+    assert [(moved[s]["status"], moved[s]["version"]) for s in ("swing", "grave")] == [
+        ("unchanged", 1), ("unchanged", 1)
+    ]
+    listed = bacc_audit("findings", "--db", db_copy, "--config", CONFIG, "--shift",
+                        "2026-11-28/grave", "--format", "jsonl")
+    finding = json.loads(listed.out.splitlines()[0])
+    acked = bacc_audit("ack", finding["fingerprint"], "--by", "Compliance Officer",
+                       "--disposition", "reviewed on video", "--db", db_copy)
+    assert acked.code == 0, acked
+    reports = rerun()
+    assert (reports["grave"]["status"], reports["grave"]["version"]) == ("new_version", 2)
+    assert reports["swing"]["status"] == "unchanged"
+    assert grave.read_bytes() == signed  # the filed version, untouched
+    v2 = grave.with_name("2026-11-28_grave.v2.pdf")
+    assert reports["grave"]["path"] == str(v2)
+    assert reports["grave"]["sha256"] == hashlib.sha256(v2.read_bytes()).hexdigest()
+    first_page = re.sub(r"\s+", " ", pypdf.PdfReader(v2).pages[0].extract_text())
+    assert "Version 2 of this report. Version 1 (2026-11-28_grave.pdf, SHA-256 " in first_page
+    assert hashlib.sha256(signed).hexdigest() in first_page.replace(" ", "")
+    assert "0 findings added, 0 withdrawn, 1 acknowledged" in first_page
+    assert f"acknowledged: {finding['id']} {finding['code']}" in first_page
+    again = rerun()  # nothing new: nothing filed
+    assert (again["grave"]["status"], again["grave"]["version"]) == ("unchanged", 2)
+    assert sorted(p.name for p in grave.parent.iterdir()) == [
+        "2026-11-28_grave.pdf", "2026-11-28_grave.v2.pdf", "2026-11-28_swing.pdf",
+    ]
+    recorded = scalar(db_copy, "SELECT list(version ORDER BY version) FROM report_versions "
+                      f"WHERE slug = '2026-11-28_grave' AND path LIKE '{archive.resolve()}/%'")
+    assert recorded == [1, 2]

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -41,10 +42,10 @@ from auditor.errors import (
     cannot_write,
 )
 from auditor.ingest.files import FileResult, IngestResult, escape_path, ingest, sha256_of
-from auditor.report.gather import scope_for
-from auditor.report.render import write_report
+from auditor.report import render
+from auditor.report.gather import gather, scope_for
 from auditor.rules.codes import SEVERITIES
-from auditor.store import db, runs
+from auditor.store import db, runs, versions
 from auditor.words import count
 
 DEFAULT_ARCHIVE = Path("reports") / "archive"
@@ -380,13 +381,16 @@ def _copy_whole(src: Path, dst: Path) -> None:
 
 @dataclass
 class ShiftReport:
-    """One shift of the gaming day: its PDF written, updated, unchanged, or skipped (why)."""
+    """One shift of the gaming day: its PDF written (version 1), a new version filed beside
+    the earlier ones, unchanged, or skipped (why)."""
 
     shift: str
-    status: str  # written | updated | unchanged | skipped
+    status: str  # written | new_version | unchanged | skipped
     rounds: int
     path: Path | None = None
     reason: str = ""
+    version: int | None = None
+    sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -394,6 +398,8 @@ class ShiftReport:
             "status": self.status,
             "rounds": self.rounds,
             "path": str(self.path) if self.path else None,
+            "version": self.version,
+            "sha256": self.sha256,
             "reason": self.reason,
         }
 
@@ -621,7 +627,9 @@ def _work(
     reports = []
     epoch = data_changed_at(con)
     for shift in conf.shifts:
-        reports.append(_report_shift(con, conf, day, shift.name, folder, epoch, say))
+        reports.append(
+            _report_shift(con, conf, day, shift.name, folder, epoch, say, run_id)
+        )
     if not any(r.rounds for r in reports):
         problems.append(
             f"no rounds in gaming day {day:%Y-%m-%d}: nothing to report; were the night's logs "
@@ -682,7 +690,13 @@ def _report_shift(
     folder: Path,
     epoch: dt.datetime,
     say: Say,
+    run_id: int | None = None,
 ) -> ShiftReport:
+    """File the shift's report. A report once filed is never rewritten (someone may have
+    signed it): if what it would show changed, the new one is the next version beside it,
+    ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose first page says what changed since the version before
+    and gives that version's SHA-256. Unchanged means rendering it again as the latest version
+    gives that version's HTML (its "generated" time aside)."""
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -692,21 +706,79 @@ def _report_shift(
     )[0]
     if not rounds:
         return ShiftReport(name, "skipped", 0, reason="no rounds in this shift")
-    path = archive_path(folder, day, scope.slug)
-    before = path.read_bytes() if path.is_file() else None
-    say(f"report {scope.title} -> {path}")
+    first = archive_path(folder, day, scope.slug)
     with _report_epoch(epoch):
-        try:
-            write_report(con, conf, scope, path, "pdf")
-        except OSError as e:
-            if e.errno not in WRITE_ERRNOS:
-                raise
-            raise _archive_error(folder, e) from None
+        context = gather(con, conf, scope)
+        now = versions.snapshot(context["findings"])
+        # The versions filed in this archive (a database may have filed into another).
+        here = first.parent.resolve()
+        filed = [v for v in versions.history(con, scope.slug) if Path(v.path).parent == here]
+        if not filed and first.is_file():  # filed before versions were recorded
+            legacy = versions.Version(scope.slug, 1, str(first), sha256_of(first)[0], "", None)
+            as_v1 = {**context, "version": _version(1, None, now)}
+            if render.render_pdf(context, render.render_html(as_v1)) == first.read_bytes():
+                versions.record(con, versions.Version(
+                    scope.slug, 1, str(first.resolve()), legacy.sha256, _content_sha(as_v1),
+                    now), run_id)
+                return ShiftReport(name, "unchanged", rounds, first, version=1,
+                                   sha256=legacy.sha256)
+            filed = [legacy]
+        if filed:
+            last = filed[-1]
+            before = filed[-2] if len(filed) > 1 else None
+            again = {**context, "version": _version(last.number, before, now)}
+            if _content_sha(again) == last.html_sha256:
+                return ShiftReport(name, "unchanged", rounds,
+                                   first.with_name(Path(last.path).name),
+                                   version=last.number, sha256=last.sha256)
+        number = filed[-1].number + 1 if filed else 1
+        this = {**context, "version": _version(number, filed[-1] if filed else None, now)}
+        data = render.render_pdf(context, render.render_html(this))
+    path = first if number == 1 else first.with_name(f"{scope.slug}.v{number}.pdf")
+    while path.exists() and path.read_bytes() != data:  # left by another hand: never over it
+        number += 1
+        path = first.with_name(f"{scope.slug}.v{number}.pdf")
+    say(f"report {scope.title} version {number} -> {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # else a run that died before recording it wrote these bytes
+            render.write_whole(path, data)
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS:
+            raise
+        raise _archive_error(folder, e) from None
+    sha = sha256_of(path)[0]
+    versions.record(
+        con, versions.Version(scope.slug, number, str(path.resolve()), sha, _content_sha(this),
+                              now),
+        run_id,
+    )
+    return ShiftReport(name, "written" if number == 1 else "new_version", rounds, path,
+                       version=number, sha256=sha)
+
+
+def _content_sha(context: dict[str, Any]) -> str:
+    """The SHA-256 of the report's HTML but for its "generated" time, which moves with any
+    change to the database (an acknowledgement elsewhere): only what the report shows makes
+    a new version."""
+    fixed = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    html = render.render_html({**context, "generated_at": fixed})
+    return hashlib.sha256(html.encode()).hexdigest()
+
+
+def _version(
+    number: int, before: versions.Version | None, now: versions.Findings
+) -> dict[str, Any]:
+    """The report's version block: its number and, from version 2 on, the version before
+    (number, file name, SHA-256) and what changed since (None: not known)."""
     if before is None:
-        status = "written"
-    else:
-        status = "unchanged" if path.read_bytes() == before else "updated"
-    return ShiftReport(name, status, rounds, path)
+        return {"number": number, "before": None, "changes": None}
+    return {
+        "number": number,
+        "before": {"number": before.number, "name": Path(before.path).name,
+                   "sha256": before.sha256},
+        "changes": versions.changes(before.findings, now),
+    }
 
 
 def _archive_error(folder: Path, e: OSError) -> UserError:
@@ -771,7 +843,8 @@ def summary_lines(result: NightlyResult) -> list[str]:
         if r.status == "skipped":
             lines.append(f"  {r.shift:<8} skipped: {r.reason}")
         else:
-            lines.append(f"  {r.shift:<8} {r.status:<9} {r.rounds:>7,} rounds  {r.path}")
+            lines.append(f"  {r.shift:<8} {r.status:<11} v{r.version} {r.rounds:>7,} rounds  "
+                         f"{r.path}")
     f = s["findings"]
     sev = ", ".join(f"{n} {k}" for k, n in f["by_severity"].items() if n) or "none"
     lines.append(

@@ -133,12 +133,12 @@ def write_report(
     tell("write", steps - 1, steps)
     path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_whole(path, data)
+    write_whole(path, data)
     tell("written", steps, steps)
     return path
 
 
-def _write_whole(path: Path, data: bytes) -> None:
+def write_whole(path: Path, data: bytes) -> None:
     """Write to `.NAME.partial`, flush it to disk, then rename: a crash (or power loss) at any
     point leaves either the old file or the new one under `path`, never half of one. The
     fsyncs matter for power loss only; a killed process loses nothing the kernel has."""

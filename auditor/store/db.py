@@ -124,6 +124,21 @@ DDL = [
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
     """,
     STREAM_SOURCES_DDL,
+    # Every version of a report the nightly job filed, never rewritten: its file and SHA-256,
+    # the SHA-256 of its HTML (what a new render is compared with), and the findings it
+    # showed (fingerprint, code, table, acknowledged), which the next version's first page
+    # compares against.
+    """
+    CREATE TABLE IF NOT EXISTS report_versions (
+      slug VARCHAR NOT NULL,
+      version BIGINT NOT NULL,
+      path VARCHAR NOT NULL,
+      sha256 VARCHAR NOT NULL,
+      html_sha256 VARCHAR NOT NULL,
+      findings JSON NOT NULL,
+      run_id BIGINT,
+      filed_at TIMESTAMPTZ NOT NULL
+    )""",
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")

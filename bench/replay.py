@@ -42,13 +42,13 @@ sys.path.insert(0, str(ROOT))
 from auditor.audit import facts  # noqa: E402
 from auditor.audit.run import (  # noqa: E402
     BATCH_ROWS,
-    ROUND_TYPES,
     Known,
     _context,
     _event,
     _select_rounds,
     _verdict,
     fast_rounds,
+    round_events_sql,
 )
 from auditor.config import PropertyConfig  # noqa: E402
 from auditor.ingest.files import ingest  # noqa: E402
@@ -190,20 +190,7 @@ def python_reference(con: duckdb.DuckDBPyConnection, rounds: str) -> tuple[int, 
     found: set[str] = set()
     replayed = 0
     in_check = 0.0
-    reader = con.sql(
-        f"""
-        SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
-               t.variant, t.seats, t.side_bets, t.procedure,
-               e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card,
-               e.seat, e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner,
-               e.count, e.mode, e.void_reason, e.disposition, e.shoe, e.round
-        FROM {rounds} t
-        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
-        JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ({ROUND_TYPES})
-        ORDER BY t.table_id, t.shoe, t.round, e.seq
-        """
-    ).to_arrow_reader(BATCH_ROWS)
+    reader = con.sql(round_events_sql(rounds)).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
     head: tuple = ()
     events: list = []

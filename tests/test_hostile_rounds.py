@@ -12,7 +12,6 @@ stand on 6-7 with the Player standing; naturals 8-9).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +19,7 @@ from types import MappingProxyType
 
 import pytest
 from helpers.tablelog import Log, TablePassDb
-from helpers.verdict import Witness
+from helpers.verdict import Witness, witness_after_each_test
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
@@ -97,12 +96,7 @@ class Round:
 # Every round given to check_round here is also given to the fast verdict (after each test):
 # a round it calls clean must have no finding (tests/helpers/verdict.py).
 WITNESS = Witness()
-
-
-@pytest.fixture(autouse=True)
-def _verdict_witness() -> Iterator[None]:
-    yield
-    WITNESS.check()
+_verdict_witness = witness_after_each_test(WITNESS)
 
 
 def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pypdf
 import pytest
 from helpers.tablelog import Log, TablePassDb, at
 from typer.testing import CliRunner
 
+from auditor.audit.load import load_notices
+from auditor.cli.app import app
 from auditor.cli.notice import notice_app, parse_time
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
@@ -238,20 +242,12 @@ def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
     assert listed[0]["withdrawn"]["reason"] == "typed for the wrong night"
     con = db.connect(path, read_only=True)
     assert len(notices.list_notices(con)) == 1 and notices.list_notices(con, False) == []
-    from auditor.audit.load import load_notices
-
     assert not [n for n in load_notices(con) if n.key.startswith("hand:")]
 
 
 def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     """Issue 15's case: a notice typed in for pit P2 (02:20) against the logged one (02:40);
     the PDF says it was entered by hand and by whom, beside the logged notice."""
-    import re
-
-    import pypdf
-
-    from auditor.cli.app import app
-
     path = sample_db(tmp_path / "a.duckdb")
     config = SAMPLE / "property.toml"
     first = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
@@ -288,12 +284,6 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
 
 
 def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_shows_it(tmp_path):
-    import re
-
-    import pypdf
-
-    from auditor.cli.app import app
-
     path = sample_db(tmp_path / "a.duckdb")
     config = SAMPLE / "property.toml"
     audit = ["audit", "--db", str(path), "--config", str(config)]

@@ -10,13 +10,12 @@ and take vigorish by procedure 1-4, from the highest-numbered winning seat down.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from types import MappingProxyType
 
 import pytest
-from helpers.verdict import Witness
+from helpers.verdict import Witness, witness_after_each_test
 
 from auditor.finding import Finding
 from auditor.replay.round import (
@@ -115,12 +114,7 @@ class Round:
 # Every round given to check_round here is also given to the fast verdict (after each test):
 # a round it calls clean must have no finding (tests/helpers/verdict.py).
 WITNESS = Witness()
-
-
-@pytest.fixture(autouse=True)
-def _verdict_witness() -> Iterator[None]:
-    yield
-    WITNESS.check()
+_verdict_witness = witness_after_each_test(WITNESS)
 
 
 def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:

@@ -31,7 +31,15 @@ import duckdb
 import pytest
 
 from auditor.audit import facts
-from auditor.audit.run import ROUND_TYPES, Known, _event, _select_rounds, _verdict, audit
+from auditor.audit.run import (
+    ROUND_TYPES,
+    Known,
+    _event,
+    _select_rounds,
+    _verdict,
+    audit,
+    round_events_sql,
+)
 from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
 from auditor.replay import verdict
@@ -93,29 +101,16 @@ def reference(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Ref
     stores them (fingerprint `{code}|{table}|{shoe}|{round}|{seq}|{k}`)."""
     out = Reference({}, {}, {})
     cols = (
-        con.sql(
-            f"""
-        SELECT t.table_id, t.shoe AS t_shoe, t.round AS t_round, t.pit, t.game,
-               t.jurisdiction, t.variant, t.seats, t.side_bets, t.procedure,
-               e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card,
-               e.seat, e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner,
-               e.count, e.mode, e.void_reason, e.disposition, e.shoe, e.round
-        FROM todo t
-        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
-        JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ({ROUND_TYPES})
-        ORDER BY t.table_id, t.shoe, t.round, e.seq
-        """
-        )
+        con.sql(round_events_sql("todo"))
         .to_arrow_table()
         .to_pydict()
     )
     n = len(cols["seq"])
     start = 0
     while start < n:
-        key = (cols["table_id"][start], cols["t_shoe"][start], cols["t_round"][start])
+        key = (cols["table_id"][start], cols["shoe"][start], cols["round"][start])
         end = start
-        while end < n and (cols["table_id"][end], cols["t_shoe"][end], cols["t_round"][end]) == key:
+        while end < n and (cols["table_id"][end], cols["shoe"][end], cols["round"][end]) == key:
             end += 1
         head = {c: cols[c][start] for c in cols}
         events = [_event(cols, i) for i in range(start, end)]

@@ -231,6 +231,20 @@ class Known:
     terms: dict[tuple, verdict.Terms | str] = field(default_factory=dict)
 
 
+def round_events_sql(rounds: str) -> str:
+    """The events of the rounds listed in table `rounds` (shaped like `todo`), each row with
+    its round's table context, in round and seq order: what check_round is given."""
+    return f"""
+        SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
+               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT}
+        FROM {rounds} t
+        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
+        JOIN sources s ON s.id = e.source_id
+        WHERE e.type IN ({ROUND_TYPES})
+        ORDER BY t.table_id, t.shoe, t.round, e.seq
+        """
+
+
 def _replay(
     con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult, known: Known
 ) -> None:
@@ -248,17 +262,7 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
-    reader = con.sql(
-        f"""
-        SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
-               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT}
-        FROM todo_py t
-        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
-        JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ({ROUND_TYPES})
-        ORDER BY t.table_id, t.shoe, t.round, e.seq
-        """
-    ).to_arrow_reader(BATCH_ROWS)
+    reader = con.sql(round_events_sql("todo_py")).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
     head: tuple = ()
     events: list[Event] = []

@@ -270,19 +270,13 @@ def _withdraw_answered_by_hand(
         }) for k in keys], pa.string()),
     }))
     try:
-        return int(con.execute(
-            f"""
-            INSERT INTO findings ({_FINDING_COLS})
-            SELECT f.fingerprint, {int(run_id)}, now(), 'withdrawn', f.severity, f.rule, f.code,
-                   f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
-                   f.observed, f.source,
-                   json_merge_patch(coalesce(f.evidence, '{{}}'::JSON),
-                                    json_object('withdrawn_because', a.because::JSON))
-            FROM current_findings f JOIN answered_by_hand a USING (table_id, seq)
-            WHERE f.code IN ('procedure.notice_missing', 'procedure.notice_late')
-              AND f.fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)
-            """
-        ).fetchall()[0][0])
+        return findings.withdraw(
+            con, run_id,
+            "code IN ('procedure.notice_missing', 'procedure.notice_late') "
+            "AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
+            joined="JOIN answered_by_hand a USING (table_id, seq)",
+            because=("withdrawn_because", "a.because::JSON"),
+        )
     finally:
         con.unregister("answered_by_hand")
 
@@ -326,18 +320,11 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
     }))
     con.execute("BEGIN TRANSACTION")
     try:
-        withdrawn = con.execute(
-            f"""
-            INSERT INTO findings ({_FINDING_COLS})
-            SELECT f.fingerprint, {int(run_id)}, now(), 'withdrawn', f.severity, f.rule, f.code,
-                   f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
-                   f.observed, f.source,
-                   json_merge_patch(coalesce(f.evidence, '{{}}'::JSON),
-                                    json_object('superseded_by', c.run_fp))
-            FROM current_findings f JOIN covered_by_runs c USING (table_id, shoe, round)
-            WHERE f.code = '{MISMATCH}'
-            """
-        ).fetchall()[0][0]
+        withdrawn = findings.withdraw(
+            con, run_id, f"code = '{MISMATCH}'",
+            joined="JOIN covered_by_runs c USING (table_id, shoe, round)",
+            because=("superseded_by", "c.run_fp"),
+        )
         reopened = con.execute(
             f"""
             INSERT INTO findings ({_FINDING_COLS})

@@ -814,33 +814,26 @@ def _draw_findings(rules: CheminRules, r: _Round, hands: Hands) -> list[Finding]
             continue
         required = cell == DRAW
         rule = "must draw" if required else "must stand"
-        if wants is not None and drew == required:
-            # The cards followed the cell: the log still shows a decision the rules do not give.
-            found.append(
-                replace(
-                    _finding(
-                        "chemin.option",
-                        declared,
-                        f'{where} {rule}; "{choice}" was declared as if the rules gave an '
-                        "option, and the cards followed the rule.",
-                        {"hand": hand, "option": False, "third_card": required},
-                        {"hand": hand, "choice": choice, "third_card": drew, **cards},
-                    ),
-                    severity="minor",
-                )
+        # A decision declared here: minor if the cards followed the cell all the same (the log
+        # still shows a decision the rules do not give), major if they followed the decision.
+        # One that agrees with the cell while the cards go against both is the draw finding.
+        if wants is not None and (drew == required or wants != required):
+            cell_kept = drew == required
+            text = (
+                f'{where} {rule}; "{choice}" was declared as if the rules gave an option, and '
+                "the cards followed the rule."
+                if cell_kept
+                else f'{where} {rule}, but "{choice}" was declared as if the rules gave an '
+                "option and the cards followed it."
             )
-            continue
-        if wants is not None and wants != required:
-            found.append(
-                _finding(
-                    "chemin.option",
-                    declared,
-                    f'{where} {rule}, but "{choice}" was declared as if the rules gave an '
-                    "option and the cards followed it.",
-                    {"hand": hand, "option": False, "third_card": required},
-                    {"hand": hand, "choice": choice, "third_card": drew, **cards},
-                )
+            option = _finding(
+                "chemin.option",
+                declared,
+                text,
+                {"hand": hand, "option": False, "third_card": required},
+                {"hand": hand, "choice": choice, "third_card": drew, **cards},
             )
+            found.append(replace(option, severity="minor") if cell_kept else option)
             continue
         if drew != required:
             if required:

@@ -14,10 +14,9 @@ import re
 from typing import Any
 
 import duckdb
-from sqlmodel import select
 
 from auditor.errors import UserError
-from auditor.store.db import one, session
+from auditor.store.db import add_row, all_rows, one
 from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
 from auditor.store.records import Acknowledgement
 
@@ -126,23 +125,14 @@ def add_ack(
         recorded_at=when.astimezone(dt.UTC),
         run_id=run_id,
     )
-    with session(con) as s:
-        s.add(row)
-        s.commit()
-        s.refresh(row)
-        s.expunge(row)
-    return row
+    return add_row(con, row)
 
 
 def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:
     """Every acknowledgement, oldest first ([] when none was ever recorded)."""
     if not _has_table(con):
         return []
-    with session(con) as s:
-        rows = list(s.exec(select(Acknowledgement).order_by(Acknowledgement.id)))  # type: ignore[arg-type]
-        for r in rows:
-            s.expunge(r)
-    return rows
+    return all_rows(con, Acknowledgement)
 
 
 def latest_acks(con: duckdb.DuckDBPyConnection) -> dict[str, Acknowledgement]:

@@ -10,12 +10,12 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 from duckdb_engine import ConnectionWrapper
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, SQLModel, create_engine, select
 
 from auditor.errors import DatabaseBusy, UserError
 from auditor.store import records  # noqa: F401  (registers the sqlmodel tables)
@@ -265,6 +265,29 @@ def session(con: duckdb.DuckDBPyConnection) -> Iterator[Session]:
     """A sqlmodel session over the same connection, for the small records."""
     with Session(_engine(con)) as s:
         yield s
+
+
+Row = TypeVar("Row", bound=SQLModel)
+
+
+def add_row(con: duckdb.DuckDBPyConnection, row: Row) -> Row:
+    """Store one small record and return it as stored (its id filled in), detached from the
+    session so it can be read after."""
+    with session(con) as s:
+        s.add(row)
+        s.commit()
+        s.refresh(row)
+        s.expunge(row)
+    return row
+
+
+def all_rows(con: duckdb.DuckDBPyConnection, model: type[Row]) -> list[Row]:
+    """Every record of a sqlmodel table in id order, detached from the session."""
+    with session(con) as s:
+        rows = list(s.exec(select(model).order_by(model.id)))  # type: ignore[attr-defined]
+        for r in rows:
+            s.expunge(r)
+    return rows
 
 
 def one(

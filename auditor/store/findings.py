@@ -94,23 +94,9 @@ def record(
 
 
 # Findings as Arrow columns on their way in: expected, observed and evidence as JSON text.
+_NOT_TEXT = {"round": pa.int64(), "seq": pa.int64(), "ts": pa.timestamp("us", tz="UTC")}
 SCHEMA = pa.schema(
-    [
-        ("fingerprint", pa.string()),
-        ("code", pa.string()),
-        ("table_id", pa.string()),
-        ("pit", pa.string()),
-        ("shoe", pa.string()),
-        ("round", pa.int64()),
-        ("seq", pa.int64()),
-        ("ts", pa.timestamp("us", tz="UTC")),
-        ("message", pa.string()),
-        ("expected", pa.string()),
-        ("observed", pa.string()),
-        ("source", pa.string()),
-        ("evidence", pa.string()),
-        ("severity", pa.string()),
-    ]
+    [(c, _NOT_TEXT.get(c, pa.string())) for c in (*FINDING_COLUMNS, "severity")]
 )
 
 
@@ -161,8 +147,21 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
     return name
 
 
-def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int:
-    """Withdraw the standing findings matching `where_sql` (over current_findings)."""
+def withdraw(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    where_sql: str,
+    *,
+    joined: str = "",
+    because: tuple[str, str] | None = None,
+) -> int:
+    """Withdraw the standing findings matching `where_sql` (over current_findings, joined
+    with `joined`, e.g. "JOIN t USING (table_id, seq)"). `because` = (key, SQL JSON value)
+    is added to each withdrawal's evidence: why it was withdrawn, on the record."""
+    evidence = "evidence" if because is None else (
+        f"json_merge_patch(coalesce(evidence, '{{}}'::JSON), "
+        f"json_object('{because[0]}', {because[1]}))"
+    )
     return single(
         con,
         f"""
@@ -171,8 +170,8 @@ def withdraw(con: duckdb.DuckDBPyConnection, run_id: int, where_sql: str) -> int
                               observed, source, evidence)
         SELECT fingerprint, {int(run_id)}, now(), 'withdrawn', severity, rule, code,
                table_id, pit, shoe, round, seq, ts, message, expected, observed, source,
-               evidence
-        FROM current_findings WHERE {where_sql}
+               {evidence}
+        FROM current_findings {joined} WHERE {where_sql}
         """,
     )[0]
 

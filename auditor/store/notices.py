@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 import duckdb
 from sqlalchemy import BigInteger, Column, DateTime, Sequence, Text
-from sqlmodel import Field, SQLModel, select
+from sqlmodel import Field, SQLModel
 
 from auditor.errors import UserError
-from auditor.store.db import ensure_schema, session
+from auditor.store.db import add_row, all_rows, ensure_schema
 
 RECIPIENTS = ("division", "surveillance")
 _ID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
@@ -181,12 +181,7 @@ def add_notice(
         entered_at=now,
         note=note,
     )
-    with session(con) as s:
-        s.add(row)
-        s.commit()
-        s.refresh(row)
-        s.expunge(row)
-    return row
+    return add_row(con, row)
 
 
 def list_notices(con: duckdb.DuckDBPyConnection, withdrawn: bool = True) -> list[Notice]:
@@ -194,10 +189,7 @@ def list_notices(con: duckdb.DuckDBPyConnection, withdrawn: bool = True) -> list
     without the withdrawn ones if `withdrawn` is false (what the audit counts)."""
     if not _has_table(con):
         return []
-    with session(con) as s:
-        rows = list(s.exec(select(Notice).order_by(Notice.id)))  # type: ignore[arg-type]
-        for r in rows:
-            s.expunge(r)
+    rows = all_rows(con, Notice)
     if not withdrawn:
         gone = withdrawals(con)
         rows = [r for r in rows if r.id not in gone]
@@ -208,11 +200,7 @@ def withdrawals(con: duckdb.DuckDBPyConnection) -> dict[int, NoticeWithdrawal]:
     """The withdrawal of each notice withdrawn, by notice id."""
     if not _has_table(con, "notice_withdrawals"):
         return {}
-    with session(con) as s:
-        rows = list(s.exec(select(NoticeWithdrawal)))
-        for r in rows:
-            s.expunge(r)
-    return {r.notice_id: r for r in rows}
+    return {r.notice_id: r for r in all_rows(con, NoticeWithdrawal)}
 
 
 def withdraw_notice(
@@ -239,12 +227,7 @@ def withdraw_notice(
         reason=reason.strip(),
         withdrawn_at=_aware("withdrawn at", at or dt.datetime.now(dt.UTC)),
     )
-    with session(con) as s:
-        s.add(row)
-        s.commit()
-        s.refresh(row)
-        s.expunge(row)
-    return row
+    return add_row(con, row)
 
 
 def as_dict(n: Notice, withdrawal: NoticeWithdrawal | None = None) -> dict:

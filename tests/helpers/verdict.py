@@ -10,12 +10,13 @@ out: the audit never gives the verdict such a round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 from auditor.audit import facts
 from auditor.finding import Finding
@@ -145,3 +146,15 @@ class Witness:
                 )
             else:
                 self.flagged += 1
+
+
+def witness_after_each_test(witness: Witness) -> Callable[[], Iterator[None]]:
+    """An autouse fixture for a test module: after each test, the rounds it gave check_round
+    (witness.record) go to the verdict (witness.check)."""
+
+    @pytest.fixture(autouse=True)
+    def _verdict_witness() -> Iterator[None]:
+        yield
+        witness.check()
+
+    return _verdict_witness

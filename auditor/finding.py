@@ -49,3 +49,6 @@ class Finding:
     # None: the registry's severity for the code. Another only where the registry names it
     # (Code.lesser), e.g. chemin.option when the cards follow the cell all the same.
     severity: str | None = None
+    # The provision, from the rule pack of the finding's table (RulePack.cite); None: the
+    # registry's text (the log codes, or a table no rule pack could be loaded for).
+    rule: str | None = None

@@ -3,6 +3,8 @@
 from pathlib import Path
 
 from auditor.rules.codes import REGISTRY, SCOPES, SEVERITIES, markdown
+from auditor.rules.pack import citations
+from auditor.shipped import shipped
 
 # Every code the findings contract (findings format v1) says every version must keep.
 CONTRACT_CODES = [
@@ -72,4 +74,5 @@ def test_every_code_has_a_valid_scope():
 
 def test_docs_codes_page_is_generated_from_the_registry():
     page = Path(__file__).resolve().parent.parent / "docs" / "codes.md"
-    assert page.read_text() == markdown(), "regenerate: bacc-audit codes --markdown > docs/codes.md"
+    expected = markdown(citations(shipped("rules")))
+    assert page.read_text() == expected, "regenerate: bacc-audit codes --markdown > docs/codes.md"

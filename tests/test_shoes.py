@@ -322,7 +322,8 @@ def test_last_round_with_a_card_found_face_up_must_be_void(tmp_path):
     log.emit("table:MB-01", log.clock["table:MB-01"], "round_end", shoe="S1", round=2)
     log.shoe_end("MB-01", "S1")
     [f] = findings(tmp_path, log, "shoe.void_required")
-    assert f["round"] == 2 and "4.12(j)" in f["message"]
+    assert f["round"] == 2 and "Ah was found face up in the shoe during round 2" in f["message"]
+    assert f["rule"] == "N.J.A.C. 13:69F-4.12(j),(k)"
 
 
 # --- log.seq_gap over a stream spread over several files -----------------------------------

@@ -16,7 +16,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.ingest.files import ingest
 from auditor.rules.codes import REGISTRY
-from auditor.rules.pack import RULES_ENV, default_rules_dir
+from auditor.rules.pack import RULES_ENV, default_rules_dir, load_pack
 from auditor.simulate.planted import (
     BANKING_KINDS,
     CHEMIN_KINDS,
@@ -47,8 +47,12 @@ def house_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The shipped packs, NJ mini-baccarat announcing panda 8 hands at no-vigorish tables."""
     rules = tmp_path / "rules"
     shutil.copytree(default_rules_dir(), rules)
-    with (rules / "nj-mini_baccarat.toml").open("a") as f:
-        f.write(PANDA_8)
+    pack = rules / "nj-mini_baccarat.toml"
+    text = pack.read_text().replace(
+        "[citations]\n",
+        '[citations]\n"announce.panda8_missing" = "House rule (recall test): panda 8 hands"\n',
+    )
+    pack.write_text(text + PANDA_8)
     monkeypatch.setenv(RULES_ENV, str(rules))
     return rules
 
@@ -141,8 +145,31 @@ def _audit(result: SimulationResult, path: Path):
     ingest(con, result.files, runs.start(con, "ingest", {}))
     res = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     rows = con.execute("SELECT code, table_id, shoe, round FROM current_findings").fetchall()
+    _assert_each_finding_cites_its_tables_pack(con)
     con.close()
     return res, rows
+
+
+def _assert_each_finding_cites_its_tables_pack(con) -> None:
+    """Every finding cites the provision its own table's rule pack gives for its code (a
+    pit finding: those of the packs of the tables it names); the log codes cite the format."""
+    opened = dict(con.execute(
+        "SELECT table_id, arg_max(jurisdiction || ' ' || game, seq) FROM events "
+        "WHERE type = 'table_open' GROUP BY ALL"
+    ).fetchall())
+    packs = {t: load_pack(*jg.split(" ")) for t, jg in opened.items()}
+    checked = Counter()
+    for code, table, evidence, rule in con.execute(
+        "SELECT code, table_id, evidence, rule FROM current_findings"
+    ).fetchall():
+        if not REGISTRY[code].games:
+            assert rule == REGISTRY[code].rule, code
+            continue
+        tables = [table] if table else json.loads(evidence)["tables"]
+        assert all(packs[t].can_raise(code) for t in tables), (code, tables)
+        assert rule == "; ".join(dict.fromkeys(packs[t].citations[code] for t in tables))
+        checked[code] += 1
+    assert checked
 
 
 # (seed, tables, hours, rate, games): a quiet night, and busy ones long enough for shoes to

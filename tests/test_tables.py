@@ -271,7 +271,8 @@ def test_pit_where_one_of_three_mini_tables_changes_alone_is_inconsistent(tmp_pa
     assert f["observed"]["tables"] == {"MB-01": [1], "MB-02": [2], "MB-03": [1]}
     assert f["evidence"]["interval"] == [at("02:00").astimezone(dt.UTC).isoformat(),
                                          at("04:00").astimezone(dt.UTC).isoformat()]
-    assert "(120 minutes)" in f["message"] and "7.10(c)1" in f["message"]
+    assert "(120 minutes); mini-baccarat tables of one pit must use one procedure." in f["message"]
+    assert f["rule"] == "N.J.A.C. 13:69F-7.10(c)1-2"
     assert a.findings(NOTICE) == []
 
 

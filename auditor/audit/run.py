@@ -623,7 +623,7 @@ def _store(
 ) -> None:
     findings.staged(con, "round_findings", rows)
     result.findings_new += findings.record(
-        con, run_id, "SELECT * FROM round_findings", with_severity=True
+        con, run_id, "SELECT * FROM round_findings", staged=True
     )
     # A re-audited round's old findings that the replay no longer makes are withdrawn.
     result.findings_withdrawn += findings.withdraw(

@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -27,6 +28,7 @@ from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, Notice, ProcedureRules
+from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
@@ -70,6 +72,17 @@ class _Packs:
                 self.loaded[key] = None
                 self.missing[f"{jurisdiction} {game}"] += 1
         return self.loaded[key]
+
+
+def _cited(f: Finding, pack_of: Mapping[str, RulePack | None]) -> Finding:
+    """The finding with the provision of its table's rule pack; a pit finding cites the pack
+    of each table it names (two when a pit mixes games). The log codes keep the registry's
+    text: the event log format, not a jurisdiction, defines them."""
+    if not REGISTRY[f.code].games:
+        return f
+    tables = [f.table] if f.table else list((f.evidence or {}).get("tables") or ())
+    texts = dict.fromkeys(p.cite(f.code) for t in tables if (p := pack_of.get(t)) is not None)
+    return replace(f, rule="; ".join(texts) or None)
 
 
 def _table_packs(
@@ -178,6 +191,7 @@ def compute(
     found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
     irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
     found += irregular
+    found = [_cited(f, pack_of) for f in found]
     stats = {
         "tables_with_procedures": len(timeline.rules),
         "procedure_changes": len(timeline.changes),
@@ -241,7 +255,7 @@ def _store(
     if dupes:
         raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
     findings.staged(con, "table_pass_findings", found)
-    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", with_severity=True)
+    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", staged=True)
     withdrawn = _withdraw_answered_by_hand(con, run_id, by_hand or {})
     owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
     withdrawn += findings.withdraw(

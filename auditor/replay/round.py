@@ -163,6 +163,7 @@ def in_round(
                 ts=at.ts,
                 source=f.source or at.source,
                 evidence=evidence,
+                rule=ctx.pack.cite(f.code),
             )
         )
     return out

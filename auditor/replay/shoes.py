@@ -618,7 +618,7 @@ def void_findings(
             "shoe.void_required", shoe, during[0], f"face_up:{last.round}",
             f"{shoe.table} shoe {shoe.shoe}: {during[0].card} was found face up in the shoe "
             f"during round {last.round}, the last round of the shoe, which was not declared "
-            "void (4.12(j)).",
+            "void.",
             {"round": last.round, "void": True}, {"void": False, "face_up": during[0].card},
             events=[during[0], last], rnd=last.round,
         ))
@@ -636,7 +636,7 @@ def void_findings(
                 "shoe.void_required", shoe, last, f"exhausted:{last.round}",
                 f"{shoe.table} shoe {shoe.shoe}: the shoe ran out of cards in round "
                 f"{last.round} before the round could be completed, and the round was not "
-                "declared void (4.12(k)).",
+                "declared void.",
                 {"round": last.round, "void": True},
                 {"void": False, "cards": [c for _, c in last_round_cards]},
                 rnd=last.round,

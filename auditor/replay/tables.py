@@ -682,11 +682,12 @@ def pit_episodes(
     return [e for e in episodes if e.end is not None and e.end - e.start >= grace]
 
 
+# The provisions themselves are the finding's rule, from the tables' packs.
 _PIT_RULE_TEXT = {
-    "7.10(c)1": "mini-baccarat tables of one pit must use one procedure (7.10(c)1)",
+    "7.10(c)1": "mini-baccarat tables of one pit must use one procedure",
     "7.10(c)2": "a mini-baccarat table must use the procedure of the punto banco table in its "
-                "pit (7.10(c)2)",
-    "3.10(c)": "punto banco tables of one pit must use one procedure (3.10(c), assumed)",
+                "pit",
+    "3.10(c)": "punto banco tables of one pit must use one procedure",
 }
 
 

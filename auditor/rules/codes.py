@@ -5,6 +5,7 @@ A code, once published, keeps its meaning (findings format v1). Add codes; never
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 SEVERITIES = ("critical", "major", "minor", "info")
@@ -21,18 +22,31 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
+# The games whose checks can raise a code. A rule pack cites a provision for every code its
+# game can raise where its rules have the keys the code `needs` (auditor/rules/pack.py).
+ALL_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
+BACCARAT = ("mini_baccarat", "punto_banco")
+CHEMIN_ONLY = ("chemin_de_fer",)
+
+
 @dataclass(frozen=True)
 class Code:
     code: str
     severity: str
     scope: str  # one of SCOPES
-    rule: str  # the provision, or the reason there is none
+    # What the rule is about, in words true of every jurisdiction. The provision a finding
+    # cites comes from its table's rule pack ([citations]); only the log codes cite this.
+    rule: str
     title: str
     why: str  # why a compliance officer cares
     faulty: str  # a faulty example
     correct: str  # the same situation done right
     # A lesser severity some findings of the code carry, and when: (severity, when).
     lesser: tuple[str, str] | None = None
+    # Which games can raise it (empty: no game; the log codes, which the event log format
+    # defines, not a rule pack), and the pack keys without which it cannot be raised.
+    games: tuple[str, ...] = ALL_GAMES
+    needs: tuple[str, ...] = ()
 
     def severities(self) -> tuple[str, ...]:
         """The severities a finding of this code may carry (the first is the default)."""
@@ -46,20 +60,12 @@ class Code:
         return f"{self.severity} ({self.lesser[0]} when {self.lesser[1]})"
 
 
-NJ_710 = "N.J.A.C. 13:69F-7.10"
-TABLEAU = (
-    "Third-card rules of the rule pack (NJ 13:69F-7.7 to 7.9; NZ rule 9.4; chemin de fer: "
-    "the pack's tableau, 13:69F-4)"
-)
-NJ_47 = "N.J.A.C. 13:69F-4.7"
-NJ_412 = "N.J.A.C. 13:69F-4.12"
-
 _CODES = [
     Code(
         "draw.player_missed",
         "critical",
         "round",
-        TABLEAU,
+        "Third-card rule for the Player hand (the tableau of the table's rule pack)",
         "Player hand did not draw a third card it had to draw",
         "A missed draw changes the outcome of every wager on the round.",
         "Player 2+3 = 5, Banker 4+2 = 6; the Player hand stands.",
@@ -69,7 +75,7 @@ _CODES = [
         "draw.player_extra",
         "critical",
         "round",
-        TABLEAU,
+        "Third-card rule for the Player hand (the tableau of the table's rule pack)",
         "Player hand drew a third card it was not entitled to",
         "An extra card changes the outcome of every wager on the round.",
         "Player 3+4 = 7 receives a third card.",
@@ -79,7 +85,7 @@ _CODES = [
         "draw.banker_missed",
         "critical",
         "round",
-        TABLEAU,
+        "Third-card rule for the Banker hand (the tableau of the table's rule pack)",
         "Banker hand did not draw a third card it had to draw",
         "A missed draw changes the outcome of every wager on the round.",
         "Player draws a 4; Banker with 5 stands.",
@@ -89,7 +95,7 @@ _CODES = [
         "draw.banker_extra",
         "critical",
         "round",
-        TABLEAU,
+        "Third-card rule for the Banker hand (the tableau of the table's rule pack)",
         "Banker hand drew a third card it was not entitled to",
         "An extra card changes the outcome of every wager on the round.",
         "Player draws an 8; Banker with 3 draws.",
@@ -99,7 +105,7 @@ _CODES = [
         "deal.order",
         "critical",
         "round",
-        "Initial deal: cards 1 and 3 to the Player, 2 and 4 to the Banker",
+        "Order of the initial deal (deal.order of the rule pack)",
         "Cards dealt out of order, or a hand with more than three cards",
         "The order of the cards decides which hand gets which card; a wrong order can be "
         "used to steer a result.",
@@ -110,72 +116,83 @@ _CODES = [
         "result.misannounced",
         "major",
         "round",
-        f"{NJ_710}(a); NZ rule 10.1; chemin de fer: announcements of the rule pack (house option)",
+        "Announcement of the point counts and the winner",
         "Announced point counts or winner differ from the cards",
         "Patrons and surveillance rely on the announcement; a wrong one leads to wrong "
         "settlements and disputes.",
         "Player 6, Banker 7 announced as a Player win.",
         "Player 6, Banker 7 announced as a Banker win.",
+        needs=("announcements.result",),
     ),
     Code(
         "announce.tie_missing",
         "minor",
         "round",
-        f"{NJ_710}(a); NZ rule 10.1",
+        "Announcement of a tie hand",
         'Equal point counts and no "Tie Hand" announcement',
         "The regulation requires the words; their absence suggests the round was not "
         "completed as the rules require.",
         'Player 5, Banker 5; no "Tie Hand" announced.',
         'Player 5, Banker 5; "Tie Hand" announced.',
+        games=BACCARAT,
+        needs=("announcements.tie_hand",),
     ),
     Code(
         "announce.dragon7_missing",
         "minor",
         "round",
-        f"{NJ_710}(a) (variation of 13:69F-7.3(i))",
+        "Announcement of a Dragon 7",
         'A dragon 7 hand with no "dragon 7" announcement',
         "In the no-vigorish variation a dragon 7 makes Banker wagers push; the announcement "
         "tells patrons why.",
         'Banker wins with three cards totalling 7; no "dragon 7" announced.',
         'Banker wins with three cards totalling 7; "dragon 7" announced.',
+        games=BACCARAT,
+        needs=("announcements.dragon_7",),
     ),
     Code(
         "announce.total_cards_missing",
         "minor",
         "round",
-        f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
+        "Announcement of the number of cards dealt",
         "Total card wagers offered and the number of cards not announced",
         "Total card wagers are settled on that number; patrons are entitled to hear it.",
         "Five cards dealt at a table offering total card wagers; no count announced.",
         'Five cards dealt; "five cards" announced.',
+        games=BACCARAT,
+        needs=("announcements.total_cards",),
     ),
     Code(
         "announce.total_cards_wrong",
         "major",
         "round",
-        f"{NJ_710}(a) (wagers of 13:69F-7.2(a)4)",
+        "Announcement of the number of cards dealt",
         "The announced number of cards differs from the cards dealt",
         "Total card wagers are settled on that number; a wrong announcement misleads patrons "
         "and surveillance and leads to disputes over those wagers.",
         'Five cards dealt; "four cards" announced.',
         'Five cards dealt; "five cards" announced.',
+        games=BACCARAT,
+        needs=("announcements.total_cards",),
     ),
     Code(
         "announce.panda8_missing",
         "minor",
         "round",
-        "Announcements of the rule pack (announcements.panda_8); no NJ/NZ text requires it",
+        "Announcement of a Panda 8",
         'A panda 8 hand with no "panda 8" announcement where the pack requires one',
         "Where the house announces panda 8 hands, patrons with panda 8 wagers rely on it; "
         "raised only for a pack that makes the announcement due.",
         'Player wins with three cards totalling 8; no "panda 8" announced.',
         'Player wins with three cards totalling 8; "panda 8" announced.',
+        games=BACCARAT,
+        needs=("announcements.panda_8",),
     ),
     Code(
         "settle.wrong_amount",
         "critical",
         "round",
-        f"Payout odds of the rule pack's variant; chemin de fer: {NJ_47}(a),(g)",
+        "Payout odds of the variant and side wagers in force",
         "A wager paid, collected or returned with the wrong amount",
         "Money moved wrongly between the house and a patron.",
         "A winning 100 Player wager paid 90.",
@@ -185,7 +202,7 @@ _CODES = [
         "settle.wrong_outcome",
         "critical",
         "round",
-        f"Payout rules of the rule pack's variant; chemin de fer: {NJ_47}(g)",
+        "Which wagers win, lose or push under the variant in force",
         "A wager settled the wrong way (loser paid, winner collected, push collected or paid)",
         "Money moved the wrong way between the house and a patron.",
         "Banker wins; the Player wager at seat 2 is paid.",
@@ -195,7 +212,7 @@ _CODES = [
         "settle.unsettled",
         "major",
         "round",
-        f"{NJ_710}(b); NZ rule 10.2; chemin de fer: {NJ_47}(g)",
+        "Every wager collected, paid or returned",
         "A wager never settled before the round ended",
         "A wager left on the layout can be settled off the record or carried into the next round.",
         "A 50 Tie wager stays on the layout at round end.",
@@ -205,99 +222,115 @@ _CODES = [
         "vig.wrong_amount",
         "major",
         "round",
-        "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
+        "Vigorish rate and rounding of the variant in force",
         "Vigorish collected or marked differs from what the variant requires",
         "Wrong commission moves money between the house and a patron.",
         "A winning 100 Banker wager; vigorish 4 collected.",
         "A winning 100 Banker wager; vigorish 5 collected.",
+        games=BACCARAT,
     ),
     Code(
         "vig.missing",
         "major",
         "round",
-        "Vigorish of the rule pack's variant (NJ 13:69F-7.3)",
+        "Vigorish owed on winning Banker wagers under the variant in force",
         "Vigorish owed on a winning Banker wager neither collected nor marked",
         "Uncollected commission is lost revenue and can hide collusion.",
         "A winning 100 Banker wager paid; no vigorish recorded.",
         "A winning 100 Banker wager paid; vigorish 5 marked.",
+        games=BACCARAT,
     ),
     Code(
         "vig.not_allowed",
         "major",
         "round",
-        f"{NJ_710}(b)5",
+        "No vigorish under a variant that charges none",
         "Vigorish collected or marked in a variant without vigorish",
         "Patrons in a no-vigorish game are overcharged.",
         "No-vig dragon 7 table; vigorish 5 collected on a Banker win.",
         "No-vig dragon 7 table; the Banker win is paid 1 to 1, no vigorish.",
+        games=BACCARAT,
+        needs=("procedures.no_vigorish_variants_pay_only",),
     ),
     Code(
         "order.collect_after_pay",
         "minor",
         "round",
-        f"{NJ_710}(b)",
+        "Losing wagers collected before winning wagers are paid",
         "A losing wager collected after winning wagers started to be paid",
         "Collecting first keeps the layout auditable; paying first invites past-posting "
         "and mistaken payments.",
         "Seat 5 paid, then seat 2's losing wager collected.",
         "Seat 2's losing wager collected, then seat 5 paid.",
+        games=BACCARAT,
+        needs=("settlement.collect_losers_first",),
     ),
     Code(
         "order.procedure_mismatch",
         "minor",
         "round",
-        f"{NJ_710}(b)1-4",
+        "The payout and vigorish procedure in force",
         "Payments and vigorish not in the order of the procedure in force",
         "The order of payment is a declared procedure; deviations hide mistakes and "
         "weaken surveillance review.",
         "Procedure 1 in force; seat 3 paid and its vigorish taken before seat 6 paid.",
         "Procedure 1 in force; seats 6 then 3 paid, then vigorish from seats 6 then 3.",
+        games=BACCARAT,
+        needs=("procedures.available",),
     ),
     Code(
         "procedure.notice_missing",
         "major",
         "table",
-        f"{NJ_710}(c)3",
+        "Written notice before a change of procedure",
         "A procedure change took effect with no written notice to the Division and surveillance",
         "The regulator and surveillance must know which procedure to expect at each table.",
         "Table changes from procedure 1 to 3 with no notice.",
         "Written notices to the Division and surveillance 45 minutes before.",
+        games=BACCARAT,
+        needs=("procedures.notice_minutes",),
     ),
     Code(
         "procedure.notice_late",
         "major",
         "table",
-        f"{NJ_710}(c)3",
+        "Written notice before a change of procedure",
         "A procedure change took effect less than 30 minutes after its written notice",
         "Thirty minutes is the regulation's minimum lead time.",
         "Notice at 22:00, change effective 22:20.",
         "Notice at 22:00, change effective 22:30.",
+        games=BACCARAT,
+        needs=("procedures.notice_minutes",),
     ),
     Code(
         "procedure.pit_inconsistent",
         "major",
         "table",
-        f"{NJ_710}(c)1-2",
+        "One procedure for the tables of a pit",
         "Tables in one pit on different procedures at the same time",
         "One procedure per pit lets surveillance check every table against one standard.",
         "Pit P3: MB-07 on procedure 1, MB-08 on procedure 2.",
         "Pit P3: every table on procedure 1.",
+        games=BACCARAT,
+        needs=("procedures.same_in_pit",),
     ),
     Code(
         "procedure.undeclared_change",
         "major",
         "table",
-        f"{NJ_710}(b)-(c)",
+        "Changes of procedure declared and noticed",
         "The observed order matches a procedure other than the one declared",
         "Dealers changed procedure without a declared change or notice.",
         "Procedure 1 declared; rounds 10-40 all paid seat by seat with vigorish after each.",
         "Procedure 3 declared with notice before those rounds.",
+        games=BACCARAT,
+        needs=("procedures.available",),
     ),
     Code(
         "shoe.too_few_decks",
         "critical",
         "shoe",
-        "N.J.A.C. 13:69F-7.1(a),(d)",
+        "Number of decks in the shoe",
         "Fewer decks than the rules require",
         "The odds of the game and the house edge assume the regulated number of decks.",
         "A shoe of 4 decks.",
@@ -307,7 +340,7 @@ _CODES = [
         "shoe.composition",
         "critical",
         "shoe",
-        "N.J.A.C. 13:69F-7.1(a),(d)",
+        "Composition of the decks in the shoe",
         "A card appears more often than the decks in the shoe allow",
         "Extra cards mean the shoe was tampered with or mixed with other decks.",
         "Nine queens of hearts in an 8-deck shoe.",
@@ -317,71 +350,76 @@ _CODES = [
         "shoe.batch_not_alternated",
         "major",
         "shoe",
-        "N.J.A.C. 13:69F-7.1(d)5",
+        "Alternating batches with an automated shuffler",
         "With an automated shuffler, one batch used for two consecutive shoes",
         "Alternating batches keeps the shuffled batch out of reach while the other is dealt.",
         "Red batch for shoe 4 and again for shoe 5.",
         "Red batch for shoe 4, blue for shoe 5.",
+        needs=("shoe.automated_shuffler.alternate_batches",),
     ),
     Code(
         "shoe.burn",
         "minor",
         "shoe",
-        "Burn procedure of the rule pack (house option; "
-        "N.J.A.C. 13:69F-4.12(j) for a card found face up)",
+        "Burn at the start of a shoe and after a card found face up",
         "The burn did not burn the right number of cards",
         "A wrong burn changes the sequence of cards and can hide a card-counting or "
         "cheating scheme.",
         "First burn card a 7; 3 more cards burned.",
         "First burn card a 7; 7 more cards burned.",
+        needs=("shoe.burn",),
     ),
     Code(
         "shoe.cut_card",
         "minor",
         "shoe",
-        "Cutting card position of the rule pack (house option shoe.cut_card_from_end)",
+        "Position of the cutting card",
         "The cutting card came out elsewhere than the house places it",
         "The cutting card decides how many cards are never dealt; a card placed deep or "
         "shallow changes what a counting player can learn and may hide a stacked shoe.",
         "8-deck shoe, house places the cutting card 14-16 cards from the end; it came out "
         "with 60 cards left.",
         "It came out in the round that left 15 cards behind it.",
+        needs=("shoe.cut_card_from_end",),
     ),
     Code(
         "shoe.end_of_shoe",
         "minor",
         "shoe",
-        "End of shoe of the rule pack (house option shoe.end_of_shoe)",
+        "Rounds dealt after the cutting card comes out",
         "Rounds dealt after the cutting card other than the house option allows",
         "Dealing on past the cutting card reaches the cards the house meant to leave unplayed; "
         "stopping short breaks the table's declared procedure.",
         "Cutting card out in round 78 (finish the round, then one more); rounds 79 and 80 "
         "dealt.",
         "Cutting card out in round 78; round 79 dealt, then the shoe ends.",
+        needs=("shoe.end_of_shoe",),
     ),
     Code(
         "shoe.void_required",
         "major",
         "shoe",
-        "N.J.A.C. 13:69F-4.12(j),(k)",
+        "Rounds the rules make void (a card found face up in the shoe, a shoe run out)",
         "A round the rules make void was played as valid",
         "Wagers were settled on a round the regulation voids: a last hand with a card found "
         "face up in the shoe, or a hand the shoe had too few cards to complete.",
         "A card found face up during the last round of the shoe; the round settled.",
         "The round declared void and every wager returned.",
+        needs=("shoe.face_up_in_shoe",),
     ),
     Code(
         "irregularity.disposition",
         "major",
         "round",
-        "Irregularity dispositions of the rule pack (irregularities.*: NZ rule 12.2); raised "
-        "by the table pass, which owns it (chemin de fer: irregularity.chemin_disposition)",
+        "Dispositions of irregularities",
         "An irregularity resolved other than the rules allow",
         "How a card dealt in error is used decides the round; a disposition the rules do not "
         "allow for the situation can turn the result for or against the wagers on it.",
         "A third card dealt to the Player in error while the Banker with 6 must stand; it is "
         "made the Banker's third card.",
         "The card is kept as the first card of the next round.",
+        games=BACCARAT,
+        needs=("irregularities",),
     ),
     Code(
         "log.seq_gap",
@@ -392,6 +430,7 @@ _CODES = [
         "Missing events make every check on the affected rounds incomplete.",
         "Table MB-07: seq 41 followed by seq 44.",
         "Table MB-07: seq 41, 42, 43, 44.",
+        games=(),
     ),
     Code(
         "log.malformed",
@@ -402,6 +441,7 @@ _CODES = [
         "The event is not audited until the line is corrected and ingested again.",
         '{"v":1,"type":"pay","amount":-5, ...}',
         '{"v":1,"type":"pay","amount":5, ...}',
+        games=(),
     ),
     Code(
         "log.altered",
@@ -412,6 +452,7 @@ _CODES = [
         "Logs are evidence; a changed log after ingest may be a tampering attempt.",
         "night.jsonl ingested at 06:00, offered again at 07:00 with a changed payout.",
         "night.jsonl offered again unchanged: nothing new is loaded.",
+        games=(),
     ),
     Code(
         "log.table_unclosed",
@@ -429,6 +470,7 @@ _CODES = [
         "Table MB-03's log stops at 01:12 after round 31 of its fourth shoe; the other tables "
         "closed after 06:00.",
         "Its file goes on to the end of the shoe and the table_close at 06:04.",
+        games=(),
     ),
     Code(
         "log.shoe_unfinished",
@@ -443,89 +485,96 @@ _CODES = [
         "Shoe MB-03-1128-02 ends after round 74 with no shoe_end; shoe_start of MB-03-1128-03 "
         "follows.",
         "shoe_end of MB-03-1128-02 with 15 cards remaining, then shoe_start of MB-03-1128-03.",
+        games=(),
     ),
     Code(
         "chemin.priority",
         "major",
         "chemin",
-        "N.J.A.C. 13:69F-4.7(b)-(d) (and (a): only the remaining participants)",
+        "Order of priority of wagers against the bank",
         "Wagers against the Banker not accepted in the order of priority",
         "The regulation fixes who may bet against the bank first; favouritism breaks it.",
         "A partial wager accepted before an announced banco suivi.",
         "The banco suivi accepted first.",
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.over_bank",
         "major",
         "chemin",
-        "N.J.A.C. 13:69F-4.7(a)",
+        "Wagers against the bank limited to the bank",
         "Wagers against the bank exceed the bank",
         "Participants may not wager more than the Banker has at stake.",
         "Bank 1000; wagers against it total 1200.",
         "Bank 1000; wagers against it total 1000.",
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.late_wager",
         "major",
         "chemin",
-        "N.J.A.C. 13:69F-4.7(e)",
+        "No wager after \"No more bets\"",
         'A wager made, raised or withdrawn after "No more bets"',
         "Late wagers are past-posting.",
         'A partial wager of 200 after "No more bets".',
         'The partial wager of 200 before "No more bets".',
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.option",
         "major",
         "chemin",
-        "Chemin de fer drawing rules of the rule pack",
+        "Drawing decisions only where the tableau gives an option",
         "A decision taken where the rules allow none",
         "Outside the option cells, drawing is mandatory: a decision declared there is either "
         "carried out against the rules or shows a table that treats the cell as a choice.",
         "Player with 3 declares stay.",
         "Player with 3 draws.",
         lesser=("minor", "the cards follow the mandatory cell all the same"),
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.commission",
         "major",
         "chemin",
-        "Commission of the rule pack (house option)",
+        "Commission on the Banker's winnings",
         "Commission on the Banker's winnings wrong",
         "Wrong commission moves money between the house and a participant.",
         "Banker wins 1000; commission 40 at a 5% table.",
         "Banker wins 1000; commission 50.",
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.option_not_followed",
         "major",
         "chemin",
-        "Chemin de fer drawing rules of the rule pack (option cells)",
+        "A declared option followed by the cards",
         "At an option cell, the cards do not follow the decision declared",
         "At an option cell the hand's holder chooses; a card dealt against a declared "
         '"stay" (or withheld after "card") takes the choice away from the participant and '
         "changes the result.",
         'Player with 5 declares "stay" and is given a third card.',
         'Player with 5 declares "stay" and stands.',
+        games=CHEMIN_ONLY,
     ),
     Code(
         "chemin.bank_pass",
         "minor",
         "chemin",
-        "Bank passing of the rule pack (house option bank.pass_when_banker_loses; "
-        f"{NJ_412}(a) for an annulled hand)",
+        "Passing of the bank",
         "The bank changed hands other than the logged passes and the table's rules allow",
         "Who holds the bank decides who plays the Banker's hand and takes its winnings; a bank "
         "that changes hands with no recorded pass, or a losing Banker who keeps it where the "
         "house passes it, is worth a look at the video.",
         "Seat 3 lost the coup as Banker; the next coup is banked by seat 3 again, no bank_pass.",
         "Seat 3 lost; bank_pass from seat 3 to seat 4; seat 4 banks the next coup.",
+        games=CHEMIN_ONLY,
     ),
     Code(
         "irregularity.chemin_disposition",
         "major",
         "chemin",
-        f"{NJ_412}(a)-(k) and the irregularity dispositions of the rule pack",
+        "Dispositions of chemin de fer irregularities",
         "A chemin de fer irregularity resolved other than 13:69F-4.12 allows",
         "How a card dealt in error is used decides the coup; a disposition the regulation does "
         "not allow for the situation, or a 4.12(h) procedure other than the one the licensee "
@@ -533,13 +582,13 @@ _CODES = [
         "A card dealt face up to the Dominant Player after \"Stay\" while the Banker with 7 "
         "must stay; it is made the Banker's card.",
         "The card is burned by the pre-selected 4.12(h) procedure.",
+        games=CHEMIN_ONLY,
     ),
     Code(
         "irregularity.unknown_kind",
         "info",
         "round",
-        "Irregularity kinds of the rule pack (irregularities.*: NZ rule 12.2; chemin de fer: "
-        f"{NJ_412}); event log v1: an irregularity's kind is one the table's rule pack lists",
+        "Irregularity kinds the table's rule pack lists",
         "An irregularity of a kind the table's rule pack does not list",
         "The audit cannot judge a resolution it has no rule for, so someone should read the "
         "dealer's report and the video. At a mini-baccarat or punto banco table the round "
@@ -561,17 +610,24 @@ def get(code: str) -> Code:
     return REGISTRY[code]
 
 
-def markdown() -> str:
-    """docs/codes.md, generated from the registry (a test keeps the file in step)."""
+def markdown(citations: Sequence[tuple[str, Mapping[str, str]]] = ()) -> str:
+    """docs/codes.md, generated from the registry and the citations of the rule packs given
+    as (pack id, {code: provision}) (a test keeps the file in step)."""
     lines = [
         "# Finding codes",
         "",
-        "Generated from `auditor/rules/codes.py` by `bacc-audit codes --markdown > docs/codes.md`;",
-        "do not edit by hand. A code, once published, keeps its meaning.",
+        "Generated from `auditor/rules/codes.py` and the `[citations]` of the rule packs in",
+        "`rules/` by `bacc-audit codes --markdown > docs/codes.md`; do not edit by hand. A code,",
+        "once published, keeps its meaning.",
         "",
         "The scope says what a finding concerns: `round` (one round of any game), `table` (a",
         "table or pit: its procedures and their notices), `shoe`, `log` (the event log itself)",
         "or `chemin` (the chemin de fer rules of a coup).",
+        "",
+        "A finding cites the provision of its own table's rule pack: each pack maps every code",
+        "it can raise to its provisions, and the list under each code below is read from the",
+        "packs shipped. A code's rule names what the rule is about in words true of every",
+        "jurisdiction; the `log` codes cite the event log format, which is the same everywhere.",
         "",
         "| code | severity | scope | title |",
         "|---|---|---|---|",
@@ -581,11 +637,23 @@ def markdown() -> str:
         for c in REGISTRY.values()
     ]
     for c in REGISTRY.values():
+        lines += ["", f"## {c.code}", ""]
+        if not c.games:
+            lines.append(
+                f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. "
+                f"Provision: {c.rule}."
+            )
+        else:
+            lines.append(
+                f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. Rule: {c.rule}."
+            )
+            cited = [(pack, texts[c.code]) for pack, texts in citations if c.code in texts]
+            if cited:
+                lines += ["", "Provision, by rule pack:", ""]
+                lines += [f"- `{pack}`: {text}" for pack, text in cited]
+            else:
+                lines += ["", "No rule pack shipped can raise it."]
         lines += [
-            "",
-            f"## {c.code}",
-            "",
-            f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. Provision: {c.rule}.",
             "",
             c.why,
             "",

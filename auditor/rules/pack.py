@@ -19,11 +19,12 @@ from types import MappingProxyType
 from typing import Any
 
 from auditor.rules.cards import RANKS, rank_value
+from auditor.rules.codes import ALL_GAMES, REGISTRY
 from auditor.shipped import shipped
 
 PACK_FORMAT = 1
 RULES_ENV = "BACC_AUDIT_RULES"
-KNOWN_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
+KNOWN_GAMES = ALL_GAMES
 # Side wagers the engine knows how to settle; a pack may offer any subset.
 KNOWN_SIDE_BETS = ("dragon7", "panda8", "total_cards_4", "total_cards_5", "total_cards_6")
 # Announcement kinds (event log v1 `announce.kind`) and when each is due.
@@ -179,6 +180,8 @@ class RulePack:
     variants: Mapping[str, Variant]
     side_bets: Mapping[str, SideBet]
     entries: Mapping[str, Cited]  # every rule value by dotted key, for reports
+    # The provision each code this pack can raise rests on ([citations]).
+    citations: Mapping[str, str]
 
     def cited(self, key: str) -> Cited:
         return self.entries[key]
@@ -194,10 +197,38 @@ class RulePack:
             known = ", ".join(sorted(self.variants))
             raise KeyError(f"{self.id} has no variant {name!r} (it has: {known})") from None
 
+    def can_raise(self, code: str) -> bool:
+        return _can_raise(self.game, self.entries, code)
+
+    def cite(self, code: str) -> str:
+        """The provision a finding of `code` at this pack's table cites. The loader makes
+        every pack cite every code it can raise; a code raised all the same (a check that
+        knows more than the code's `needs`) says so rather than cite another jurisdiction."""
+        text = self.citations.get(code)
+        if text is not None:
+            return text
+        return f"{REGISTRY[code].rule} (rule pack {self.id} cites no provision for {code})"
+
     @property
     def label(self) -> str:
         """What a report prints: id, version and the first 12 hex digits of the content hash."""
         return f"{self.id} {self.version} (sha256 {self.sha256[:12]})"
+
+
+def _has(entries: Mapping[str, Cited], key: str) -> bool:
+    """Whether a pack states a rule at `key` (or under it) that is not off: false, 0 or an
+    empty list mean the rule is not there."""
+    entry = entries.get(key)
+    if entry is not None:
+        return bool(entry.value)
+    return any(k.startswith(key + ".") for k in entries)
+
+
+def _can_raise(game: str, entries: Mapping[str, Cited], code: str) -> bool:
+    """Whether a check can raise `code` at a table of a pack: its game is one of the code's,
+    and the pack has every rule the code needs."""
+    c = REGISTRY[code]
+    return game in c.games and all(_has(entries, key) for key in c.needs)
 
 
 # --- Locating packs ----------------------------------------------------------------------
@@ -224,6 +255,13 @@ def list_packs(rules_dir: Path | str | None = None) -> tuple[PackRef, ...]:
         if sep and jurisdiction and game:
             refs.append(PackRef(jurisdiction.upper(), game, path))
     return tuple(refs)
+
+
+def citations(rules_dir: Path | str | None = None) -> list[tuple[str, Mapping[str, str]]]:
+    """(pack id, {code: provision}) of every pack in `rules_dir`, for docs/codes.md and
+    `bacc-audit codes`."""
+    packs = [load_pack_file(ref.path) for ref in list_packs(rules_dir)]
+    return [(p.id, p.citations) for p in packs]
 
 
 def load_pack(jurisdiction: str, game: str, rules_dir: Path | str | None = None) -> RulePack:
@@ -318,6 +356,7 @@ class _Loader:
         shuffler = self.entries.get("shoe.automated_shuffler.min_decks")
         if shuffler is None and self._has_section("shoe.automated_shuffler"):
             raise self.fail("shoe.automated_shuffler.min_decks", "is missing.")
+        citations = self._citations()
         return RulePack(
             id=header["id"],
             version=header["version"],
@@ -337,6 +376,7 @@ class _Loader:
             variants=MappingProxyType(variants),
             side_bets=MappingProxyType(self._side_bets()),
             entries=MappingProxyType(dict(sorted(self.entries.items()))),
+            citations=MappingProxyType(citations),
         )
 
     # -- header and the citation discipline --
@@ -367,11 +407,46 @@ class _Loader:
             )
         return pack
 
+    def _citations(self) -> dict[str, str]:
+        """[citations]: code = "provision". Exactly the codes this pack can raise (see
+        Code.games and Code.needs), so no finding at its tables cites another jurisdiction's
+        text and no citation sits unused."""
+        table = self.data.get("citations")
+        if not isinstance(table, dict):
+            raise self.fail(
+                "citations", "is missing; a pack cites a provision for every code it can raise."
+            )
+        for code, text in table.items():
+            if code not in REGISTRY:
+                raise self.fail(f"citations.{code}", "is not a finding code (bacc-audit codes).")
+            if not isinstance(text, str) or not text.strip():
+                raise self.fail(f"citations.{code}", "must be a provision, as text.")
+        raisable = [c for c in REGISTRY if _can_raise(self.game, self.entries, c)]
+        missing = [code for code in raisable if code not in table]
+        if missing:
+            raise self.fail(
+                "citations",
+                f"has no provision for {', '.join(missing)}, which this pack can raise.",
+            )
+        extra = sorted(set(table) - set(raisable))
+        if extra:
+            c = REGISTRY[extra[0]]
+            if not c.games:
+                why = "the event log format defines it, not a rule pack"
+            elif self.game not in c.games:
+                why = f"only {' and '.join(c.games)} tables raise it"
+            else:
+                why = f"it is raised only where the pack states {' and '.join(c.needs)}"
+            raise self.fail(
+                f"citations.{extra[0]}", f"cannot be raised at this pack's tables: {why}."
+            )
+        return {code: table[code].strip() for code in raisable}
+
     def _walk(self, node: Mapping[str, Any], prefix: str) -> None:
         """Every value outside [pack] must be a cited value or a marked house option."""
         for name, item in node.items():
             key = f"{prefix}.{name}" if prefix else name
-            if key == "pack":
+            if key in ("pack", "citations"):
                 continue
             if isinstance(item, dict):
                 if any(marker in item for marker in _LEAF_MARKERS):

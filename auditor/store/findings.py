@@ -37,6 +37,10 @@ FINDING_COLUMNS = (
 )
 
 
+# What a finding may bring beyond FINDING_COLUMNS: a lesser severity and its pack's provision.
+_EXTRA = ("severity", "rule")
+
+
 def _registry_values() -> str:
     rows = ", ".join(
         "("
@@ -48,19 +52,20 @@ def _registry_values() -> str:
 
 
 def record(
-    con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str, with_severity: bool = False
+    con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str, staged: bool = False
 ) -> int:
-    """Append the findings `select_sql` yields (FINDING_COLUMNS, and `severity` if
-    `with_severity`) that are not already standing.
+    """Append the findings `select_sql` yields (FINDING_COLUMNS, and `severity` and `rule` if
+    `staged`, as `staged()` holds them) that are not already standing.
 
-    Severity and rule come from the registry, so a finding can never disagree with its code's
+    Severity comes from the registry, so a finding can never disagree with its code's
     documentation: a severity given with a finding (not NULL) must be one the registry allows
-    that code (Code.severities). Returns the number of new findings.
+    that code (Code.severities). The rule is the one given (the provision of the table's
+    rule pack), else the registry's. Returns the number of new findings.
     """
-    cols = ", ".join((*FINDING_COLUMNS, "severity")) if with_severity else ", ".join(
-        (*FINDING_COLUMNS, "NULL::VARCHAR AS severity")
+    cols = ", ".join((*FINDING_COLUMNS, *_EXTRA)) if staged else ", ".join(
+        (*FINDING_COLUMNS, *(f"NULL::VARCHAR AS {c}" for c in _EXTRA))
     )
-    if with_severity:
+    if staged:
         allowed = {c.code: c.severities() for c in REGISTRY.values()}
         wrong = [
             (code, severity)
@@ -76,7 +81,7 @@ def record(
                           code, table_id, pit, shoe, round, seq, ts, message,
                           expected, observed, source, evidence)
     SELECT n.fingerprint, {int(run_id)}, now(), 'open',
-           coalesce(n.severity, registry.severity), registry.rule,
+           coalesce(n.severity, registry.severity), coalesce(n.rule, registry.rule),
            n.code, n.table_id, n.pit, n.shoe, n.round, n.seq, n.ts, n.message,
            n.expected, n.observed, n.source, n.evidence
     FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
@@ -95,9 +100,7 @@ def record(
 
 # Findings as Arrow columns on their way in: expected, observed and evidence as JSON text.
 _NOT_TEXT = {"round": pa.int64(), "seq": pa.int64(), "ts": pa.timestamp("us", tz="UTC")}
-SCHEMA = pa.schema(
-    [(c, _NOT_TEXT.get(c, pa.string())) for c in (*FINDING_COLUMNS, "severity")]
-)
+SCHEMA = pa.schema([(c, _NOT_TEXT.get(c, pa.string())) for c in (*FINDING_COLUMNS, *_EXTRA)])
 
 
 def _json(value: Any) -> str:
@@ -125,6 +128,7 @@ def arrow(found: Sequence[Finding]) -> pa.Table:
             "source": [f.source for f in found],
             "evidence": [_json(f.evidence) for f in found],
             "severity": [f.severity for f in found],
+            "rule": [f.rule for f in found],
         },
         schema=SCHEMA,
     )
@@ -132,7 +136,7 @@ def arrow(found: Sequence[Finding]) -> pa.Table:
 
 def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) -> str:
     """Temp table `name` holding `found` as the store keeps them (JSON columns typed JSON),
-    for record(..., with_severity=True) and for the withdrawals that compare against it.
+    for record(..., staged=True) and for the withdrawals that compare against it.
     Returns its name."""
     con.register("_findings_arrow", arrow(found))
     try:
@@ -140,7 +144,7 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
             f"CREATE OR REPLACE TEMP TABLE {name} AS "
             "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
             "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-            "CAST(evidence AS JSON) AS evidence, severity FROM _findings_arrow"
+            "CAST(evidence AS JSON) AS evidence, severity, rule FROM _findings_arrow"
         )
     finally:
         con.unregister("_findings_arrow")

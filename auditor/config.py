@@ -49,6 +49,8 @@ class PropertyConfig:
     house_options: dict[str, Any] = field(default_factory=dict)
     # Where `bacc-audit nightly` files the shift PDFs; None: its --archive or the default.
     archive: Path | None = None
+    # The live board's [board] table as written (auditor.board.settings checks it).
+    board: dict[str, Any] = field(default_factory=dict)
     source: str = "defaults (no config file)"
 
     def zone_for(self, con: Any) -> dt.tzinfo:
@@ -107,7 +109,7 @@ def _time(value: Any, where: str, path: Path) -> dt.time:
 
 # The keys a property config may hold (docs/property.example.toml): anything else is a typo
 # that would otherwise be ignored in silence (`timezone`, `[[shift]]`).
-TOP_KEYS = ("property", "shifts", "procedures", "house_options")
+TOP_KEYS = ("property", "shifts", "procedures", "house_options", "board")
 PROPERTY_KEYS = ("name", "time_zone", "gaming_day_start", "archive")
 SHIFT_KEYS = ("name", "start", "end")
 
@@ -228,6 +230,7 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         # A relative archive is read from the config file's folder, as a person reading the
         # file would expect, not from wherever the job happens to start.
         archive=None if archive is None else path.parent / Path(archive).expanduser(),
+        board=dict(_table(data, "board", path)),
         source=str(path),
     )
 

@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "auditor"
 # The stages in the order data flows through them; a module may import from its own stage and
 # earlier ones only. `base` is what every stage may use: the version, errors, the property
 # config, where the shipped data lives, and how sentences count.
-STAGES = ("base", "rules", "store", "ingest", "replay", "audit", "report", "simulate", "jobs",
-          "cli")
+STAGES = ("base", "rules", "store", "ingest", "replay", "audit", "report", "board", "simulate",
+          "jobs", "cli")
 BASE = {
     "auditor", "auditor.errors", "auditor.config", "auditor.finding", "auditor.shipped",
     "auditor.words",

@@ -804,7 +804,7 @@ CONFIGS = {
     "[[shift]]": (
         '[[shift]]\nname = "day"\nstart = "06:00"\nend = "18:00"\n',
         "unknown key 'shift'; did you mean 'shifts'? "
-        "(known here: property, shifts, procedures, house_options)",
+        "(known here: property, shifts, procedures, house_options, board)",
     ),
     "a shift's key": (
         '[[shifts]]\nname = "day"\nbegin = "06:00"\nend = "18:00"\n',

@@ -70,7 +70,8 @@ def run(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str
 def test_the_wheel_carries_the_rule_packs_templates_and_schema(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     packs = sorted(p.name for p in (ROOT / "rules").glob("*.toml"))
-    templates = sorted(p.name for p in (ROOT / "reports" / "templates").iterdir())
+    folder = ROOT / "reports" / "templates"
+    templates = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert packs and templates
     for name in packs:
         assert f"auditor/_shipped/rules/{name}" in names

@@ -1,0 +1,458 @@
+"""What the board's pages show, read from the database as plain values: the floor, a finding,
+a round, and the one write the board makes, an acknowledgement.
+
+Each function takes a cursor of its own (feed.reading) and the zone times are shown in;
+the templates in reports/templates/board/ only lay the values out. Card faces, evidence text
+and money are formatted by the report's own functions (auditor/report/gather.py), so a card
+or an amount reads the same on the board as in the PDF.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from auditor.board.feed import RECORD_SQL, record
+from auditor.config import PropertyConfig
+from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.report.gather import _card_face, _counts, evidence_text, money
+from auditor.rules.cards import RANKS, parse_card, rank_value
+from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.store import acks, runs
+
+DEFAULT_RETENTION_DAYS = 7  # as the report: the pack's surveillance.video_retention_days, else 7
+# Event columns a round page shows, in this order, with the words they read as.
+EVENT_FIELDS = (
+    ("seat", "seat"),
+    ("bet", ""),
+    ("amount", ""),
+    ("to_hand", "to"),
+    ("card", ""),
+    ("kind", ""),
+    ("player_count", "Player"),
+    ("banker_count", "Banker"),
+    ("winner", "winner"),
+    ("count", "count"),
+    ("mode", ""),
+    ("hand", "hand"),
+    ("choice", "choice"),
+    ("from_seat", "from seat"),
+    ("to_seat", "to seat"),
+    ("void_reason", "reason"),
+    ("disposition", "disposition"),
+)
+
+
+@dataclass
+class Packs:
+    """Rule packs by (jurisdiction, game), loaded once: the video retention and card values
+    of a table come from its own pack."""
+
+    loaded: dict[tuple[str, str], RulePack | None] = field(default_factory=dict)
+
+    def get(self, jurisdiction: str | None, game: str | None) -> RulePack | None:
+        if not jurisdiction or not game:
+            return None
+        key = (jurisdiction, game)
+        if key not in self.loaded:
+            try:
+                self.loaded[key] = load_pack(jurisdiction, game)
+            except (RulePackError, FileNotFoundError, KeyError, TypeError, ValueError):
+                self.loaded[key] = None
+        return self.loaded[key]
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchall()[0][0]
+    )
+
+
+def acked_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """The standing acknowledgement of each acknowledged finding (who, what, when)."""
+    return {
+        fp: {"by": a.reviewer, "disposition": a.disposition, "note": a.note,
+             "at": a.recorded_at}
+        for fp, a in acks.latest_acks(con).items()
+    }
+
+
+def card_faces(cards: list[tuple[int, str, str]]) -> list[dict[str, str]]:
+    """The report's card faces, in dealing order; a card text the face cannot show (an old
+    row written before cards were normalised) is shown as it is."""
+    out = []
+    for seq, hand, card in cards:
+        try:
+            c = parse_card(card)
+            out.append(_card_face(str(c), hand, seq))
+        except (ValueError, KeyError, IndexError):
+            out.append({"rank": card, "suit": "", "colour": "black", "hand": hand,
+                        "seq": str(seq)})
+    return out
+
+
+def _values(pack: RulePack | None) -> dict[str, int]:
+    return pack.value("cards.values") if pack else {r: rank_value(r) for r in RANKS}
+
+
+def _table_pack(
+    con: duckdb.DuckDBPyConnection, packs: Packs, table: str | None, pit: str | None,
+    at: dt.datetime,
+) -> RulePack | None:
+    """The rule pack of the table (or, for a pit-level finding, of a table of the pit) as its
+    latest table_open before `at` declared it."""
+    if table:
+        where, param = "table_id = ?", table
+    elif pit:
+        where, param = "pit = ?", pit
+    else:
+        return None
+    rows = con.execute(
+        f"SELECT jurisdiction, game FROM events WHERE type = 'table_open' AND {where} "
+        "ORDER BY (ts <= ?) DESC, ts DESC, seq DESC LIMIT 1",
+        [param, at],
+    ).fetchall()
+    return packs.get(*rows[0]) if rows else None
+
+
+def _round_cards(
+    con: duckdb.DuckDBPyConnection, table: str, shoe: str, rnd: int
+) -> list[tuple[int, str, str]]:
+    return [
+        (r[0], r[1], r[2])
+        for r in con.execute(
+            "SELECT seq, to_hand, card FROM events WHERE type = 'card' AND table_id = ? "
+            "AND shoe = ? AND round = ? ORDER BY seq",
+            [table, shoe, rnd],
+        ).fetchall()
+    ]
+
+
+def detail(
+    con: duckdb.DuckDBPyConnection,
+    rec: dict[str, Any],
+    at: dt.datetime,
+    zone: dt.tzinfo,
+    packs: Packs,
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """A finding as its page shows it: the record, what its code means, its round's cards,
+    expected against observed, and the date the surveillance video must be pulled by."""
+    code = REGISTRY.get(rec["code"])
+    pack = _table_pack(con, packs, rec["table"], rec["pit"], at)
+    retention = int(pack.value("surveillance.video_retention_days", DEFAULT_RETENTION_DAYS)
+                    if pack else DEFAULT_RETENTION_DAYS)
+    cards: list[tuple[int, str, str]] = []
+    if rec["table"] and rec["shoe"] is not None and rec["round"] is not None:
+        cards = _round_cards(con, rec["table"], rec["shoe"], rec["round"])
+    video_by = at + dt.timedelta(days=retention)
+    return {
+        **rec,
+        "title": code.title if code else rec["code"],
+        "why": code.why if code else "",
+        "rule_text": code.rule if code else "",  # the rule in words; rec["rule"] cites it
+        "local": at.astimezone(zone),
+        "video_by": video_by.astimezone(zone),
+        "video_days_left": (video_by - now).total_seconds() / 86400,
+        "retention_days": retention,
+        "retention_from_pack": pack is not None,
+        "cards": card_faces(cards),
+        "counts": _counts(cards, _values(pack)),
+        "expected_text": evidence_text(rec["expected"], zone),
+        "observed_text": evidence_text(rec["observed"], zone),
+    }
+
+
+def finding_page(
+    con: duckdb.DuckDBPyConnection, fingerprint: str, zone: dt.tzinfo, packs: Packs,
+    now: dt.datetime,
+) -> dict[str, Any] | None:
+    """The finding's latest row with its details, every row it has had (recorded,
+    withdrawn) and every acknowledgement of it, oldest first."""
+    rows = con.execute(
+        f"SELECT id, status, ts, recorded_at, {RECORD_SQL} FROM findings "
+        "WHERE fingerprint = ? ORDER BY id",
+        [fingerprint],
+    ).fetchall()
+    if not rows:
+        return None
+    last = rows[-1]
+    f = detail(con, record(last[4:], zone), last[2], zone, packs, now)
+    history = [
+        {"cursor": r[0], "status": r[1], "recorded": r[3].astimezone(zone)} for r in rows
+    ]
+    reviews: list[dict[str, Any]] = []
+    if _table_exists(con, "acknowledgements"):
+        reviews = [
+            {**a, "at": a["recorded_at"].astimezone(zone)}
+            for a in _rows(
+                con,
+                "SELECT id, reviewer AS by, disposition, note, recorded_at "
+                "FROM acknowledgements WHERE fingerprint = ? ORDER BY id",
+                [fingerprint],
+            )
+        ]
+    return {"f": f, "status": last[1], "history": history, "reviews": reviews}
+
+
+def _event_text(e: dict[str, Any]) -> str:
+    parts = []
+    for col, word in EVENT_FIELDS:
+        v = e.get(col)
+        if v is None or col == "card":
+            continue
+        if isinstance(v, Decimal):
+            v = money(v)
+        parts.append(f"{word} {v}".strip())
+    return ", ".join(parts)
+
+
+def round_page(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    shoe: str,
+    rnd: int,
+    zone: dt.tzinfo,
+    packs: Packs,
+    now: dt.datetime,
+) -> dict[str, Any] | None:
+    """A round: its events in seq order with the file and line each came from, the cards
+    in dealing order, the table's game and procedure at the time, and its standing findings
+    with their details."""
+    cols = ", ".join(f"e.{c}" for c, _ in EVENT_FIELDS)
+    events = _rows(
+        con,
+        f"SELECT e.seq, e.ts, e.type, e.dealer, {cols}, s.path, e.line_no "
+        "FROM events e JOIN sources s ON s.id = e.source_id "
+        "WHERE e.table_id = ? AND e.shoe = ? AND e.round = ? ORDER BY e.seq",
+        [table, shoe, rnd],
+    )
+    if not events:
+        return None
+    start = events[0]["ts"]
+    opened = _rows(
+        con,
+        "SELECT pit, game, jurisdiction, variant FROM events WHERE type = 'table_open' "
+        "AND table_id = ? AND ts <= ? ORDER BY ts DESC, seq DESC LIMIT 1",
+        [table, start],
+    )
+    procedure = con.execute(
+        "SELECT procedure FROM events WHERE table_id = ? AND ts <= ? AND procedure IS NOT NULL "
+        "AND type IN ('table_open', 'procedure_change') ORDER BY ts DESC, seq DESC LIMIT 1",
+        [table, start],
+    ).fetchall()
+    where = opened[0] if opened else {"pit": None, "game": None, "jurisdiction": None,
+                                      "variant": None}
+    pack = packs.get(where["jurisdiction"], where["game"])
+    cards = [(e["seq"], e["to_hand"], e["card"]) for e in events if e["type"] == "card"]
+    found = con.execute(
+        f"SELECT ts, {RECORD_SQL} FROM current_findings WHERE table_id = ? AND shoe = ? "
+        "AND round = ? ORDER BY seq NULLS FIRST, code",
+        [table, shoe, rnd],
+    ).fetchall()
+    reviewed = acked_fingerprints(con)
+    details = []
+    for r in found:
+        d = detail(con, record(r[1:], zone), r[0], zone, packs, now)
+        d["ack"] = reviewed.get(d["fingerprint"])
+        details.append(d)
+    neighbours = {
+        n for (n,) in con.execute(
+            "SELECT DISTINCT round FROM events WHERE table_id = ? AND shoe = ? "
+            "AND round IN (?, ?) AND type = 'round_start'",
+            [table, shoe, rnd - 1, rnd + 1],
+        ).fetchall()
+    }
+    return {
+        "table": table,
+        "shoe": shoe,
+        "round": rnd,
+        "where": where,
+        "procedure": procedure[0][0] if procedure else None,
+        "started": start.astimezone(zone),
+        "dealer": next((e["dealer"] for e in events if e["dealer"]), None),
+        "events": [
+            {
+                "seq": e["seq"],
+                "local": e["ts"].astimezone(zone),
+                "type": e["type"],
+                "card": card_faces([(e["seq"], e["to_hand"] or "", e["card"])])[0]
+                if e["card"] else None,
+                "text": _event_text(e),
+                "source": f"{e['path']}:{e['line_no']}",
+            }
+            for e in events
+        ],
+        "faces": card_faces(cards),
+        "counts": _counts(cards, _values(pack)),
+        "findings": details,
+        "previous": rnd - 1 if rnd - 1 in neighbours else None,
+        "next": rnd + 1 if rnd + 1 in neighbours else None,
+    }
+
+
+def floor_day(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, zone: dt.tzinfo
+) -> dt.date | None:
+    """The gaming day the floor shows by default: that of the latest round dealt (so at
+    06:05, before the new day's first round, the night just ended is still on the board)."""
+    latest = con.execute(
+        "SELECT max(last_ts) FROM sources WHERE status = 'ingested'"
+    ).fetchall()[0][0]
+    if latest is None:
+        return None
+    last_round = con.execute(
+        "SELECT max(ts) FROM events WHERE type = 'round_start' AND ts >= ?",
+        [latest - dt.timedelta(days=2)],
+    ).fetchall()[0][0]
+    local = (last_round or latest).astimezone(zone)
+    day = local.date()
+    if local.time() < conf.gaming_day_start:
+        day -= dt.timedelta(days=1)
+    return day
+
+
+def floor(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, zone: dt.tzinfo, day: dt.date
+) -> dict[str, Any]:
+    """Pit by pit, table by table, as the logs show the floor in gaming day `day`: open or
+    closed, game and variant, the procedure in force, the current shoe, rounds so far, and
+    the standing findings of the day by severity (those not yet acknowledged apart).
+
+    The state is read from the events of the day and the day before only, so the page
+    costs the same however many years the database holds.
+    """
+    start, end = conf.gaming_day_window(day, zone)
+    tables = _rows(
+        con,
+        """
+        SELECT table_id,
+          arg_max(type, (ts, seq)) FILTER (WHERE type IN ('table_open', 'table_close')) AS state,
+          arg_max(pit, (ts, seq)) FILTER (WHERE type = 'table_open') AS pit,
+          arg_max(game, (ts, seq)) FILTER (WHERE type = 'table_open') AS game,
+          arg_max(variant, (ts, seq)) FILTER (WHERE type = 'table_open') AS variant,
+          arg_max(jurisdiction, (ts, seq)) FILTER (WHERE type = 'table_open') AS jurisdiction,
+          arg_max(procedure, (ts, seq)) FILTER (
+            WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
+          ) AS procedure,
+          arg_max(shoe, (ts, seq)) FILTER (WHERE type = 'shoe_start') AS shoe,
+          arg_max(type, (ts, seq)) FILTER (WHERE type IN ('shoe_start', 'shoe_end')) AS shoe_state,
+          count(DISTINCT (shoe, round)) FILTER (WHERE type = 'round_start' AND ts >= ?) AS rounds,
+          max(ts) AS last_event
+        FROM events
+        WHERE ts >= ? AND ts < ? AND table_id IS NOT NULL
+        GROUP BY table_id
+        """,
+        [start, start - dt.timedelta(days=1), end],
+    )
+    shoe_rounds = {
+        (t, s): n
+        for t, s, n in con.execute(
+            "SELECT table_id, shoe, count(DISTINCT round) FROM events WHERE type = 'round_start' "
+            "AND ts >= ? AND ts < ? GROUP BY ALL",
+            [start - dt.timedelta(days=1), end],
+        ).fetchall()
+    }
+    reviewed = acked_fingerprints(con)
+    open_by: dict[tuple[str | None, str | None], Counter[str]] = defaultdict(Counter)
+    acked_by: Counter[tuple[str | None, str | None]] = Counter()
+    for fp, table, pit, severity in con.execute(
+        "SELECT fingerprint, table_id, pit, severity FROM current_findings "
+        "WHERE ts >= ? AND ts < ?",
+        [start, end],
+    ).fetchall():
+        key = (pit, table)
+        if fp in reviewed:
+            acked_by[key] += 1
+        else:
+            open_by[key][severity] += 1
+    pits: dict[str, dict[str, Any]] = {}
+
+    def pit_entry(name: str) -> dict[str, Any]:
+        return pits.setdefault(name, {
+            "pit": name, "tables": [], "approved": conf.pit_procedures.get(name),
+            "open": Counter(), "acked": 0,
+        })
+
+    pit_of: dict[str, str] = {}
+    for t in tables:
+        if t["rounds"] == 0 and t["last_event"] < start:
+            continue  # closed before the day began and not dealt since: not on today's floor
+        p = pit_entry(t["pit"] or "")
+        pit_of[t["table_id"]] = p["pit"]
+        approved = conf.pit_procedures.get(t["pit"] or "")
+        p["tables"].append({
+            **t,
+            "open": t["state"] == "table_open",
+            "procedure_shown": t["procedure"] if t["procedure"] is not None else approved,
+            "procedure_from": "log" if t["procedure"] is not None
+            else ("approved for the pit" if approved is not None else None),
+            "shoe_open": t["shoe_state"] == "shoe_start",
+            "shoe_rounds": shoe_rounds.get((t["table_id"], t["shoe"]), 0),
+            "findings": [(s, open_by[(t["pit"], t["table_id"])].get(s, 0)) for s in SEVERITIES],
+            "acked": acked_by[(t["pit"], t["table_id"])],
+            "last": t["last_event"].astimezone(zone),
+        })
+    for (pit, table), counts in open_by.items():
+        p = pit_entry(pit or "")
+        if table is None or table not in pit_of:
+            p["open"].update(counts)  # pit-level findings, or a table not dealt today
+    for (pit, table), n in acked_by.items():
+        if table is None or table not in pit_of:
+            pit_entry(pit or "")["acked"] += n
+    ordered = sorted(pits.values(), key=lambda p: p["pit"])
+    for p in ordered:
+        p["tables"].sort(key=lambda t: t["table_id"])
+        p["open"] = [(s, p["open"].get(s, 0)) for s in SEVERITIES]
+        p["rounds"] = sum(t["rounds"] for t in p["tables"])
+    return {
+        "day": day,
+        "start": start.astimezone(zone),
+        "end": end.astimezone(zone),
+        "pits": ordered,
+        "tables_open": sum(t["open"] for p in ordered for t in p["tables"]),
+        "tables": sum(len(p["tables"]) for p in ordered),
+    }
+
+
+def acknowledge(
+    con: duckdb.DuckDBPyConnection,
+    finding: str,
+    *,
+    by: str,
+    disposition: str,
+    note: str,
+    client: dict[str, Any],
+) -> dict[str, Any]:
+    """Record an acknowledgement as `bacc-audit ack` does: the finding named by id or
+    fingerprint, a run of its own (command `ack`, the board and the client in its args), and
+    the row through `acks.add_ack`, the one append-only writer of acknowledgements."""
+    fingerprint = acks.resolve(con, finding)
+    status = acks.check_fingerprint(con, fingerprint)
+    run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by, "via": "board",
+                                     **client})
+    try:
+        a = acks.add_ack(con, fingerprint, by=by, disposition=disposition, note=note,
+                         run_id=run_id)
+    except UserError as e:
+        runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
+        raise
+    except BaseException:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+        raise
+    runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+    return acks.as_dict(a) | {"finding_status": status}

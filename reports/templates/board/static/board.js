@@ -1,0 +1,72 @@
+// The live feed: findings stored after the page was served arrive by Server-Sent Events and
+// are put at the top. The stream's URL carries the page's cursor and filters; EventSource
+// resumes after the last event it got (Last-Event-ID) when the connection drops.
+(function () {
+  "use strict";
+  const list = document.getElementById("feed");
+  if (!list || !window.EventSource) {
+    return;
+  }
+  const status = document.getElementById("live");
+  const template = document.getElementById("item-template");
+  const base = document.body.dataset.base || "";
+
+  function text(li, selector, value) {
+    li.querySelector(selector).textContent = value === null || value === undefined ? "" : value;
+  }
+
+  function add(f, cursor) {
+    if (list.querySelector('[data-cursor="' + cursor + '"]')) {
+      return;  // already on the page
+    }
+    const li = template.content.firstElementChild.cloneNode(true);
+    li.dataset.cursor = cursor;
+    li.dataset.fingerprint = f.fingerprint;
+    li.classList.add("item-" + f.severity, "new");
+    text(li, ".time", f.ts.slice(5, 10) + " " + f.ts.slice(11, 19));
+    li.querySelector(".time").title = f.ts;
+    text(li, ".sev", f.severity);
+    li.querySelector(".sev").classList.add("sev-" + f.severity);
+    text(li, ".table", f.table || f.pit || "");
+    text(li, ".message", f.message);
+    const code = li.querySelector(".code");
+    code.textContent = f.code;
+    code.href = base + "/finding/" + encodeURIComponent(f.id);
+    const round = li.querySelector(".round-link");
+    if (f.table && f.shoe !== null && f.round !== null) {
+      round.href = base + "/round?" + new URLSearchParams({table: f.table, shoe: f.shoe, round: String(f.round)});
+    } else {
+      round.remove();
+    }
+    list.prepend(li);
+    const empty = document.getElementById("empty");
+    if (empty) {
+      empty.remove();
+    }
+  }
+
+  function withdrawn(f) {
+    for (const li of list.querySelectorAll("li.item")) {
+      if (li.dataset.fingerprint === f.fingerprint) {
+        li.classList.add("withdrawn");
+        li.title = "withdrawn: later data showed it no longer holds";
+      }
+    }
+  }
+
+  const source = new EventSource(list.dataset.stream);
+  source.onopen = function () {
+    status.textContent = "live";
+    status.className = "live on";
+  };
+  source.onerror = function () {
+    status.textContent = "reconnecting…";
+    status.className = "live off";
+  };
+  source.onmessage = function (e) {
+    add(JSON.parse(e.data), e.lastEventId);
+  };
+  source.addEventListener("withdrawn", function (e) {
+    withdrawn(JSON.parse(e.data));
+  });
+})();

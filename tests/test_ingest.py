@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from helpers.db import AuditDb, open_audit, set_chunk_bytes
 from helpers.events import contract_lines, event, line, utc
+from helpers.growing import malformed_fingerprint
 
 import auditor.ingest.files as ingest_mod
 from auditor.errors import UserError
@@ -460,7 +461,7 @@ def test_bad_line_is_quarantined_with_its_reason_and_found(
     assert f["expected"] == "a line of event log v1"
     assert f["observed"] == {"reason": reason, "line": raw}
     assert f["evidence"] == {"line_no": n}
-    assert f["fingerprint"] == f"log.malformed|{sha256(path)}|{n}"
+    assert f["fingerprint"] == malformed_fingerprint(path, n, raw)
     # Where the line still names them, the finding carries table and seq.
     try:
         parsed = json.loads(raw)
@@ -756,8 +757,9 @@ def test_same_path_with_changed_content_is_refused(audit: AuditDb) -> None:
     path = audit.write("a.jsonl", L[:10])
     old_sha = audit.ingest_file(path).sha256
 
+    # A line already ingested changes (and more is added): not a file that grew.
     extra = line(event("round_end", seq=11))
-    audit.write("a.jsonl", [*L[:10], extra, "not json"])
+    audit.write("a.jsonl", [*L[:4], L[4].replace(":", ": ", 1), *L[5:10], extra, "not json"])
     new_sha = sha256(path)
     r = audit.ingest_file(path)
 

@@ -4,6 +4,11 @@ Each file is one transaction: its good lines become events, its bad lines go to 
 with the reason, and its hash goes to the sources manifest. Lines are split in Python (a few
 vectorised numpy calls) and handed to DuckDB as Arrow, where `auditor.ingest.validate` checks them
 all in one SELECT.
+
+A file may be offered while it still grows (auditor.ingest.growing): what it holds beyond the
+piece already ingested from it is loaded as a piece of its own, whatever its name is now, and a
+last line without its newline waits for it. Only a change to bytes already ingested is
+`log.altered`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -27,6 +32,21 @@ import pyarrow as pa
 
 from auditor.errors import UserError
 from auditor.ingest import fast
+from auditor.ingest.growing import (
+    Changed,
+    Digest,
+    Layout,
+    Piece,
+    Tip,
+    byte_before,
+    digest_of,
+    first_line_after,
+    hash_objects_at,
+    layout_of,
+    path_record,
+    record_pieces,
+    tips,
+)
 from auditor.ingest.validate import names_its_event_sql, staging_select
 from auditor.store import findings
 from auditor.store.db import one, single
@@ -62,7 +82,7 @@ EVENT_COLUMNS = (
 INSERT_SOURCE = (
     "INSERT INTO sources (id, path, sha256, size, lines, events, quarantined, duplicates, "
     "first_ts, last_ts, ingested_at, run_id, status, note) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, 'ingested', '')"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, 'ingested', ?)"
 )
 
 Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
@@ -71,7 +91,7 @@ Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
 @dataclass
 class FileResult:
     """What happened to one file; `status` is ingested, already_ingested, refused_altered,
-    unreadable or empty."""
+    unreadable, empty, or waiting (its only line has no newline yet: nothing to load)."""
 
     path: Path
     status: str
@@ -87,6 +107,18 @@ class FileResult:
     concerns: dt.datetime | None = None
     per_stream: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # one sentence per quarantined line
+    # The piece of the file loaded, bytes and lines counted from the file's start (`lines`
+    # counts the piece's). Already ingested: end_byte and last_line of the last piece loaded
+    # before, and first_line the line a next piece would start at.
+    source_id: int | None = None
+    file_id: int | None = None  # the file, whatever its name (source_files.id)
+    start_byte: int = 0
+    end_byte: int = 0
+    first_line: int = 1
+    last_line: int = 0
+    waiting: int = 0  # bytes of a last line without its newline, left for later
+    # The running SHA-256 of the file's first end_byte bytes, for a follower to extend.
+    prefix_hash: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -268,27 +300,48 @@ def _size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[Block]:
+def iter_blocks(
+    path: Path,
+    chunk_bytes: int | None = None,
+    start: int = 0,
+    end: int | None = None,
+    first_line: int = 1,
+) -> Iterator[Block]:
     """Blocks of whole lines, read `chunk_bytes` at a time, so that memory stays flat whatever
     the file holds: a gzip file is refused (UserError) as soon as it inflates past
-    `inflation_cap`, and a line over MAX_LINE_BYTES is never held whole (`LongLine`)."""
+    `inflation_cap`, and a line over MAX_LINE_BYTES is never held whole (`LongLine`).
+
+    A piece of a plain file: bytes `start` to `end`, its first line numbered `first_line`
+    (a gzip file is always read whole). A file that no longer holds them is a UserError."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     gz = _is_gzip(path)
     shown = escape_path(path)
     if path.name.endswith(".gz") and not gz:
         raise UserError(f"{shown}: not a gzip file (it does not start with the gzip signature)")
+    if gz and (start or end is not None):
+        raise AssertionError("a gzip file is read whole")
     with path.open("rb") as raw_fh:
         size = os.fstat(raw_fh.fileno()).st_size
         cap = inflation_cap(size) if gz else None
         fh = gzip.GzipFile(fileobj=raw_fh, mode="rb") if gz else raw_fh
         inflated = 0
+        if start:
+            raw_fh.seek(start)
+        left = None if end is None else end - start
 
         def read() -> bytes:
-            nonlocal inflated
+            nonlocal inflated, left
+            n = chunk_bytes if left is None else min(chunk_bytes, left)
+            if n <= 0:
+                return b""
             try:
-                data = fh.read(chunk_bytes)
+                data = fh.read(n)
             except (OSError, EOFError, zlib.error) as e:
                 raise UserError(f"{shown}: corrupt gzip data ({e})") from None
+            if left is not None:
+                left -= len(data)
+                if not data:
+                    raise UserError(f"{shown}: changed while it was being read (it shrank)")
             inflated += len(data)
             if cap is not None and inflated > cap:
                 raise UserError(
@@ -302,17 +355,20 @@ def iter_blocks(path: Path, chunk_bytes: int | None = None) -> Iterator[Block]:
 
         # A UTF-8 byte order mark is not part of the first line (read enough to see).
         data = read()
-        while len(data) < 3 and (more := read()):
-            data += more
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:] or read()
-        yield from _split(data, read, raw_fh.tell)
+        if not start:
+            while len(data) < 3 and (more := read()):
+                data += more
+            if data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:] or read()
+        yield from _split(data, read, raw_fh.tell, first_line)
 
 
-def _split(data: bytes, read: Callable[[], bytes], where: Callable[[], int]) -> Iterator[Block]:
+def _split(
+    data: bytes, read: Callable[[], bytes], where: Callable[[], int], first_line: int = 1
+) -> Iterator[Block]:
     """Cut what `read` gives (starting with `data`) into blocks that end at a line's end."""
     limit = MAX_LINE_BYTES
-    line_no = 1  # of the next line not yet in a block
+    line_no = first_line  # of the next line not yet in a block
     rest = b""  # the start of a line still open, at most `limit` bytes
     long: _LongLineReader | None = None  # or a line still open that is over the limit
     while True:
@@ -471,24 +527,28 @@ def _read_ahead(blocks: Iterator[Block]) -> Iterator[tuple[Block, Rows]]:
 
 
 def _insert_rows(
-    con: duckdb.DuckDBPyConnection, rows: Sequence[Rows], source_id: int | None = None
+    con: duckdb.DuckDBPyConnection,
+    rows: Sequence[Rows],
+    source_id: int | None = None,
+    table: str = "events",
 ) -> None:
-    """Every row into `events` (the per-line path's with their reason in `rejected`); the
-    tables carry a source_id column unless `source_id` is given."""
+    """Every row into `events` (the per-line path's with their reason in `rejected`), or into
+    `table`, a temporary table of its columns; the tables carry a source_id column unless
+    `source_id` is given."""
     sid = "source_id" if source_id is None else str(int(source_id))
     cols = ", ".join((*EVENT_COLUMNS, "rejected"))
     typed = [r.typed for r in rows if r.typed is not None]
     if typed:
         con.register("typed_chunk", pa.concat_tables(typed))
         select = fast.typed_select("typed_chunk", sid)
-        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({select})")
         con.unregister("typed_chunk")
     slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
     if slow:
         chunk = pa.concat_tables(slow)
         con.register("chunk", chunk)
         select = staging_select("chunk", sid)
-        con.execute(f"INSERT INTO events ({cols}) SELECT {cols} FROM ({select})")
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({select})")
         con.unregister("chunk")
         _keep_bytes(con, [chunk], source_id)
 
@@ -526,13 +586,15 @@ def ingest(
     Files under SMALL_FILE bytes of text (decompressed) are read together, up to
     `CHUNK_BYTES` at a time, in one transaction (a statement has a fixed cost that
     thousands of table files a day would otherwise pay one by one), the next batch read
-    while this one loads; bigger files load alone, each in its own."""
+    while this one loads; bigger files load alone, each in its own. A file that grew since
+    a piece of it was ingested loads only what follows that piece (`_offer`)."""
     files, errors = discover(paths)
     results: list[FileResult] = []
     batch: list[_Offer] = []
     batch_bytes = 0
 
-    held: set[str] = set()  # the hashes and paths of the batches not yet committed
+    # The hashes, paths and file identities of the batches not yet committed.
+    held: set[str] = set()
     pending: Future[_Prepared] | None = None
 
     def flush(wait: bool = False) -> None:
@@ -560,21 +622,24 @@ def ingest(
         ahead = _HashAhead(files, hasher)
         for i, f in enumerate(files):
             try:
-                offer = _offer(con, f, run_id, ahead.digest(i), hasher)
+                offer = _offer(con, f, run_id, ahead.scan(i), hasher)
                 if isinstance(offer, FileResult):
                     results.append(offer)
                     continue
-                text_bytes = _text_size(offer.path, offer.size)
+                text_bytes = offer.text_size
                 if text_bytes >= SMALL_FILE:
                     flush(wait=True)
                     results.append(_ingest_alone(con, offer, run_id, progress))
                 else:
-                    if offer.sha in held or offer.resolved in held:
-                        flush(wait=True)  # the earlier copy must be committed first
+                    keys = offer.keys()
+                    if keys & held:
+                        # An earlier copy or piece of it must be committed first; then it is
+                        # judged again against that.
+                        flush(wait=True)
                         results.append(ingest_file(con, f, run_id, progress))
                         continue
                     batch.append(offer)
-                    held.update((offer.sha, offer.resolved))
+                    held.update(keys)
                     batch_bytes += text_bytes
                     if batch_bytes >= CHUNK_BYTES:
                         flush()
@@ -586,6 +651,16 @@ def ingest(
     return IngestResult(run_id, results, errors)
 
 
+Scan = tuple[Layout, Digest]
+
+
+def scan_file(path: Path) -> Scan:
+    """A file's layout and hashes (auditor.ingest.growing): no database, so it runs ahead in
+    another thread."""
+    layout = layout_of(path, MAX_LINE_BYTES)
+    return layout, digest_of(path, layout)
+
+
 class _HashAhead:
     """The SHA-256 of the next small files, computed in a second thread while this one loads
     (hashlib lets go of the GIL). A big file is hashed while it loads instead (`_offer`)."""
@@ -595,12 +670,12 @@ class _HashAhead:
     def __init__(self, files: list[Path], hasher: ThreadPoolExecutor) -> None:
         self.files = files
         self.hasher = hasher
-        self.pending: dict[int, Future[tuple[str, int]]] = {}
+        self.pending: dict[int, Future[Scan]] = {}
 
-    def digest(self, i: int) -> Future[tuple[str, int]] | None:
+    def scan(self, i: int) -> Future[Scan] | None:
         for k in range(i + 1, min(i + 1 + self.AHEAD, len(self.files))):
             if k not in self.pending and _size(self.files[k]) < SMALL_FILE:
-                self.pending[k] = self.hasher.submit(sha256_of, self.files[k])
+                self.pending[k] = self.hasher.submit(scan_file, self.files[k])
         return self.pending.pop(i, None)
 
 
@@ -613,94 +688,283 @@ def _size(path: Path) -> int:
 
 @dataclass
 class _Offer:
-    """A file that passed the manifest checks and is to be loaded. Its SHA-256 may still be
-    computing (`digest`): only once it is known is the file's row written."""
+    """A file, or the piece of it after `continues`, that passed the manifest checks and is to
+    be loaded: bytes `start` to `layout.end`, lines from `first_line`. Its hashes may still be
+    computing (`digest`): only once they are known is the file's row written.
+
+    `known`: sources ingested before from this path, of which it is not a continuation. If it
+    shares an event with them, its bytes ingested under that name changed: `altered`."""
 
     path: Path
     resolved: str
-    digest: Future[tuple[str, int]] | str
-    size: int
+    layout: Layout
+    digest: Future[Digest] | Digest
+    start: int = 0
+    first_line: int = 1
+    continues: Tip | None = None
+    known: tuple[int, ...] = ()
+    altered: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    @property
+    def end(self) -> int:
+        return self.layout.end
+
+    @property
+    def file_id(self) -> int | None:
+        return self.continues.file_id if self.continues else None
+
+    @property
+    def text_size(self) -> int:
+        """Bytes of text to read, to decide whether it is small (see `_text_size`)."""
+        if self.layout.gz:
+            return _text_size(self.path, self.size)
+        return self.end - self.start
+
+    def hashes(self) -> Digest:
+        if isinstance(self.digest, Digest):
+            return self.digest
+        try:
+            d = self.digest.result()
+        except OSError as e:
+            raise UserError(f"{escape_path(self.path)}: cannot read ({e.strerror})") from None
+        except Changed:
+            raise UserError(f"{escape_path(self.path)}: changed while it was being read") from None
+        self.digest = d
+        return d
 
     @property
     def sha(self) -> str:
-        if isinstance(self.digest, str):
-            return self.digest
-        try:
-            sha, size = self.digest.result()
-        except OSError as e:
-            raise UserError(f"{escape_path(self.path)}: cannot read ({e.strerror})") from None
-        if size != self.size:
-            raise UserError(f"{escape_path(self.path)}: changed while it was being read")
-        self.digest = sha
-        return sha
+        return self.hashes().sha256
+
+    @property
+    def prefix_sha(self) -> str:
+        return self.hashes().prefix_sha256
+
+    @property
+    def file_key(self) -> str:
+        """What names the file in a log.malformed fingerprint (see _record_malformed)."""
+        return self.layout.head or self.prefix_sha
+
+    def keys(self) -> set[str]:
+        """What two offers of one batch must not share: the same bytes, path or file."""
+        keys = {self.sha, self.resolved}
+        if self.layout.head:
+            keys.add(f"head:{self.layout.head}")
+        if self.continues:
+            keys.add(f"file:{self.continues.file_id}")
+        return keys
+
+    def piece(self, source_id: int, last_line: int, counts: tuple[int, int, int]) -> Piece:
+        """The row of `source_extents` for this piece, loaded as `source_id`."""
+        events, quarantined, duplicates = counts
+        return Piece(
+            source_id, self.file_id or source_id, self.resolved, self.start, self.end,
+            self.first_line, last_line, self.prefix_sha, events, quarantined, duplicates,
+            self.layout.waiting, self.layout.device, self.layout.inode, self.layout.head,
+            new_file=self.continues is None,
+        )
+
+    def note(self, last_line: int) -> str:
+        """The manifest's note: what this piece continues, and a line that waits."""
+        parts = []
+        if self.continues:
+            t = self.continues
+            parts.append(
+                f"continues {t.path} (source {t.source_id}) from byte {self.start:,}, line "
+                f"{self.first_line:,}"
+            )
+        if self.layout.waiting:
+            parts.append(_waits(last_line + 1, self.layout.waiting))
+        return "; ".join(parts)
+
+    def result(self, source_id: int, last_line: int, **kw: Any) -> FileResult:
+        """The result of loading it (the counts and message given in `kw`)."""
+        return FileResult(
+            self.path, "ingested", self.sha, self.size, last_line - self.first_line + 1,
+            source_id=source_id, file_id=self.file_id or source_id, start_byte=self.start,
+            end_byte=self.end, first_line=self.first_line, last_line=last_line,
+            waiting=self.layout.waiting, prefix_hash=self.hashes().prefix.copy(), **kw,
+        )
+
+    def told(self, last_line: int) -> str:
+        """What the summary adds to "N events, M quarantined": where the piece starts, and
+        the line that waits."""
+        out = ""
+        if self.continues:
+            t = self.continues
+            where = "" if t.path == self.resolved else f" as {t.path}"
+            out += (
+                f"; continued from line {self.first_line:,} (the lines before it were "
+                f"ingested{where} already)"
+            )
+        if self.layout.waiting:
+            out += "; " + _waits(last_line + 1, self.layout.waiting)
+        return out
+
+
+def _waits(line_no: int, nbytes: int) -> str:
+    return (
+        f"line {line_no:,} has no newline yet ({nbytes:,} bytes so far): it waits for its "
+        "newline and loads when the file is offered again"
+    )
 
 
 def _offer(
     con: duckdb.DuckDBPyConnection,
     path: Path,
     run_id: int,
-    digest: Future[tuple[str, int]] | None = None,
+    scan: Future[Scan] | None = None,
     hasher: ThreadPoolExecutor | None = None,
 ) -> _Offer | FileResult:
-    """Check a file against the manifest: already ingested, or altered since, end here.
+    """Check a file against the manifest; already ingested, or altered since, end here.
 
-    `digest` is the file's SHA-256 being computed ahead. A file that no ingested file can
-    equal (none has its size) nor be an earlier version of (none has its path) is loaded
-    while `hasher` computes its hash, if given."""
+    - its whole SHA-256 is that of a file ingested, or it still starts with all that was
+      ingested from a file (found by its first line, or its path) and holds no complete line
+      more: already ingested;
+    - it starts with all that was ingested from a file and has more: the piece after that,
+      under whatever name it has now (a file that grew, was renamed, was rotated);
+    - it is smaller than what was ingested from this path, and the same file (device and
+      inode): truncated in place, refused as altered;
+    - otherwise a new file; if this path was ingested before, sharing any event with what was
+      ingested from it means those bytes changed, which `_load` refuses as altered (a new file
+      under an old name shares none).
+
+    `scan` is the file's layout and hashes being computed ahead. A file that no ingested file
+    can equal, continue or be an earlier version of is loaded while `hasher` computes its
+    hash, if given."""
     resolved = escape_path(path.resolve())
+    shown = escape_path(path)
     try:
-        if digest is None and hasher is not None:
-            size = path.stat().st_size
+        if scan is not None:
+            layout, digest = scan.result()
+        else:
+            layout = layout_of(path, MAX_LINE_BYTES)
             if (
-                size >= SMALL_FILE
-                and _new_to_the_manifest(con, size, resolved)
+                hasher is not None
+                and layout.size >= SMALL_FILE
+                and _new_to_the_manifest(con, layout, resolved)
                 and not _inflates_to_nothing(path)
             ):
-                return _Offer(path, resolved, hasher.submit(sha256_of, path), size)
-        sha, size = digest.result() if digest is not None else sha256_of(path)
+                return _Offer(path, resolved, layout, hasher.submit(digest_of, path, layout))
+            digest = digest_of(path, layout)
     except OSError as e:
-        return FileResult(
-            path, "unreadable", message=f"{escape_path(path)}: cannot read ({e.strerror})"
-        )
+        return FileResult(path, "unreadable", message=f"{shown}: cannot read ({e.strerror})")
+    except Changed:
+        return FileResult(path, "unreadable", message=f"{shown}: changed while it was being read")
+    sha, size = digest.sha256, layout.size
+    # The sources ingested from this path before, and the first with the same bytes.
+    rows = con.execute(
+        "SELECT id, path, sha256, ingested_at FROM sources WHERE status = 'ingested' "
+        "AND (path = ? OR sha256 = ?) ORDER BY id",
+        [resolved, sha],
+    ).fetchall()
+    known = tuple(r[0] for r in rows if r[1] == resolved)
+    same = next(((r[1], r[3]) for r in rows if r[2] == sha), None)
     if size == 0 or _inflates_to_nothing(path):
-        return _empty(con, path, resolved, sha, size, run_id)
-    same = one(
-        con,
-        "SELECT path, ingested_at FROM sources WHERE sha256 = ? AND status = 'ingested' "
-        "ORDER BY id LIMIT 1",
-        [sha],
-    )
-    if same:
-        when = same[1].strftime("%Y-%m-%d %H:%M UTC")
-        where = "" if same[0] == resolved else f" as {same[0]}"
-        return FileResult(
-            path,
-            "already_ingested",
-            sha,
-            size,
-            message=f"{escape_path(path)}: already ingested{where} on {when}; nothing new",
-        )
-    before = one(
-        con,
-        "SELECT sha256 FROM sources WHERE path = ? AND status = 'ingested' ORDER BY id DESC "
-        "LIMIT 1",
-        [resolved],
-    )
-    if before:
+        return _empty(con, path, resolved, sha, layout, known, run_id)
+    grown = None if layout.gz else _continued(path, layout, digest, tips(con, layout.head, known))
+    if same or (grown and grown[0].end >= layout.end):
+        return _already(path, resolved, layout, sha, same, grown)
+    if grown:
+        tip, first_line, _ = grown
+        return _Offer(path, resolved, layout, digest, tip.end, first_line, tip)
+    reason = ""
+    if known:
+        before = next(r[2] for r in reversed(rows) if r[1] == resolved)
         reason = (
-            f"its content changed since it was ingested (sha256 {before[0][:12]}... "
+            f"its content changed since it was ingested (sha256 {before[:12]}... "
             f"then, {sha[:12]}... now)"
         )
-        return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
-    return _Offer(path, resolved, sha, size)
+        last = path_record(con, known)
+        if last and (last.device, last.inode) == (layout.device, layout.inode) and (
+            size < last.end
+        ):
+            return _refuse_altered(con, path, resolved, sha, size, run_id, reason)
+    if layout.end == 0:  # its first line is still being written
+        return FileResult(
+            path, "waiting", sha, size, waiting=layout.waiting,
+            message=f"{shown}: nothing to load yet; {_waits(1, layout.waiting)}",
+        )
+    return _Offer(path, resolved, layout, digest, known=known, altered=reason)
 
 
-def _new_to_the_manifest(con: duckdb.DuckDBPyConnection, size: int, resolved: str) -> bool:
-    """No ingested file can equal it (none has its size) nor be its earlier version."""
+Grown = tuple[Tip, int, Any]  # the tip continued, the first line after it, the hash there
+
+
+def _continued(path: Path, layout: Layout, digest: Digest, candidates: list[Tip]) -> Grown | None:
+    """The furthest piece ingested that this file still starts with (its bytes up to the
+    piece's end hash the same), the number of the line after it and the running hash there."""
+    fits = [t for t in candidates if 0 < t.end <= layout.size]
+    if not fits:
+        return None
+    snaps = dict(digest.snaps)
+    need = {t.end for t in fits} - snaps.keys()
+    if need:
+        try:
+            snaps |= hash_objects_at(path, need, layout.size)
+        except OSError:
+            return None
+    for t in fits:  # furthest first
+        h = snaps.get(t.end)
+        if h is not None and h.hexdigest() == t.sha256:
+            try:
+                before = byte_before(path, t.end)
+            except OSError:
+                return None
+            return t, first_line_after(t.last_line, before), h
+    return None
+
+
+def _already(
+    path: Path,
+    resolved: str,
+    layout: Layout,
+    sha: str,
+    same: tuple[Any, ...] | None,
+    grown: Grown | None,
+) -> FileResult:
+    """A file with nothing new: the same bytes as a file ingested, or no complete line past
+    the piece ingested last. A last line that waits for its newline is said."""
+    if grown and grown[0].end < layout.end:
+        grown = None  # the same bytes as a copy ingested whole, under a name not continued
+    if same:
+        at, when = same
+    else:
+        assert grown is not None
+        at, when = grown[0].path, grown[0].ingested_at
+    where = "" if at == resolved else f" as {at}"
+    upto = f" up to line {grown[0].last_line:,}" if grown and not same else ""
+    message = (
+        f"{escape_path(path)}: already ingested{where}{upto} on {when:%Y-%m-%d %H:%M} UTC; "
+        "nothing new"
+    )
+    if grown is None:
+        return FileResult(path, "already_ingested", sha, layout.size, message=message)
+    tip, first_line, h = grown
+    if layout.size > tip.end:
+        message += "; " + _waits(first_line, layout.size - tip.end)
+    return FileResult(
+        path, "already_ingested", sha, layout.size, message=message,
+        source_id=tip.source_id, file_id=tip.file_id, start_byte=tip.end, end_byte=tip.end,
+        first_line=first_line, last_line=tip.last_line, waiting=layout.size - tip.end,
+        prefix_hash=h.copy(),
+    )
+
+
+def _new_to_the_manifest(con: duckdb.DuckDBPyConnection, layout: Layout, resolved: str) -> bool:
+    """No ingested file can equal it (none has its size), be its earlier version (none has
+    its path) or its earlier piece (none has its first line)."""
     return not one(
         con,
         "SELECT 1 FROM sources WHERE status = 'ingested' AND (size = ? OR path = ?) LIMIT 1",
-        [size, resolved],
+        [layout.size, resolved],
+    ) and not (
+        layout.head
+        and one(con, "SELECT 1 FROM source_files WHERE head_sha256 = ? LIMIT 1", [layout.head])
     )
 
 
@@ -716,22 +980,37 @@ def _inflates_to_nothing(path: Path) -> bool:
 
 
 def _empty(
-    con: duckdb.DuckDBPyConnection, path: Path, resolved: str, sha: str, size: int, run_id: int
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    resolved: str,
+    sha: str,
+    layout: Layout,
+    known: tuple[int, ...],
+    run_id: int,
 ) -> FileResult:
     """A file with no lines: nothing to load, but evidence that a table system delivered
     nothing, so the manifest keeps one row for it (status `empty`), and the run says so.
 
-    A path ingested with content and now empty was truncated: that is refused as altered.
-    Every empty file has the same SHA-256, so an empty file is never "already ingested" as
-    another; the same empty file offered again adds no second row.
+    A path ingested with content and now empty was truncated: that is refused as altered,
+    unless it is known to be another file now (another device or inode than the file last
+    read under that name: a log rotated away and a new one begun). Every empty file has the
+    same SHA-256, so an empty file is never "already ingested" as another; the same empty
+    file offered again adds no second row.
     """
+    size = layout.size
     before = one(
         con,
         "SELECT sha256 FROM sources WHERE path = ? AND status = 'ingested' ORDER BY id DESC "
         "LIMIT 1",
         [resolved],
     )
-    if before and before[0] != sha:
+    last = path_record(con, known)
+    other_file = (
+        last is not None
+        and last.inode is not None
+        and (last.device, last.inode) != (layout.device, layout.inode)
+    )
+    if before and before[0] != sha and not other_file:
         reason = (
             f"it is now empty, and held content when it was ingested (sha256 {before[0][:12]}"
             "... then)"
@@ -969,7 +1248,7 @@ def _read_small(
     parts: list[Block] = []
     long_lines: list[LongLine] = []
     text_bytes = 0
-    for b in iter_blocks(o.path):
+    for b in iter_blocks(o.path, **_piece_of(o)):
         text_bytes += len(b.data)
         if text_bytes >= SMALL_FILE:
             return None
@@ -981,15 +1260,25 @@ def _read_small(
 
 
 def _insert_long_lines(
-    con: duckdb.DuckDBPyConnection, source_id: int, long_lines: Iterable[LongLine]
+    con: duckdb.DuckDBPyConnection,
+    source_id: int,
+    long_lines: Iterable[LongLine],
+    table: str = "events",
 ) -> None:
     """Long lines join the file's rejected rows, so quarantine, `log.malformed` and the
     problems list take them like any bad line."""
     rows = [(source_id, x.line_no, x.raw, x.reason) for x in long_lines]
     if rows:
         con.executemany(
-            "INSERT INTO events (source_id, line_no, raw, rejected) VALUES (?, ?, ?, ?)", rows
+            f"INSERT INTO {table} (source_id, line_no, raw, rejected) VALUES (?, ?, ?, ?)", rows
         )
+
+
+def _piece_of(o: _Offer) -> dict[str, Any]:
+    """`iter_blocks` arguments for the piece an offer loads."""
+    if o.layout.gz:
+        return {}
+    return {"start": o.start, "end": o.end, "first_line": o.first_line}
 
 
 def _batch_needs_one_by_one(con: duckdb.DuckDBPyConnection) -> bool:
@@ -1032,11 +1321,15 @@ def _finish_batch(
         ).fetchall()
     }
     rows = []
+    pieces = []
     for o, source_id, lines in files:
         events, quarantined, first_ts, last_ts = counts.get(source_id, (0, 0, None, None))
+        last_line = o.first_line + lines - 1
         rows.append((source_id, o.resolved, o.sha, o.size, lines, events, quarantined, 0,
-                     first_ts, last_ts, run_id))
+                     first_ts, last_ts, run_id, o.note(last_line)))
+        pieces.append(o.piece(source_id, last_line, (events, quarantined, 0)))
     _insert_sources(con, rows)
+    record_pieces(con, pieces, run_id)
     problems: dict[int, list[tuple[int, str]]] = {}
     for source_id, line_no, reason in con.execute(
         "SELECT source_id, line_no, rejected FROM this WHERE rejected IS NOT NULL "
@@ -1051,7 +1344,7 @@ def _finish_batch(
                     "CREATE OR REPLACE TEMP VIEW this_file AS SELECT * FROM events "
                     f"WHERE source_id = {source_id}"
                 )
-                _record_malformed(con, run_id, o.resolved, o.sha, view="this_file")
+                _record_malformed(con, run_id, o.resolved, o.file_key, view="this_file")
         ids = ", ".join(str(i) for i in problems)
         con.execute(
             f"DELETE FROM events WHERE source_id IN ({ids}) AND rejected IS NOT NULL"
@@ -1069,10 +1362,12 @@ def _finish_batch(
     out = []
     for o, source_id, lines in files:
         events, quarantined = counts.get(source_id, (0, 0))[:2]
+        last_line = o.first_line + lines - 1
         out.append(
-            FileResult(
-                o.path, "ingested", o.sha, o.size, lines, events, quarantined, 0,
-                message=f"{escape_path(o.path)}: {events} events, {quarantined} quarantined",
+            o.result(
+                source_id, last_line, events=events, quarantined=quarantined,
+                message=f"{escape_path(o.path)}: {events} events, {quarantined} quarantined"
+                + o.told(last_line),
                 per_stream=per_stream.get(source_id, {}),
                 problems=[
                     f"{escape_path(o.path)}:{n}: {_one_line(r)}"
@@ -1086,13 +1381,13 @@ def _finish_batch(
 def _insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[object, ...]]) -> None:
     """Many `sources` rows in one statement (an executemany is a statement a row)."""
     names = ("id", "path", "sha256", "size", "lines", "events", "quarantined", "duplicates",
-             "first_ts", "last_ts", "run_id")
+             "first_ts", "last_ts", "run_id", "note")
     cols = list(zip(*rows, strict=True))
     table = pa.table({n: pa.array(c) for n, c in zip(names, cols, strict=True)})
     con.register("new_sources", table)
     con.execute(
-        f"INSERT INTO sources ({', '.join(names)}, ingested_at, status, note) "
-        f"SELECT {', '.join(names)}, now(), 'ingested', '' FROM new_sources"
+        f"INSERT INTO sources ({', '.join(names)}, ingested_at, status) "
+        f"SELECT {', '.join(names)}, now(), 'ingested' FROM new_sources"
     )
     con.unregister("new_sources")
 
@@ -1100,18 +1395,20 @@ def _insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[object,
 def _load(
     con: duckdb.DuckDBPyConnection, o: _Offer, run_id: int, progress: Progress | None
 ) -> FileResult:
-    """Load every line straight into `events` (the one full copy of the data), then move
-    the rejected lines to quarantine and drop duplicates, all inside the file's transaction.
+    """Load every line of the piece straight into `events` (the one full copy of the data),
+    then move the rejected lines to quarantine and drop duplicates, all inside the file's
+    transaction, with the piece's row in `source_extents`.
     """
     path, resolved, size = o.path, o.resolved, o.size
     source_id = int(single(con, "SELECT nextval('source_id_seq')")[0])
-    lines = 0
-    for b, rows in _read_ahead(iter_blocks(path)):
-        lines = b.first_line - 1 + rows.n_lines
+    last_line = o.first_line - 1
+    for b, rows in _read_ahead(iter_blocks(path, **_piece_of(o))):
+        last_line = b.first_line - 1 + rows.n_lines
         _insert_rows(con, [rows], source_id)
         _insert_long_lines(con, source_id, b.long_lines)
         if progress:
             progress(path, b.read)
+    lines = last_line - o.first_line + 1
     sha = o.sha  # the hash, computed meanwhile
     # From here on the file's rows are `this`; committed rows of other files never change.
     con.execute(
@@ -1119,7 +1416,7 @@ def _load(
     )
 
     _reject_repeated_seq(con, source_id)
-    altered, concerns = _check_overlap(con)
+    altered, concerns = _check_overlap(con, source_id, o.file_id, o.known, o.altered)
     if altered:
         return FileResult(
             path, "refused_altered", sha, size, lines, message=altered, concerns=concerns
@@ -1145,10 +1442,12 @@ def _load(
             first_ts,
             last_ts,
             run_id,
+            o.note(last_line),
         ],
     )
+    record_pieces(con, [o.piece(source_id, last_line, (events, quarantined, duplicates))], run_id)
     _quarantine(con)
-    _record_malformed(con, run_id, resolved, sha)
+    _record_malformed(con, run_id, resolved, o.file_key)
     problems = [
         f"{escape_path(path)}:{line_no}: {_one_line(reason)}"
         for line_no, reason in con.execute(
@@ -1168,44 +1467,61 @@ def _load(
         con.execute("SELECT stream, count(*) FROM this GROUP BY stream ORDER BY stream").fetchall()
     )
     note = f", {duplicates} already ingested from another file" if duplicates else ""
-    return FileResult(
-        path,
-        "ingested",
-        sha,
-        size,
-        lines,
-        events,
-        quarantined,
-        duplicates,
-        message=f"{escape_path(path)}: {events} events, {quarantined} quarantined{note}",
+    return o.result(
+        source_id,
+        last_line,
+        events=events,
+        quarantined=quarantined,
+        duplicates=duplicates,
+        message=f"{escape_path(path)}: {events} events, {quarantined} quarantined{note}"
+        + o.told(last_line),
         per_stream=per_stream,
         problems=problems,
     )
 
 
-def _reject_repeated_seq(con: duckdb.DuckDBPyConnection, source_id: int) -> None:
-    """A seq used twice in one stream of one file: the first line stands, the rest wait."""
+def _reject_repeated_seq(
+    con: duckdb.DuckDBPyConnection, source_id: int, table: str = "events"
+) -> None:
+    """A seq used twice in one stream of one file: the first line stands, the rest wait.
+    `this` holds the file's rows, in `table`."""
     con.execute(
         f"""
-        UPDATE events SET rejected = 'seq ' || events.seq || ' repeats in ' ||
-                                     replace(events.stream, ':', ' ') ||
+        UPDATE {table} SET rejected = 'seq ' || {table}.seq || ' repeats in ' ||
+                                     replace({table}.stream, ':', ' ') ||
                                      ' (first at line ' || d.first_line || ')'
         FROM (SELECT stream, seq, min(line_no) AS first_line FROM this
               WHERE rejected IS NULL GROUP BY ALL HAVING count(*) > 1) d
-        WHERE events.source_id = {source_id} AND events.rejected IS NULL
-          AND events.stream = d.stream AND events.seq = d.seq AND events.line_no <> d.first_line
+        WHERE {table}.source_id = {source_id} AND {table}.rejected IS NULL
+          AND {table}.stream = d.stream AND {table}.seq = d.seq
+          AND {table}.line_no <> d.first_line
         """
     )
 
 
-def _check_overlap(con: duckdb.DuckDBPyConnection) -> tuple[str, dt.datetime | None]:
-    """Events of this file already in the database: identical ones are skipped as
-    duplicates (table `dups`); a different one means a log was altered, and the message says
-    where, with the time of the ingested event it would change.
+def _check_overlap(
+    con: duckdb.DuckDBPyConnection,
+    source_id: int,
+    file_id: int | None = None,
+    known: tuple[int, ...] = (),
+    known_reason: str = "",
+    table: str = "events",
+) -> tuple[str, dt.datetime | None]:
+    """Events of this file (`this`, rows of `source_id` in `table`) already in the
+    database: identical ones are skipped as duplicates (table `dups`); a different one means
+    a log was altered, and the message says where, with the time of the ingested event it
+    would change.
 
     A rejected line is held against them too when it still names its event (stream and
     seq): a resend whose copy of an event was changed into a bad line is as altered as one
-    whose change still reads well, and quarantining that line would let the file through."""
+    whose change still reads well, and quarantining that line would let the file through.
+
+    Two cases of a piece of a file (`file_id`) or a path read before (`known`):
+    - an event of an earlier piece of the same file at another line is a seq repeated in
+      the file: rejected as such, as if the file had been read whole;
+    - sharing any event with the sources `known` (the same path, of which this is not a
+      continuation) means the bytes ingested under that name changed: `known_reason`, dated
+      by the first event ingested from the path."""
     named = names_its_event_sql()
     earlier = _ids(
         con,
@@ -1217,18 +1533,45 @@ def _check_overlap(con: duckdb.DuckDBPyConnection) -> tuple[str, dt.datetime | N
         """,
     )
     named_s = names_its_event_sql("s.stream", "s.seq", "s.raw")
+    # Rows staged outside `events` cannot meet themselves there.
+    itself = "AND e.source_id <> s.source_id" if table == "events" else ""
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE overlap AS
         SELECT s.line_no, s.stream, s.seq, s.rejected, e.source_id AS other_source,
                e.line_no AS other_line, e.ts AS other_ts,
-               (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same
+               (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same,
+               x.file_id AS other_file
         FROM this s JOIN events e
-          ON e.stream = s.stream AND e.seq = s.seq AND e.source_id <> s.source_id
+          ON e.stream = s.stream AND e.seq = s.seq {itself}
+        LEFT JOIN (SELECT source_id, min(file_id) AS file_id FROM source_extents
+                   WHERE source_id IN ({earlier}) GROUP BY source_id) x
+          ON x.source_id = e.source_id
         WHERE (s.rejected IS NULL OR {named_s}) AND e.rejected IS NULL
           AND e.source_id IN ({earlier})
         """
     )
+    if known and one(
+        con,
+        f"SELECT 1 FROM overlap WHERE other_source IN ({', '.join(map(str, known))}) LIMIT 1",
+    ):
+        return known_reason, None
+    if file_id is not None:
+        con.execute(
+            f"""
+            UPDATE {table} SET rejected = 'seq ' || {table}.seq || ' repeats in ' ||
+                                         replace({table}.stream, ':', ' ') ||
+                                         ' (first at line ' || r.first_line || ')'
+            FROM (SELECT line_no, min(other_line) AS first_line FROM overlap
+                  WHERE other_file = {int(file_id)} AND other_line <> line_no
+                    AND rejected IS NULL GROUP BY line_no) r
+            WHERE {table}.source_id = {int(source_id)} AND {table}.line_no = r.line_no
+              AND {table}.rejected IS NULL
+            """
+        )
+        con.execute(
+            f"DELETE FROM overlap WHERE other_file = {int(file_id)} AND other_line <> line_no"
+        )
     differ = one(
         con,
         "SELECT o.stream, o.seq, o.line_no, o.rejected, src.path, o.other_line, "
@@ -1339,16 +1682,23 @@ def _quarantine(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _record_malformed(
-    con: duckdb.DuckDBPyConnection, run_id: int, path: str, sha: str, view: str = "this"
+    con: duckdb.DuckDBPyConnection, run_id: int, path: str, file_key: str, view: str = "this"
 ) -> None:
     """One `log.malformed` per quarantined line, dated by the events around it: its own time
     if it has one, else the good line before it, else the good line after it (a bad first
-    line); the time of ingest only when the file has no good line at all."""
+    line); the time of ingest only when the file has no good line at all.
+
+    The fingerprint is the file's key (the SHA-256 of its first line, as source_files knows
+    it; a gzip file or one with a blank first line: the SHA-256 of the bytes it was read
+    in), the line's number and the start of the SHA-256 of the line itself. So the same
+    bad line is the same finding whether its file was read whole or in pieces as it grew
+    (`watch`), and another line at that place in a file starting alike is another."""
     findings.record(
         con,
         run_id,
         f"""
-        SELECT 'log.malformed|{sha}|' || q.line_no AS fingerprint, 'log.malformed' AS code,
+        SELECT 'log.malformed|{file_key}|' || q.line_no || '|' || left(sha256(q.raw), 16)
+                 AS fingerprint, 'log.malformed' AS code,
                try(json_extract_string(q.raw, '$.table')) AS table_id,
                try(json_extract_string(q.raw, '$.pit')) AS pit,
                try(json_extract_string(q.raw, '$.shoe')) AS shoe,
@@ -1394,6 +1744,21 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
         ) WHERE seq > prev_seq + 1
         """
     )
+    record_gaps(con, run_id)
+    findings.withdraw(
+        con,
+        run_id,
+        f"""code = 'log.seq_gap'
+            AND ((table_id IS NOT NULL AND 'table:' || table_id IN ({streams_sql}))
+              OR (pit IS NOT NULL AND 'pit:' || pit IN ({streams_sql})))
+            AND fingerprint NOT IN (
+              SELECT 'log.seq_gap|' || stream || '|' || prev_seq || '|' || seq FROM gaps)""",
+    )
+
+
+def record_gaps(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """A `log.seq_gap` for each row of the temp table `gaps` (stream, seq, ts, source_id,
+    line_no, prev_seq, prev_source, prev_line) not already standing."""
     findings.record(
         con,
         run_id,
@@ -1417,15 +1782,6 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
         FROM gaps g JOIN sources s ON s.id = g.source_id
         JOIN sources p ON p.id = g.prev_source
         """,
-    )
-    findings.withdraw(
-        con,
-        run_id,
-        f"""code = 'log.seq_gap'
-            AND ((table_id IS NOT NULL AND 'table:' || table_id IN ({streams_sql}))
-              OR (pit IS NOT NULL AND 'pit:' || pit IN ({streams_sql})))
-            AND fingerprint NOT IN (
-              SELECT 'log.seq_gap|' || stream || '|' || prev_seq || '|' || seq FROM gaps)""",
     )
 
 

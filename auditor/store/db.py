@@ -62,6 +62,46 @@ CREATE TABLE IF NOT EXISTS stream_sources (
   max_seq BIGINT NOT NULL,
   events BIGINT NOT NULL
 )"""
+
+# One row per piece of a log file ingested (issue 14): table systems append to their files all
+# night, so a file may be ingested in pieces, under more than one name. A whole file is one
+# piece. Each row says which bytes (`start_byte` to `end_byte`, from the file's start) and
+# which lines it loaded, and the SHA-256 of the file's first `end_byte` bytes, so an auditor
+# can check every piece against the file, and a file offered again is known to be the same
+# one, grown, by that hash alone. `waiting_bytes`: a last line without its newline, left for a
+# later piece. `device` and `inode` (NULL before they were kept) tell a file truncated in
+# place from a new file under the same name. A gzip file is one piece of its stored bytes.
+SOURCE_EXTENTS_DDL = """
+CREATE TABLE IF NOT EXISTS source_extents (
+  source_id BIGINT NOT NULL,
+  file_id BIGINT NOT NULL,
+  path VARCHAR NOT NULL,
+  start_byte BIGINT NOT NULL,
+  end_byte BIGINT NOT NULL,
+  first_line BIGINT NOT NULL,
+  last_line BIGINT NOT NULL,
+  prefix_sha256 VARCHAR NOT NULL,
+  events BIGINT NOT NULL,
+  quarantined BIGINT NOT NULL,
+  duplicates BIGINT NOT NULL,
+  waiting_bytes BIGINT NOT NULL,
+  device BIGINT,
+  inode BIGINT,
+  run_id BIGINT NOT NULL,
+  ingested_at TIMESTAMPTZ NOT NULL
+)"""
+# One row per log file known by its content, whatever its names: `id` is the source id of
+# its first piece (source_extents.file_id), `head_sha256` the SHA-256 of its first line (see
+# auditor/ingest/growing.py; NULL for gzip files and for files ingested before pieces were
+# recorded, which are found by their path), `path` the name it was first read under.
+SOURCE_FILES_DDL = """
+CREATE TABLE IF NOT EXISTS source_files (
+  id BIGINT NOT NULL,
+  head_sha256 VARCHAR,
+  path VARCHAR NOT NULL,
+  run_id BIGINT NOT NULL,
+  recorded_at TIMESTAMPTZ NOT NULL
+)"""
 DDL = [
     EVENTS_DDL,
     # `raw` is the line as text; a line that is not UTF-8 shows its bad bytes there as
@@ -124,6 +164,21 @@ DDL = [
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
     """,
     STREAM_SOURCES_DDL,
+    SOURCE_EXTENTS_DDL,
+    SOURCE_FILES_DDL,
+    # Per source, what all its pieces loaded. A follower (auditor/ingest/follow.py) loads many
+    # pieces under one `sources` row, whose counts, size and sha256 are those of its first
+    # piece (records are never rewritten); this view gives the whole: the file's SHA-256 up
+    # to the last piece's end, and the counts summed.
+    """
+    CREATE OR REPLACE VIEW source_totals AS
+    SELECT source_id, count(*) AS pieces, min(start_byte) AS start_byte,
+           max(end_byte) AS end_byte, min(first_line) AS first_line,
+           max(last_line) AS last_line, arg_max(prefix_sha256, end_byte) AS sha256,
+           sum(events) AS events, sum(quarantined) AS quarantined,
+           sum(duplicates) AS duplicates
+    FROM source_extents GROUP BY source_id
+    """,
     # Every version of a report the nightly job filed, never rewritten: its file and SHA-256,
     # the SHA-256 of its HTML (what a new render is compared with), and the findings it
     # showed (fingerprint, code, table, acknowledged), which the next version's first page
@@ -248,6 +303,18 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "FROM events GROUP BY stream, source_id"
         )
     SQLModel.metadata.create_all(_engine(con))
+    if not had_pieces:
+        # A database from before pieces: each file ingested was one piece, the whole of it.
+        # Its head was not kept, so it is found again by its path.
+        con.execute(
+            "INSERT INTO source_files SELECT id, NULL, path, run_id, ingested_at FROM sources "
+            "WHERE status = 'ingested'"
+        )
+        con.execute(
+            "INSERT INTO source_extents SELECT id, id, path, 0, size, least(lines, 1), lines, "
+            "sha256, events, quarantined, duplicates, 0, NULL, NULL, run_id, ingested_at "
+            "FROM sources WHERE status = 'ingested'"
+        )
     con.execute(
         "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
         [str(SCHEMA_VERSION)],

@@ -872,6 +872,7 @@ def runs_cmd(
                     f"(they are {', '.join(known)})"
                 )
         live = {holder.run_id} if holder and holder.run_id else set()
+        live |= db.served_runs(con)  # the owner serving this reader, and commands it serves
         every = runs.listing(con, live, command=command, status=status and status.value)
     finally:
         con.close()
@@ -963,7 +964,7 @@ def ack_cmd(
             "give the finding and the review: bacc-audit ack ID|FINGERPRINT --by NAME "
             "--disposition TEXT [--note TEXT] (or bacc-audit ack list)"
         )
-    con = db.connect(path)
+    con = db.connect(path, small_writes=True)  # through the owner, if one writes now
     try:
         fingerprint = acks.resolve(con, fingerprint)
         status = acks.check_fingerprint(con, fingerprint)

@@ -101,7 +101,7 @@ def add_cmd(
     from auditor import config as cfg
 
     conf = cfg.load(config_path)
-    con = db.connect(db_path or db.default_db_path())
+    con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
         pits = {p for (p,) in con.execute(
             "SELECT DISTINCT pit FROM events WHERE pit IS NOT NULL").fetchall()}
@@ -214,7 +214,7 @@ def withdraw_cmd(
     from auditor import config as cfg
 
     conf = cfg.load(config_path)
-    con = db.connect(db_path or db.default_db_path())
+    con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
         run_id = runs.start(con, "notice withdraw", {"notice": notice_id, "by": by})
         try:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import duckdb
 from duckdb_engine import ConnectionWrapper
@@ -18,7 +19,10 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from auditor.errors import DatabaseBusy, UserError
-from auditor.store import records  # noqa: F401  (registers the sqlmodel tables)
+from auditor.store import (
+    records,  # noqa: F401  (registers the sqlmodel tables)
+    shared,
+)
 from auditor.store.events import FIELDS
 
 DEFAULT_DB = "bacc-audit.duckdb"
@@ -203,17 +207,20 @@ _LOCK_HELD = "conflicting lock is held"
 _HOLDER_READS = "able to open this database in read-only mode"
 
 
-def busy_message(path: Path, duckdb_text: str, read_only: bool) -> str:
+def busy_message(
+    path: Path, duckdb_text: str, read_only: bool, holder: str | None = None
+) -> str:
     """The sentence for a lock DuckDB refused: what the holder has the database open for,
     as far as DuckDB's error tells, never a guess. A reader blocks a writer too, so "is
     writing" would send the operator after the wrong process.
 
     Readers share the lock, so a refused read means the holder writes; a refused write is
-    from a reader only when DuckDB says so.
+    from a reader only when DuckDB says so. `holder` names the process when it is an owner
+    that said who it is (`bacc-audit watch (PID 7)`, see shared.holder).
     """
     text = duckdb_text.lower()
     m = _LOCK_PID.search(duckdb_text)
-    who = f"another process (PID {m.group(1)})" if m else "another process"
+    who = holder or (f"another process (PID {m.group(1)})" if m else "another process")
     if _HOLDER_READS in text:
         how = " for reading, and nothing can write to it until that process closes it"
     elif read_only or _LOCK_HELD in text:
@@ -257,8 +264,20 @@ def interrupted(e: BaseException) -> bool:
     return type(e) is RuntimeError and str(e) == "Query interrupted"
 
 
-def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the database; a lock held by another process becomes a DatabaseBusy sentence."""
+def connect(
+    path: Path | str, read_only: bool = False, *, small_writes: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Open the database; a lock held by another process becomes a DatabaseBusy sentence,
+    unless that process serves the database (docs/database.md).
+
+    Opened read-write, this process owns the database while the connection is open and
+    serves it to the other processes of its user (store/shared.py); close the connection to
+    stop. A process that meets the lock of such an owner gets the database through it
+    instead (a RemoteConnection) when it only reads (`read_only`), or when it writes only
+    small records beside the owner's work (`small_writes`: an acknowledgement, a notice; a
+    run's own row). Ingest, audit and nightly, which write in bulk, still get "database
+    busy": one writer at a time.
+    """
     path = Path(path)
     if read_only and not path.exists():
         raise UserError(
@@ -266,15 +285,28 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
             "(or name another with --db / BACC_AUDIT_DB)"
         )
     check_database_file(path)
-    try:
-        con = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as e:
-        text = str(e)
-        if "lock" in text.lower():
-            raise DatabaseBusy(busy_message(path, text, read_only)) from None
-        raise UserError(f"{path}: cannot open the audit database: {text}") from None
-    except duckdb.Error as e:
-        raise UserError(f"{path}: not a readable audit database ({e})") from None
+    for attempt in (1, 2):
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as e:
+            text = str(e)
+            if "lock" not in text.lower():
+                raise UserError(f"{path}: cannot open the audit database: {text}") from None
+            served = read_only or small_writes
+            if served:
+                remote = shared.reach(path, read_only)
+                if remote is not None:
+                    return cast(duckdb.DuckDBPyConnection, remote)
+            if attempt == 2 or not served or not shared.owner_recorded(path):
+                raise DatabaseBusy(
+                    busy_message(path, text, read_only, shared.holder(path, text))
+                ) from None
+            # An owner file, but nobody answered: the owner may have closed the database
+            # between our try and its socket. Once more, then "busy".
+            time.sleep(0.1)
+        except duckdb.Error as e:
+            raise UserError(f"{path}: not a readable audit database ({e})") from None
     con.execute("SET TimeZone = 'UTC'")
     limit = os.environ.get("BACC_AUDIT_MEMORY_LIMIT")
     if limit:  # e.g. 3GB: DuckDB spills to <db>.tmp beyond it instead of growing
@@ -286,15 +318,27 @@ def connect(path: Path | str, read_only: bool = False) -> duckdb.DuckDBPyConnect
     # Every query that needs an order says ORDER BY; without this promise DuckDB cannot
     # insert in parallel, and ingest is about a quarter slower.
     con.execute("SET preserve_insertion_order = false")
-    if not read_only:
-        ensure_schema(con)
-    return con
+    if read_only:
+        return con
+    ensure_schema(con)
+    return shared.serve(con, path)
+
+
+def served_runs(con: duckdb.DuckDBPyConnection) -> set[int]:
+    """Runs recorded 'running' whose process is alive because it is the owner serving
+    `con`, or a command it serves (empty for a connection of this process's own): `runs`
+    shows those as running, not as interrupted."""
+    return shared.served_runs(con)
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    had_summary = single(
-        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
-    )[0]
+    def exists(table: str) -> bool:
+        return bool(
+            single(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table])[0]
+        )
+
+    had_summary = exists("stream_sources")
+    had_pieces = exists("source_extents")
     for stmt in DDL:
         con.execute(stmt)
     if not had_summary:  # a database from before the summary: derive it from the events

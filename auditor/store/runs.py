@@ -99,8 +99,9 @@ def listing(
     process died without finishing (SIGKILL, power loss), which a row cannot record about
     itself. Nothing is written: the stored row keeps 'running' (`recorded_status`), so the
     records stay append-only evidence. Callers pass as `live` the runs whose process is known
-    to be alive (the holder of the nightly lock); a reader that could open the database at
-    all knows no other writer is alive, since DuckDB admits no reader beside a writer.
+    to be alive: the holder of the nightly lock, and the runs of the process that owns the
+    database and serves this reader (db.served_runs; docs/database.md). Any other writer is
+    dead, since DuckDB admits one process with the file open for writing.
     """
     rows = con.execute(
         "SELECT id, command, args, tool_version, started_at, finished_at, status, exit_code, "

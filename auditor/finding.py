@@ -52,3 +52,7 @@ class Finding:
     # The provision, from the rule pack of the finding's table (RulePack.cite); None: the
     # registry's text (the log codes, or a table no rule pack could be loaded for).
     rule: str | None = None
+    # The dealer of the round or shoe the finding concerns (findings v1.1), from the round's
+    # round_start, else its shoe's shoe_start; None for a table, pit or log finding. Not
+    # part of the fingerprint: stored fingerprints never change.
+    dealer: str | None = None

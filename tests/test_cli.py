@@ -312,14 +312,15 @@ def test_findings_jsonl_has_every_contract_field(bacc_audit: Any, findings_db: P
 def test_findings_export_has_the_contract_fields_then_the_fingerprint_extension(
     bacc_audit: Any, findings_db: Path, fmt: str
 ) -> None:
-    """findings-v1 may be extended, never broken: its fields in its order, then `fingerprint`
-    and `id` (docs/findings-format.md)."""
+    """findings-v1 may be extended, never broken: its fields in its order, then `fingerprint`,
+    `id` and v1.1's `dealer` (docs/findings-format.md)."""
     r = bacc_audit("findings", "--db", findings_db, "--format", fmt)
+    extended = [*CONTRACT_FIELDS, "fingerprint", "id", "dealer"]
     if fmt == "jsonl":
         keys = [list(json.loads(x)) for x in r.out.splitlines()]
-        assert keys and all(k == [*CONTRACT_FIELDS, "fingerprint", "id"] for k in keys)
+        assert keys and all(k == extended for k in keys)
     else:
-        assert r.out.splitlines()[0].split(",") == [*CONTRACT_FIELDS, "fingerprint", "id"]
+        assert r.out.splitlines()[0].split(",") == extended
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from helpers.cli import run_cli
+from helpers.rules import panda8_rules
 
 from auditor import config
 from auditor.audit.run import audit
 from auditor.ingest.files import ingest
 from auditor.rules.codes import REGISTRY
-from auditor.rules.pack import RULES_ENV, default_rules_dir, load_pack
+from auditor.rules.pack import load_pack
 from auditor.simulate.planted import (
     BANKING_KINDS,
     CHEMIN_KINDS,
@@ -34,27 +34,10 @@ from auditor.store import db, runs
 ALL_GAMES = GAMES  # mini_baccarat, punto_banco, chemin_de_fer, nz
 ROUND_KINDS = set(BANKING_KINDS) | set(CHEMIN_KINDS)
 # No shipped pack makes "panda 8" due; a house pack may, and then it is planted too.
-PANDA_8 = """
-[announcements.panda_8]
-value = "panda8_hand"
-variants = ["no_vig_dragon7"]
-citation = "House rule (recall test): panda 8 hands are announced"
-"""
-
-
 @pytest.fixture
 def house_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The shipped packs, NJ mini-baccarat announcing panda 8 hands at no-vigorish tables."""
-    rules = tmp_path / "rules"
-    shutil.copytree(default_rules_dir(), rules)
-    pack = rules / "nj-mini_baccarat.toml"
-    text = pack.read_text().replace(
-        "[citations]\n",
-        '[citations]\n"announce.panda8_missing" = "House rule (recall test): panda 8 hands"\n',
-    )
-    pack.write_text(text + PANDA_8)
-    monkeypatch.setenv(RULES_ENV, str(rules))
-    return rules
+    return panda8_rules(tmp_path, monkeypatch)
 
 
 def _bytes(result: SimulationResult) -> dict[str, bytes]:
@@ -158,7 +141,7 @@ def _assert_each_finding_cites_its_tables_pack(con) -> None:
         "WHERE type = 'table_open' GROUP BY ALL"
     ).fetchall())
     packs = {t: load_pack(*jg.split(" ")) for t, jg in opened.items()}
-    checked = Counter()
+    checked: Counter[str] = Counter()
     for code, table, evidence, rule in con.execute(
         "SELECT code, table_id, evidence, rule FROM current_findings"
     ).fetchall():
@@ -209,6 +192,10 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
         r = simulate(tmp_path / str(seed), tables, hours, seed=seed, deviation_rate=rate,
                      games=games)
         kinds |= {d["kind"] for d in r.deviations}
+    # The dealer pattern is planted only when asked (tests/test_dealers.py finds it).
+    r = simulate(tmp_path / "dealer", 8, 2, seed=3, deviation_rate=0.03, games=ALL_GAMES,
+                 error_prone_dealer=True)
+    kinds |= {d["kind"] for d in r.deviations}
     assert kinds == set(KIND_CODES)
     assert {KIND_CODES[k] for k in kinds} == set(REGISTRY)
 

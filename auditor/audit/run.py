@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -46,6 +47,10 @@ CHEMIN = "chemin_de_fer"
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
 # skips stand offs): how many are read before each run of rounds to replay.
 CHEMIN_LOOKBACK = 12
+# Below this many rounds the verdict is skipped and check_round judges every round: the
+# verdict's dozen statements cost more than a few hundred replays. Its contract (a round it
+# calls clean has no finding from check_round) makes both ways give the same findings.
+VERDICT_MIN_ROUNDS = 200
 
 
 @dataclass
@@ -82,42 +87,33 @@ def audit(
     rerun: tuple[dt.datetime, dt.datetime] | None = None,
     tables: bool = True,
     progress: Progress | None = None,
+    closed_before: dt.datetime | None = None,
+    known: Known | None = None,
 ) -> AuditResult:
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
-    started in it. One transaction: a crash leaves no partial audit behind. Then, unless
-    `tables` is false, the table, pit and shoe pass.
+    started in it; with `closed_before` (`watch`), only the rounds that can get no more
+    events (see _select_rounds). One transaction: a crash leaves no partial audit behind.
+    Then, unless `tables` is false, the table, pit and shoe pass.
 
     `progress` is told after each batch of tables and around the table pass: a 10M-round
     day takes many minutes, and an operator (or cron's log) should see it moving.
     """
-    from auditor.audit.table_pass import supersede_round_mismatches, table_findings
+    from auditor.audit.table_pass import (
+        dealer_findings,
+        supersede_round_mismatches,
+        table_findings,
+    )
 
     result = AuditResult(run_id)
-    known = Known()
+    known = known or Known()
     batches = db.table_batches(con)
     total = len(batches) + (1 if tables else 0)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        # The batches' audited rounds are gathered here and stored once at the end: rows
-        # appended to round_audits inside the transaction would be read back in full by
-        # every later batch's _select_rounds (no zonemaps until commit).
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
-            "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
-        )
+    with _rounds_transaction(con, run_id):
         for i, tables_in in enumerate(batches):
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
-            _select_rounds(con, config, rerun, tables_in)
+            _select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
             _replay(con, run_id, result, known)
-        con.execute(
-            f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
-        )
-        con.execute("DROP TABLE audited_rounds")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     if not tables:
         if progress:
             progress("rounds replayed", total, total)
@@ -128,9 +124,58 @@ def audit(
     # in its own transaction), so a crash between the passes is mended by the next run.
     result.tables = table_findings(con, run_id, config)
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
+    result.tables["dealers"] = dealer_findings(con, run_id, config)
     if progress:
         progress("tables, pits and shoes", total, total)
     return result
+
+
+def audit_rounds(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    config: PropertyConfig,
+    keys: str,
+    since: dt.datetime | None,
+    known: Known | None = None,
+) -> AuditResult:
+    """Audit the rounds listed in table `keys` (table_id, shoe, round) that are not yet
+    audited, or were audited before more of their events arrived: what `watch` calls as the
+    rounds end, with the same replay and the same writer as `audit`, so a watched night's
+    findings are a batch audit's.
+
+    `since` bounds the events read (no event of these rounds is older): the events table is
+    appended in time order while watching, so DuckDB skips the row groups before it and a
+    poll's cost follows the new rounds, not the night so far. `known` carries contexts, packs
+    and Terms from one call to the next. One transaction, as `audit`.
+    """
+    result = AuditResult(run_id)
+    with _rounds_transaction(con, run_id):
+        _select_rounds(con, config, None, keys=keys, since=since)
+        _replay(con, run_id, result, known or Known())
+    return result
+
+
+@contextmanager
+def _rounds_transaction(con: duckdb.DuckDBPyConnection, run_id: int) -> Iterator[None]:
+    """One transaction for a run of _replay calls, whose audited rounds are gathered in
+    temp table `audited_rounds` and stored once at the end: rows appended to round_audits
+    inside the transaction would be read back in full by every later batch's _select_rounds
+    (no zonemaps until commit). A crash leaves no partial audit behind."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
+            "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
+        )
+        yield
+        con.execute(
+            f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
+        )
+        con.execute("DROP TABLE audited_rounds")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _batch_step(i: int, n: int) -> str:
@@ -142,30 +187,54 @@ def _select_rounds(
     config: PropertyConfig,
     rerun: tuple[dt.datetime, dt.datetime] | None,
     tables_in: tuple[str, str] | None = None,
+    *,
+    keys: str | None = None,
+    since: dt.datetime | None = None,
+    closed_before: dt.datetime | None = None,
 ) -> None:
     """Temp table `todo`: the rounds to audit, each with its table's context (of the tables
-    in `tables_in`, an inclusive range of ids, or of every table)."""
+    in `tables_in`, an inclusive range of ids, or of every table; with `keys`, only the
+    rounds that table lists, whose events are no older than `since`).
+
+    With `closed_before`, only the rounds that can get no more events: those with their
+    round_end, those their table has gone past (a later event in its stream), and those that
+    started before `closed_before` (the start of the gaming day still being delivered: an
+    earlier day is over). A round still being dealt is left for later, not judged half
+    dealt."""
     pits = (
         ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
     )
+    these = db.table_range_sql(tables_in)
+    params: list[Any] = []  # in the order of their placeholders
+    listed, recent = "", "true"
+    if keys is not None:
+        assert rerun is None, "a rerun window audits whole tables"
+        these = f"table_id IN (SELECT table_id FROM {keys})"
+        listed = f"SEMI JOIN {keys} USING (table_id, shoe, round)"
+        if since is not None:
+            recent = "ts >= ?"
+            params.append(since)
+    closed = "true"
+    if closed_before is not None:
+        closed = "(r.ended OR r.last_seq < t.top OR r.ts < ?)"
+        params.append(closed_before)
     window = "false"
-    params: list[Any] = []
     if rerun:
         window = "r.ts >= ? AND r.ts < ?"
-        params = [rerun[0], rerun[1]]
-    these = db.table_range_sql(tables_in)
+        params += [rerun[0], rerun[1]]
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE todo AS
         WITH rounds AS (
           SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
-                 count(*) AS n, min(ts) AS ts
-          FROM events WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these}
+                 count(*) AS n, min(ts) AS ts, bool_or(type = 'round_end') AS ended
+          FROM events {listed}
+          WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these} AND {recent}
           GROUP BY ALL
         ), done AS (
           SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
-          FROM round_audits WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
+          FROM round_audits {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
         ), opens AS (
           SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
           FROM events WHERE type = 'table_open' AND {these}
@@ -173,8 +242,11 @@ def _select_rounds(
           SELECT table_id, seq, procedure FROM events
           WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
             AND {these}
+        ), tops AS (
+          SELECT substr(stream, 7) AS table_id, max(max_seq) AS top FROM stream_sources
+          WHERE starts_with(stream, 'table:') GROUP BY ALL
         ), baseline(pit, procedure) AS (VALUES {pits})
-        SELECT r.*, o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
+        SELECT r.* EXCLUDE (ended), o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
                coalesce(c.procedure, b.procedure) AS procedure,
                d.table_id IS NOT NULL AS audited_before
         FROM rounds r
@@ -182,7 +254,9 @@ def _select_rounds(
         ASOF LEFT JOIN opens o ON o.table_id = r.table_id AND r.first_seq > o.seq
         ASOF LEFT JOIN changes c ON c.table_id = r.table_id AND r.first_seq > c.seq
         LEFT JOIN baseline b ON b.pit = o.pit
-        WHERE d.table_id IS NULL OR d.events <> r.n OR d.last_seq <> r.last_seq OR ({window})
+        LEFT JOIN tops t ON t.table_id = r.table_id
+        WHERE (d.table_id IS NULL OR d.events <> r.n OR d.last_seq <> r.last_seq OR ({window}))
+          AND {closed}
         """,
         params,
     )
@@ -236,7 +310,8 @@ def round_events_sql(rounds: str) -> str:
     its round's table context, in round and seq order: what check_round is given."""
     return f"""
         SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
-               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT}
+               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT},
+               e.dealer AS event_dealer
         FROM {rounds} t
         JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
         JOIN sources s ON s.id = e.source_id
@@ -253,7 +328,15 @@ def _replay(
     without a usable pack) goes through the reference, in table order, which alone writes
     round findings."""
     contexts, packs = known.contexts, known.packs
-    clean = _verdict(con, known)
+    todo_rounds = con.execute("SELECT count(*) FROM todo").fetchall()[0][0]
+    if todo_rounds >= VERDICT_MIN_ROUNDS:
+        clean = _verdict(con, known)
+    else:  # a few rounds (watch, as they end): the verdict's fixed cost is not worth it
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE todo_clean AS "
+            "SELECT table_id, shoe, round, n, last_seq FROM todo LIMIT 0"
+        )
+        clean = 0
     result.rounds += clean
     con.execute(
         "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
@@ -262,10 +345,12 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
+    shoe_dealers = _shoe_dealers(con, "todo_py")
     reader = con.sql(round_events_sql("todo_py")).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
     head: tuple = ()
     events: list[Event] = []
+    dealer: str | None = None  # of the round's round_start
 
     def flush() -> None:
         if key is None:
@@ -281,7 +366,8 @@ def _replay(
         else:
             found = check_round(ctx, events)
         result.rounds += 1
-        rows.extend(in_round(found, ctx, key[1], key[2], events))
+        who = dealer if dealer is not None else shoe_dealers.get((key[0], key[1]))
+        rows.extend(in_round(found, ctx, key[1], key[2], events, who))
         result.by_code.update(f.code for f in found)
         audited.append((*key, head[3], head[4], len(found)))
 
@@ -311,9 +397,28 @@ def _replay(
                     )
                 )
                 events = []
+                dealer = None
+            if dealer is None and cols["type"][i] == "round_start":
+                dealer = cols["event_dealer"][i]
             events.append(_chemin_event(cols, i) if head[6] == CHEMIN else _event(cols, i))
     flush()
     _store(con, run_id, rows, audited, result)
+
+
+def _shoe_dealers(con: duckdb.DuckDBPyConnection, rounds: str) -> dict[tuple[str, str], str]:
+    """(table, shoe) -> the dealer of the shoe's first shoe_start, for the shoes of the rounds
+    in table `rounds`: a round whose round_start names no dealer was dealt by its shoe's."""
+    return {
+        (t, s): d
+        for t, s, d in con.execute(
+            f"""
+            SELECT table_id, shoe, arg_min(dealer, seq) FROM events
+            SEMI JOIN (SELECT DISTINCT table_id, shoe FROM {rounds}) USING (table_id, shoe)
+            WHERE type = 'shoe_start' AND dealer IS NOT NULL
+            GROUP BY ALL
+            """
+        ).fetchall()
+    }
 
 
 def _verdict(con: duckdb.DuckDBPyConnection, known: Known) -> int:
@@ -622,18 +727,21 @@ def _store(
     result: AuditResult,
 ) -> None:
     findings.staged(con, "round_findings", rows)
-    result.findings_new += findings.record(
-        con, run_id, "SELECT * FROM round_findings", staged=True
-    )
-    # A re-audited round's old findings that the replay no longer makes are withdrawn.
-    result.findings_withdrawn += findings.withdraw(
-        con,
-        run_id,
-        "code NOT LIKE 'log.%' AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "
-        "AND t.table_id = current_findings.table_id AND t.shoe = current_findings.shoe "
-        "AND t.round = current_findings.round) "
-        "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",
-    )
+    if rows:
+        result.findings_new += findings.record(
+            con, run_id, "SELECT * FROM round_findings", staged=True
+        )
+    # A re-audited round's old findings that the replay no longer makes are withdrawn (a
+    # watch's rounds, audited as they end, seldom were audited before: no query then).
+    if con.execute("SELECT 1 FROM todo WHERE audited_before LIMIT 1").fetchall():
+        result.findings_withdrawn += findings.withdraw(
+            con,
+            run_id,
+            "code NOT LIKE 'log.%' AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "
+            "AND t.table_id = current_findings.table_id AND t.shoe = current_findings.shoe "
+            "AND t.round = current_findings.round) "
+            "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",
+        )
     done = pa.table(
         {
             n: [a[i] for a in audited]

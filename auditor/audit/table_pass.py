@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor.audit import load
+from auditor.audit import dealers, load
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay import shoes as shoe_checks
@@ -50,6 +50,10 @@ OWNED_CODES = (
     "log.table_unclosed",
     "log.shoe_unfinished",
 )
+# dealer.error_rate has a step of its own (`dealer_findings`), after the mismatches a run of
+# rounds supersedes are withdrawn: it counts standing round findings, and counted before that
+# it would change on the next run with nothing new in the logs.
+DEALER_CODES = ("dealer.error_rate",)
 MISMATCH = "order.procedure_mismatch"
 UNDECLARED = "procedure.undeclared_change"
 
@@ -191,7 +195,7 @@ def compute(
     found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
     irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
     found += irregular
-    found = [_cited(f, pack_of) for f in found]
+    found = dealers.place_dealers(con, [_cited(f, pack_of) for f in found])
     stats = {
         "tables_with_procedures": len(timeline.rules),
         "procedure_changes": len(timeline.changes),
@@ -243,6 +247,32 @@ def table_findings(
         "findings_by_code": dict(sorted(Counter(f.code for f in found).items())),
         **stats,
     }
+
+
+def dealer_findings(
+    con: duckdb.DuckDBPyConnection, run_id: int, config: PropertyConfig
+) -> dict[str, Any]:
+    """dealer.error_rate over every shift in the database (each shift's p-chart over all its
+    dealers, auditor.replay.dealers), recorded, and the standing ones the data no longer
+    supports withdrawn, in one transaction. Call it after the round replay and
+    supersede_round_mismatches: it counts the round findings that stand after both."""
+    found, charted = dealers.shift_findings(con, config, config.zone_for(con))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        findings.staged(con, "dealer_pass_findings", found)
+        new = findings.record(con, run_id, "SELECT * FROM dealer_pass_findings", staged=True)
+        codes = ", ".join(f"'{c}'" for c in DEALER_CODES)
+        withdrawn = findings.withdraw(
+            con, run_id,
+            f"code IN ({codes}) "
+            "AND fingerprint NOT IN (SELECT fingerprint FROM dealer_pass_findings)",
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return {"dealer_shifts": charted, "findings": len(found), "findings_new": new,
+            "findings_withdrawn": withdrawn}
 
 
 def _store(
@@ -315,7 +345,7 @@ def covered_rounds(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, int],
 
 _FINDING_COLS = (
     "fingerprint, run_id, recorded_at, status, severity, rule, code, table_id, pit, shoe, "
-    "round, seq, ts, message, expected, observed, source, evidence"
+    "round, seq, ts, message, expected, observed, source, evidence, dealer"
 )
 
 
@@ -345,7 +375,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
             SELECT f.fingerprint, {int(run_id)}, now(), 'open', f.severity, f.rule, f.code,
                    f.table_id, f.pit, f.shoe, f.round, f.seq, f.ts, f.message, f.expected,
                    f.observed, f.source,
-                   json_merge_patch(f.evidence, '{{"superseded_by": null}}'::JSON)
+                   json_merge_patch(f.evidence, '{{"superseded_by": null}}'::JSON), f.dealer
             FROM (
               SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
               FROM findings WHERE code = '{MISMATCH}'

@@ -647,6 +647,7 @@ async def api_findings(request: Request, board: Board, who: Identity | None) -> 
                 return findings.select(
                     con, table=filters.table, pit=filters.pit, codes=list(filters.codes) or None,
                     min_severity=filters.severity, window=filters.window, zone=zone,
+                    dealer=True,
                 ), top
             rows: list[dict] = []
             delivered = since

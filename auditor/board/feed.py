@@ -52,7 +52,7 @@ Cursors = Callable[[], duckdb.DuckDBPyConnection]
 # The columns of a findings-v1 record, as store/findings.select reads them.
 RECORD_SQL = (
     "code, severity, table_id, pit, shoe, round, seq, ts, rule, message, "
-    "CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint"
+    "CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint, dealer"
 )
 CHUNK = 1000  # rows read at a time when catching up
 
@@ -60,8 +60,9 @@ CHUNK = 1000  # rows read at a time when catching up
 def record(row: tuple[Any, ...], zone: dt.tzinfo) -> dict[str, Any]:
     """One findings-v1 record from the RECORD_SQL columns, built as findings.select builds
     the export's (tests/test_board.py holds the two equal)."""
-    rec = dict(zip(STORED_FIELDS, row, strict=True))
+    rec = dict(zip(STORED_FIELDS, row[:-1], strict=True))
     rec["id"] = short_id(rec["fingerprint"])
+    rec["dealer"] = row[-1]  # findings v1.1, last as in the export
     rec["ts"] = rec["ts"].astimezone(zone).isoformat(timespec="milliseconds")
     for k in ("expected", "observed"):
         rec[k] = json.loads(rec[k]) if rec[k] is not None else None

@@ -29,6 +29,7 @@ from rich.table import Table as RichTable
 from typer import _click  # the click typer carries: its Context is what commands are given
 
 from auditor import __version__
+from auditor.cli.options import ConfigOption, DbOption
 from auditor.cli.progress import progress_for
 from auditor.errors import (
     EXIT_FINDINGS,
@@ -104,21 +105,14 @@ app = typer.Typer(
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 out = Console(highlight=False, soft_wrap=True, markup=False)
 
-DbOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--db",
-        envvar="BACC_AUDIT_DB",
-        help="Audit database file (default: ./bacc-audit.duckdb).",
-        show_default=False,
-    ),
-]
 
 
 def _register_subcommands() -> None:
     from auditor.cli.notice import notice_app
+    from auditor.cli.watch import watch_cmd
 
     app.add_typer(notice_app, name="notice")
+    app.command("watch")(watch_cmd)
 
 
 def _version(value: bool) -> None:
@@ -265,15 +259,6 @@ def _print_ingest(result: IngestResult) -> None:
     )
 
 
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        envvar="BACC_AUDIT_CONFIG",
-        help="Property config (default: ./bacc-audit.toml if present, else built-in defaults).",
-        show_default=False,
-    ),
-]
 
 
 @app.command("audit")
@@ -426,7 +411,8 @@ def findings_cmd(
     elif date:
         window = conf.gaming_day_window(cfg.parse_date(date), zone)
     rows = findings.select(
-        con, table=table, pit=pit, codes=code, min_severity=severity, window=window, zone=zone
+        con, table=table, pit=pit, codes=code, min_severity=severity, window=window, zone=zone,
+        dealer=True,
     )
     con.close()
     if fmt is Format.jsonl:
@@ -452,6 +438,109 @@ def findings_cmd(
         wide = Console(highlight=False, markup=False, width=max(out.width, 160))
         wide.print(t)
         wide.print(count(len(rows), "finding"))
+
+
+@app.command("dealers")
+def dealers_cmd(
+    db_path: DbOption = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    date: Annotated[
+        str | None, typer.Option(help="This gaming day (local), e.g. 2026-11-28.")
+    ] = None,
+    shift: Annotated[
+        str | None, typer.Option(help="This shift: GAMING-DAY/NAME, e.g. 2026-11-28/grave.")
+    ] = None,
+    day_from: Annotated[
+        str | None, typer.Option("--from", help="First gaming day of a range (with --to).")
+    ] = None,
+    day_to: Annotated[
+        str | None, typer.Option("--to", help="Last gaming day of a range (with --from).")
+    ] = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Per dealer: rounds dealt, error rounds, findings by severity, and the rate against
+    the property's over the period with its p-chart limits (docs/dealers.md).
+
+    A round's dealer is its round_start's, else its shoe_start's; an error round is a round
+    with at least one standing round finding. The period is --shift, --date or --from/--to
+    (gaming days of the property's config); without one, everything in the database.
+    """
+    import datetime as dt
+
+    from auditor import config as cfg
+    from auditor.audit import dealers
+    from auditor.rules.codes import SEVERITIES
+    from auditor.store.findings import csv_line
+
+    if sum(x is not None for x in (shift, date, day_from or day_to)) > 1:
+        raise UserError("give one period: --shift, --date or --from/--to")
+    if (day_from is None) != (day_to is None):
+        raise UserError("--from and --to go together: give both, like --from 2026-11-28 --to "
+                        "2026-11-30")
+    conf = cfg.load(config_path)
+    span = None
+    if day_from and day_to:
+        span = cfg.parse_date(day_from), cfg.parse_date(day_to)
+        if span[1] < span[0]:
+            raise UserError(f"--to {day_to} is before --from {day_from}")
+    parsed_shift = cfg.parse_shift(shift) if shift else None
+    parsed_date = cfg.parse_date(date) if date else None
+    if parsed_shift:
+        conf.shift(parsed_shift[1])  # an unknown shift name is refused before the database
+    con = db.connect(db_path or db.default_db_path(), read_only=True)
+    try:
+        zone = conf.zone_for(con)
+        if parsed_shift:
+            window = dealers.Window(shift or "", *conf.shift_window(*parsed_shift, zone))
+        elif parsed_date:
+            window = dealers.Window(f"{parsed_date}", *conf.gaming_day_window(parsed_date, zone))
+        elif span:
+            start = conf.gaming_day_window(span[0], zone)[0]
+            end = conf.gaming_day_window(span[1], zone)[1]
+            window = dealers.Window(f"{span[0]}..{span[1]}", start, end)
+        else:
+            first, last = con.execute(
+                "SELECT min(ts), max(ts) FROM events WHERE type = 'round_start'"
+            ).fetchall()[0]
+            if first is None:
+                first = last = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+            window = dealers.Window("all", first, last + dt.timedelta(microseconds=1))
+        rows, unnamed = dealers.dealer_rows(con, window)
+    finally:
+        con.close()
+    records = [r.record() for r in rows]
+    if fmt is Format.jsonl:
+        for rec in records:
+            sys.stdout.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        return
+    if fmt is Format.csv:
+        sys.stdout.write(",".join(dealers.RECORD_FIELDS) + "\n")
+        for rec in records:
+            sys.stdout.write(csv_line(
+                str(v).lower() if isinstance(v, bool) else v for v in rec.values()
+            ))
+        return
+    t = RichTable(show_lines=False)
+    for col in ("dealer", "rounds", "error rounds", "per 1,000", "limit per 1,000", "flagged",
+                *SEVERITIES):
+        t.add_column(col, justify="left" if col == "dealer" else "right")
+    for r in rows:
+        t.add_row(r.dealer, f"{r.rounds:,}", f"{r.error_rounds:,}", f"{r.rate * 1000:.1f}",
+                  f"{r.upper * 1000:.1f}", "FLAGGED" if r.flagged else "",
+                  *(str(r.findings.get(s, 0)) for s in SEVERITIES))
+    wide = Console(highlight=False, markup=False, width=max(out.width, 120))
+    wide.print(t)
+    total = sum(r.rounds for r in rows)
+    errors = sum(r.error_rounds for r in rows)
+    p = rows[0].expected if rows else 0.0
+    wide.print(
+        f"{window.label}: {count(len(rows), 'dealer')}, {count(total, 'round')}, "
+        f"{count(errors, 'error round')} (a round with at least one round finding); "
+        f"property rate p̄ {p * 1000:.1f} per 1,000; a dealer's limit is "
+        "p̄ + 3·sqrt(p̄(1-p̄)/rounds) (docs/dealers.md)"
+    )
+    if unnamed:
+        wide.print(f"{count(unnamed, 'round')} name no dealer and are left out")
 
 
 def _near(word: str, known: list[str]) -> str:
@@ -812,7 +901,7 @@ class RunStatus(StrEnum):
 
 
 # The commands that record a run (what `runs --command` can name).
-RUN_COMMANDS = ("ingest", "audit", "nightly", "ack", "notice add")
+RUN_COMMANDS = ("ingest", "audit", "nightly", "watch", "ack", "notice add")
 RUNS_LIMIT = 50
 
 

@@ -314,12 +314,15 @@ class Follower:
         way or starting the next file's. A file that no longer hashes as ingested loses its
         state: the poll judges it again whole, as `ingest` would (`log.altered`)."""
         budget, started = VERIFY_BYTES, 0
+        order: list[Path] | None = None
         while budget > 0:
             v = self._verifying
             if v is None or self._states.get(v.state.path) is not v.state:
                 if started >= len(self._paths):
                     return  # every file had its turn in this poll
-                v = self._verifying = self._next_check()
+                if order is None:
+                    order = [p for p in self._paths if p in self._states]
+                v = self._verifying = self._next_check(order)
                 started += 1
                 if v is None:
                     return
@@ -341,9 +344,8 @@ class Follower:
                 if v.pos < v.target or v.hash.hexdigest() != v.expected:
                     del self._states[v.state.path]
 
-    def _next_check(self) -> _Verifying | None:
-        """The check of the next followed file with something ingested, in turn."""
-        order = [p for p in self._paths if p in self._states]
+    def _next_check(self, order: list[Path]) -> _Verifying | None:
+        """The check of the next followed file with something ingested (`order`), in turn."""
         if not order:
             return None
         state = self._states[order[self._verify_turn % len(order)]]
@@ -599,7 +601,17 @@ def _store_staged(
         raise
     if not plain and len(pieces) > 1:
         con.execute("ROLLBACK")
-        return [x for p in pieces for x in _store_staged(con, [p], run_id, out)]
+        # The files that make the poll unusual go one by one; the others stay together (a
+        # floor of tables always has one file doing something unusual).
+        odd = _odd_sources(ranges)
+        calm = [p for p in pieces if p.state.source_id not in odd]
+        if not odd or not calm:
+            return [x for p in pieces for x in _store_staged(con, [p], run_id, out)]
+        rough = [p for p in pieces if p.state.source_id in odd]
+        return [
+            *_store_staged(con, calm, run_id, out),
+            *(x for p in rough for x in _store_staged(con, [p], run_id, out)),
+        ]
     if altered:
         con.execute("ROLLBACK")
         p = pieces[0]
@@ -655,6 +667,22 @@ def _ranges(con: duckdb.DuckDBPyConnection, good: str, named: bool = False) -> l
             """
         ).fetchall()
     ]
+
+
+def _odd_sources(ranges: list[_Range]) -> set[int]:
+    """The sources whose ranges keep a poll from being plain (see _plain): a seq repeated or
+    not past its stream's highest, or a stream shared with another source."""
+    odd: set[int] = set()
+    sharing: dict[str, set[int]] = {}
+    for r in ranges:
+        if (r.n != r.seqs or r.lo_named is None or r.hi_named is None
+                or (r.top is not None and r.lo_named <= r.top)):
+            odd.add(r.source_id)
+        sharing.setdefault(r.stream, set()).add(r.source_id)
+    for sources in sharing.values():
+        if len(sources) > 1:
+            odd |= sources
+    return odd
 
 
 def _plain(ranges: list[_Range]) -> bool:

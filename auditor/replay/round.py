@@ -139,12 +139,19 @@ def check_round(ctx: TableContext, events: Sequence[Event]) -> list[Finding]:
 
 
 def in_round(
-    found: Sequence[Finding], ctx: TableContext, shoe: str, round_: int, events: Sequence[Event]
+    found: Sequence[Finding],
+    ctx: TableContext,
+    shoe: str,
+    round_: int,
+    events: Sequence[Event],
+    dealer: str | None = None,
 ) -> list[Finding]:
     """A round's findings placed in it, as the store keeps them: table, pit, shoe and round,
     the time of the event each points at (else the round's first), its source, the round's
-    first and last seqs as evidence, and the fingerprint code|table|shoe|round|seq|k, where k
-    counts earlier findings of the same code at the same event."""
+    first and last seqs as evidence, the round's `dealer` (the caller knows the round's
+    round_start and shoe_start; the events given here need not carry it), and the
+    fingerprint code|table|shoe|round|seq|k, where k counts earlier findings of the same code
+    at the same event. The dealer stays out of the fingerprint, which never changes."""
     seen: dict[tuple[str, int | None], int] = defaultdict(int)
     evidence = {"round_events": [events[0].seq, events[-1].seq]}
     out = []
@@ -164,6 +171,7 @@ def in_round(
                 source=f.source or at.source,
                 evidence=evidence,
                 rule=ctx.pack.cite(f.code),
+                dealer=dealer,
             )
         )
     return out

@@ -25,12 +25,13 @@ from typing import Any
 import duckdb
 
 from auditor import __version__
+from auditor.audit import dealers as dealer_counts
 from auditor.audit.load import load_notices
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
 from auditor.report import charts
 from auditor.rules.cards import RANKS, rank_value
-from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.rules.codes import REGISTRY, SEVERITIES, severity_rank
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import findings
 from auditor.store import notices as hand_notices
@@ -41,6 +42,7 @@ DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all ar
 # a minute and a half, the same lines as preformatted blocks of 100 in a few seconds.
 APPENDIX_BLOCK = 100
 LISTING_ROWS = 150  # past this many tables, changes or sources, fixed-width lines, not a table
+NEEDS_ACTION_LIMIT = 15  # lines of "Needs action" on the cover; the rest are counted
 # Every time to the second in the report, in the scope's zone with its abbreviation: a shift
 # crosses midnight (so the date) and can cross a DST change (so the zone).
 LOCAL_TIME = "%Y-%m-%d %H:%M:%S %Z"
@@ -212,7 +214,7 @@ def _outcomes(
 
 
 def _scope_findings(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
-    rows = findings.select(con, window=(scope.start, scope.end), zone=scope.zone)
+    rows = findings.select(con, window=(scope.start, scope.end), zone=scope.zone, dealer=True)
     pits = {scope.pit} if scope.pit else None
     kept = []
     for f in rows:
@@ -583,7 +585,11 @@ def section_summary(basis: Basis) -> dict[str, Any]:
     )
     return {
         "by_severity": [(s, by_sev.get(s, 0)) for s in SEVERITIES],
-        "by_code": sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])),
+        # Gravest codes first (the code's severity in the registry), then the most frequent.
+        "by_code": sorted(
+            by_code.items(),
+            key=lambda kv: (severity_rank(REGISTRY[kv[0]].severity), -kv[1], kv[0]),
+        ),
         "rounds_with_findings": rounds_with,
         "per_thousand": (1000 * rounds_with / rounds) if rounds else 0.0,
         "chart_hours": charts.bar_chart(
@@ -681,15 +687,56 @@ def section_procedures(basis: Basis) -> dict[str, Any]:
     }
 
 
+def _retention_days(basis: Basis) -> int:
+    """How long the house keeps surveillance video (the first pack's house option, else 7)."""
+    if basis.any_pack:
+        return int(basis.any_pack.value("surveillance.video_retention_days", 7))
+    return 7
+
+
+def section_needs_action(basis: Basis) -> dict[str, Any]:
+    """The cover's "Needs action": the open critical and major findings nobody has
+    acknowledged yet, each with the date its video is gone, soonest first, so the officer
+    who reads one page knows what to pull before it is too late."""
+    retention = _retention_days(basis)
+    graver = {"critical", "major"}
+    pending = []
+    for f in basis.found:
+        if f["severity"] not in graver or f.get("ack"):
+            continue
+        ts = dt.datetime.fromisoformat(f["ts"])
+        pending.append({**f, "video_by": (ts + dt.timedelta(days=retention))
+                        .astimezone(basis.scope.zone)})
+    pending.sort(key=lambda f: (f["video_by"], severity_rank(f["severity"]), f["id"]))
+    return {"needs_action": pending[:NEEDS_ACTION_LIMIT],
+            "needs_action_more": max(0, len(pending) - NEEDS_ACTION_LIMIT),
+            "needs_action_total": len(pending)}
+
+
+def section_dealers(basis: Basis) -> dict[str, Any]:
+    """By dealer: the period's p-chart over every dealer of the property in it (rounds, error
+    rounds, rate, limit, flagged; docs/dealers.md), whatever pit or table the report covers:
+    a dealer's limit is drawn against the whole shift."""
+    scope = basis.scope
+    rows, unnamed = dealer_counts.dealer_rows(
+        basis.con, dealer_counts.Window(scope.title, scope.start, scope.end)
+    )
+    return {
+        "dealers": rows,
+        "dealers_unnamed": unnamed,
+        "dealers_expected": rows[0].expected if rows else 0.0,
+        "dealers_rounds": sum(r.rounds for r in rows),
+        "dealers_error_rounds": sum(r.error_rounds for r in rows),
+    }
+
+
 def section_findings(basis: Basis) -> dict[str, Any]:
     """Findings: the gravest DETAIL_LIMIT in full, with the round's cards and the date by which
     the surveillance video must be pulled before the house deletes it."""
     found, scope, values = basis.found, basis.scope, basis.values
     keys = {(f["table"], f["shoe"], f["round"]) for f in found if f["round"] is not None}
     cards = _round_cards(basis.con, keys)
-    retention = 7
-    if basis.any_pack:
-        retention = int(basis.any_pack.value("surveillance.video_retention_days", 7))
+    retention = _retention_days(basis)
     details = []
     for f in found[:DETAIL_LIMIT]:
         c = REGISTRY[f["code"]]
@@ -733,9 +780,11 @@ Section = Callable[[Basis], dict[str, Any]]
 # In the order of the page. Each section owns its keys: no two give the same one.
 SECTIONS: tuple[Section, ...] = (
     section_cover,
+    section_needs_action,
     section_summary,
     section_tables,
     section_procedures,
+    section_dealers,
     section_findings,
     section_appendix,
     section_sources,

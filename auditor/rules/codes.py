@@ -13,8 +13,8 @@ SEVERITIES = ("critical", "major", "minor", "info")
 # What a code's finding concerns: one round (coup) of any game, a table or pit (its procedures
 # and their notices), one shoe, the event log itself, or the chemin de fer rules of a coup
 # (wagers against the bank, options, commission, bank passing, irregularities judged under
-# 13:69F-4.12).
-SCOPES = ("round", "table", "shoe", "log", "chemin")
+# 13:69F-4.12), or a dealer over a shift (the house's own control, docs/dealers.md).
+SCOPES = ("round", "table", "shoe", "log", "chemin", "dealer")
 
 
 def severity_rank(severity: str) -> int:
@@ -599,6 +599,22 @@ _CODES = [
         'An NZ mini-baccarat round logs kind "player_extra_card", which the NZ pack lists '
         "(rule 12.2), and its disposition is judged.",
     ),
+    Code(
+        "dealer.error_rate",
+        "minor",
+        "dealer",
+        "House control, no jurisdiction's provision: a dealer's proportion of rounds with a "
+        "finding over a shift stays within the shift's p-chart upper control limit "
+        "(p̄ + 3·√(p̄(1-p̄)/n), docs/dealers.md)",
+        "A dealer's rate of rounds with findings over a shift is above the control limit",
+        "Each slip is a finding of its round; a dealer whose rounds go wrong far more often "
+        "than the rest of the shift's is a matter for training or supervision, and worth a "
+        "look at the video of the rest of their rounds, which no single round shows.",
+        "Shift 2026-12-01/grave: 1,200 rounds, 30 with a finding (2.5%); dealer D4821 dealt "
+        "120 of them, 20 with a finding (16.7%), above the limit of 6.8% for 120 rounds.",
+        "Dealer D4821: 3 of 120 rounds with a finding (2.5%), within the limit.",
+        games=(),
+    ),
 ]
 
 
@@ -621,13 +637,14 @@ def markdown(citations: Sequence[tuple[str, Mapping[str, str]]] = ()) -> str:
         "once published, keeps its meaning.",
         "",
         "The scope says what a finding concerns: `round` (one round of any game), `table` (a",
-        "table or pit: its procedures and their notices), `shoe`, `log` (the event log itself)",
-        "or `chemin` (the chemin de fer rules of a coup).",
+        "table or pit: its procedures and their notices), `shoe`, `log` (the event log itself),",
+        "`chemin` (the chemin de fer rules of a coup) or `dealer` (a dealer over a shift).",
         "",
         "A finding cites the provision of its own table's rule pack: each pack maps every code",
         "it can raise to its provisions, and the list under each code below is read from the",
         "packs shipped. A code's rule names what the rule is about in words true of every",
-        "jurisdiction; the `log` codes cite the event log format, which is the same everywhere.",
+        "jurisdiction; the `log` codes cite the event log format, which is the same everywhere,",
+        "and `dealer.error_rate` the house's own control, which is no jurisdiction's.",
         "",
         "| code | severity | scope | title |",
         "|---|---|---|---|",

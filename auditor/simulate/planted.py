@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.pack import load_pack
@@ -90,8 +91,14 @@ LOG_KINDS = {
     "night_cut": "log.table_unclosed",  # the night stops after its last round, unclosed
     "shoe_end_lost": "log.shoe_unfinished",  # a shoe_end never written, the next shoe follows
 }
+# A dealer pattern, planted only when asked (`simulate(error_prone_dealer=True)`): one dealer
+# makes DEALER_FACTOR times the deviations of the others during the grave shift.
+DEALER_KINDS = {"error_prone_dealer": "dealer.error_rate"}
+DEALER_FACTOR = 10
+PLANTED_SHIFT = "grave"  # the default shifts' 22:00-06:00: the simulated night's first
 MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: its next opening
-KIND_CODES = BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
+KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
+              | DEALER_KINDS)
 GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
 DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
 SIM_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
@@ -287,6 +294,9 @@ class SimTableNight(TableNight):
         self.stretch: list[tuple[str, int]] | None = None
         self.stretch_declared: int | None = None
         self.resent: list[str] = []  # events sent again, one changed (log.altered)
+        # The error-prone dealer's (see `simulate`): until when their rate is multiplied.
+        self.bad_dealer: str | None = None
+        self.bad_until: dt.datetime | None = None
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -415,7 +425,13 @@ class SimTableNight(TableNight):
     def play_round(
         self, shoe_id: str, rnd: int, cards: list[str], pos: int, t: dt.datetime
     ) -> int | None:
-        if self.dev_rng.random() < self.rate and len(self.pending) < MAX_PENDING:
+        rate = self.rate
+        if self.bad_dealer is not None and self.bad_until is not None and (
+            t < self.bad_until and self.dealer(t) == self.bad_dealer
+        ):
+            rate = min(1.0, rate * DEALER_FACTOR)
+        # One draw a round either way: a night without the pattern keeps its bytes.
+        if self.dev_rng.random() < rate and len(self.pending) < MAX_PENDING:
             kind = self.dev_rng.choice(self.kinds)
             self.pending.append(
                 Deviation(self.spec.table, kind, self.spec.opens, KIND_CODES[kind], "")
@@ -599,6 +615,7 @@ def simulate(
     *,
     day: dt.date = SIM_DATE,
     replace: bool = False,
+    error_prone_dealer: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -625,6 +642,14 @@ def simulate(
     announce.panda8_missing is planted only where the rule pack makes "panda 8" due (no
     shipped pack does; point BACC_AUDIT_RULES at packs that do).
 
+    With `error_prone_dealer`, the first dealer of the first mini-baccarat or punto banco
+    table gets DEALER_FACTOR times the round-level rate while dealing in the gaming day's
+    grave shift (22:00-06:00, the default shifts), and the ground truth has one
+    dealer.error_rate line (table, shoe and round null) naming `dealer` and `shift`
+    (`2026-12-01/grave`). Off by default: without it a seed writes the bytes it always did.
+    The pattern needs rounds to show against: a night of two hours or more at a rate of 0.02
+    or more (docs/dealers.md).
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     if not 0 <= deviation_rate <= 1:
@@ -634,12 +659,22 @@ def simulate(
     night = simulated_night(tables, hours, seed, tuple(games), deviation_rate, day)
     prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
     players: list[SimTableNight] = []
+    banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
+    bad_table = banking[0] if error_prone_dealer and banking else None
+    shift_label, shift_end = "", None
+    if bad_table is not None:
+        zone = dt.timezone(night.utc_offset)
+        shift_end = PropertyConfig().shift_window(night.date, PLANTED_SHIFT, zone)[1]
+        shift_label = f"{night.date:%Y-%m-%d}/{PLANTED_SHIFT}"
 
     def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
         dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
         ends_rng = random.Random(f"{seed}:{i}:{spec.table}:ends")
-        players.append(SimTableNight(night, spec, rng, dev_rng, deviation_rate, ends_rng))
-        return players[-1]
+        player = SimTableNight(night, spec, rng, dev_rng, deviation_rate, ends_rng)
+        if spec.table == bad_table:
+            player.bad_dealer, player.bad_until = player.dealers[0], shift_end
+        players.append(player)
+        return player
 
     written, _ = write_night(night, out, seed, make)
     files = [written[s.table] for s in night.tables] + ([written["pits"]] if "pits" in written
@@ -651,6 +686,11 @@ def simulate(
             files.append(path)
     events = sum(len(f.read_text().splitlines()) for f in files)
     deviations = [d for p in players for d in p.planted] + _notice_truth(night, players)
+    deviations += [
+        {"code": DEALER_KINDS["error_prone_dealer"], "table": None, "shoe": None, "round": None,
+         "kind": "error_prone_dealer", "dealer": p.bad_dealer, "shift": shift_label}
+        for p in players if p.bad_dealer is not None
+    ]
     truth = out / "ground_truth.ndjson"
     truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
     return SimulationResult(

@@ -141,8 +141,11 @@ DDL = [
       expected JSON,
       observed JSON,
       source VARCHAR,
-      evidence JSON
+      evidence JSON,
+      dealer VARCHAR
     )""",
+    # A database from before findings named their dealer (findings v1.1): its rows stay NULL.
+    "ALTER TABLE findings ADD COLUMN IF NOT EXISTS dealer VARCHAR",
     # The standing state of each finding: its latest row, unless that row withdrew it.
     """
     CREATE OR REPLACE VIEW current_findings AS

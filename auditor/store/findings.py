@@ -37,8 +37,10 @@ FINDING_COLUMNS = (
 )
 
 
-# What a finding may bring beyond FINDING_COLUMNS: a lesser severity and its pack's provision.
-_EXTRA = ("severity", "rule")
+# What a finding may bring beyond FINDING_COLUMNS: a lesser severity, its pack's provision and
+# its dealer. Kept apart so the SQL writers of log findings (ingest), which know none of
+# these, need not name them.
+_EXTRA = ("severity", "rule", "dealer")
 
 
 def _registry_values() -> str:
@@ -79,11 +81,11 @@ def record(
     sql = f"""
     INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
                           code, table_id, pit, shoe, round, seq, ts, message,
-                          expected, observed, source, evidence)
+                          expected, observed, source, evidence, dealer)
     SELECT n.fingerprint, {int(run_id)}, now(), 'open',
            coalesce(n.severity, registry.severity), coalesce(n.rule, registry.rule),
            n.code, n.table_id, n.pit, n.shoe, n.round, n.seq, n.ts, n.message,
-           n.expected, n.observed, n.source, n.evidence
+           n.expected, n.observed, n.source, n.evidence, n.dealer
     FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
     JOIN {_registry_values()} USING (code)
     WHERE n.fingerprint NOT IN (SELECT fingerprint FROM current_findings)
@@ -129,6 +131,7 @@ def arrow(found: Sequence[Finding]) -> pa.Table:
             "evidence": [_json(f.evidence) for f in found],
             "severity": [f.severity for f in found],
             "rule": [f.rule for f in found],
+            "dealer": [f.dealer for f in found],
         },
         schema=SCHEMA,
     )
@@ -144,7 +147,7 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
             f"CREATE OR REPLACE TEMP TABLE {name} AS "
             "SELECT fingerprint, code, table_id, pit, shoe, round, seq, ts, message, "
             "CAST(expected AS JSON) AS expected, CAST(observed AS JSON) AS observed, source, "
-            "CAST(evidence AS JSON) AS evidence, severity, rule FROM _findings_arrow"
+            "CAST(evidence AS JSON) AS evidence, severity, rule, dealer FROM _findings_arrow"
         )
     finally:
         con.unregister("_findings_arrow")
@@ -171,10 +174,10 @@ def withdraw(
         f"""
         INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule, code,
                               table_id, pit, shoe, round, seq, ts, message, expected,
-                              observed, source, evidence)
+                              observed, source, evidence, dealer)
         SELECT fingerprint, {int(run_id)}, now(), 'withdrawn', severity, rule, code,
                table_id, pit, shoe, round, seq, ts, message, expected, observed, source,
-               {evidence}
+               {evidence}, dealer
         FROM current_findings {joined} WHERE {where_sql}
         """,
     )[0]
@@ -213,8 +216,19 @@ STORED_FIELDS = (
     "source",
     "fingerprint",
 )
-# findings-v1's fields and its extensions in their order: `id` is computed from `fingerprint`.
-EXPORT_FIELDS = (*STORED_FIELDS, "id")
+# findings-v1's fields and its extensions in their order: `id` is computed from `fingerprint`;
+# `dealer` (v1.1) came last, so it is last.
+EXPORT_FIELDS = (*STORED_FIELDS, "id", "dealer")
+
+
+def has_dealer_column(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the findings table has its `dealer` column: a database opened read-only is not
+    brought up to date (ensure_schema), and one written before v1.1 has none."""
+    return bool(single(
+        con,
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'findings' "
+        "AND column_name = 'dealer'",
+    )[0])
 
 
 def select(
@@ -226,8 +240,13 @@ def select(
     min_severity: str | None = None,
     window: tuple[dt.datetime, dt.datetime] | None = None,
     zone: dt.tzinfo = dt.UTC,
+    dealer: bool = True,
 ) -> list[dict]:
-    """Standing findings as findings-format v1 records, oldest first, times shown in `zone`."""
+    """Standing findings as findings-format v1 records, oldest first, times shown in `zone`.
+
+    Each record has the v1.1 field `dealer` (EXPORT_FIELDS: what the export, the report's
+    attachments and the live board write; null where the database has no such column),
+    unless `dealer` is false."""
     where: list[str] = ["true"]
     params: list[Any] = []
     if window:
@@ -252,10 +271,12 @@ def select(
         allowed = SEVERITIES[: SEVERITIES.index(min_severity) + 1]
         where.append(f"severity IN ({', '.join('?' for _ in allowed)})")
         params += list(allowed)
+    dealer_sql = "dealer" if dealer and has_dealer_column(con) else "NULL::VARCHAR"
     rows = con.execute(
         f"""
         SELECT code, severity, table_id, pit, shoe, round, seq, ts, rule, message,
-               CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint
+               CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint,
+               {dealer_sql}
         FROM current_findings WHERE {" AND ".join(where)}
         ORDER BY ts, table_id NULLS FIRST, seq NULLS FIRST, code, fingerprint
         """,
@@ -263,8 +284,10 @@ def select(
     ).fetchall()
     out = []
     for r in rows:
-        rec = dict(zip(STORED_FIELDS, r, strict=True))
+        rec = dict(zip(STORED_FIELDS, r[:-1], strict=True))
         rec["id"] = short_id(rec["fingerprint"])
+        if dealer:
+            rec["dealer"] = r[-1]
         rec["ts"] = rec["ts"].astimezone(zone).isoformat(timespec="milliseconds")
         for k in ("expected", "observed"):
             rec[k] = json.loads(rec[k]) if rec[k] is not None else None
@@ -307,6 +330,12 @@ def _field(cell: object) -> str:
     if any(c in text for c in ',"\r\n'):
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+def csv_line(cells: Iterable[object]) -> str:
+    """One CSV row of cells as `write_csv` writes them (formulas neutralised, RFC 4180
+    quoting): for the other CSV exports (`bacc-audit dealers`), whose names come from logs."""
+    return ",".join(_field(csv_cell(c)) for c in cells) + "\n"
 
 
 def write_csv(out: TextIO, records: Iterable[dict[str, Any]]) -> None:

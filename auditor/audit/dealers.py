@@ -1,0 +1,273 @@
+"""Dealers in the audit database: who dealt each round and shoe, and how often their rounds
+had findings, per period (docs/dealers.md).
+
+A round's dealer is the `dealer` of its round_start, else that of its shoe's shoe_start; a
+shoe's dealer, that of its shoe_start. The counts are read here in SQL (a day holds millions
+of rounds, so they are aggregated in DuckDB, never listed in Python); the p-chart and the
+decision are `auditor.replay.dealers`. Used by the table pass (dealer.error_rate per shift),
+`bacc-audit dealers` and the report's "By dealer" page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from auditor.config import PropertyConfig
+from auditor.finding import Finding
+from auditor.replay.dealers import DealerCount, error_rate_findings, p_chart
+from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.store.db import q
+
+# An error round is a round with at least one standing finding of these scopes: what the
+# round replay writes (docs/dealers.md). Shoe findings are counted per dealer but do not make
+# an error round: a shoe is the shuffler's and the pit's work as much as the dealer's.
+ROUND_SCOPES = ("round", "chemin")
+SHOE_SCOPES = ("shoe",)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A period: its label (`2026-12-01/grave`, `2026-12-01`, `2026-12-01..2026-12-03`) and
+    its UTC bounds [start, end)."""
+
+    label: str
+    start: dt.datetime
+    end: dt.datetime
+
+
+def _codes(scopes: Sequence[str]) -> str:
+    return ", ".join(q(c.code) for c in REGISTRY.values() if c.scope in scopes)
+
+
+def _ts(t: dt.datetime) -> str:
+    return f"TIMESTAMPTZ '{t.astimezone(dt.UTC).isoformat()}'"
+
+
+def _windows_sql(windows: Sequence[Window]) -> str:
+    rows = ", ".join(f"({q(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
+    return f"(VALUES {rows}) AS w(label, ws, we)"
+
+
+# The shoes' dealers, and the rounds of the windows with theirs (round_start, else shoe_start).
+_ROUNDS_CTE = """
+ss AS (
+  SELECT table_id, shoe, arg_min(dealer, seq) AS dealer FROM events
+  WHERE type = 'shoe_start' AND dealer IS NOT NULL GROUP BY ALL
+), rs AS (
+  SELECT table_id, shoe, round, min(ts) AS ts, arg_min(dealer, seq) AS dealer FROM events
+  WHERE type = 'round_start' AND shoe IS NOT NULL AND ts >= ? AND ts < ? GROUP BY ALL
+), r AS (
+  SELECT w.label, rs.table_id, rs.shoe, rs.round, rs.ts, coalesce(rs.dealer, ss.dealer) AS dealer
+  FROM rs LEFT JOIN ss USING (table_id, shoe)
+  JOIN {windows} ON rs.ts >= w.ws AND rs.ts < w.we
+)"""
+
+
+def _bounds(windows: Sequence[Window]) -> list[dt.datetime]:
+    return [min(w.start for w in windows), max(w.end for w in windows)]
+
+
+def count_rounds(
+    con: duckdb.DuckDBPyConnection, windows: Sequence[Window]
+) -> tuple[list[DealerCount], Counter[str]]:
+    """Per window and dealer: rounds dealt (rounds with a round_start in the window), error
+    rounds, the first round's time and the tables dealt at; and per window the rounds that
+    name no dealer (left off the chart). Windows must not overlap."""
+    if not windows:
+        return [], Counter()
+    rows = con.execute(
+        f"""
+        WITH {_ROUNDS_CTE.format(windows=_windows_sql(windows))}, bad AS (
+          SELECT DISTINCT table_id, shoe, round FROM current_findings
+          WHERE round IS NOT NULL AND code IN ({_codes(ROUND_SCOPES)})
+        )
+        SELECT r.label, r.dealer, count(*), count(b.round), min(r.ts),
+               list(DISTINCT r.table_id ORDER BY r.table_id)
+        FROM r LEFT JOIN bad b USING (table_id, shoe, round)
+        GROUP BY ALL ORDER BY r.label, r.dealer
+        """,
+        _bounds(windows),
+    ).fetchall()
+    counts, unnamed = [], Counter[str]()
+    for label, dealer, n, errors, first, tables in rows:
+        if dealer is None:
+            unnamed[label] += n
+        else:
+            counts.append(DealerCount(label, dealer, n, errors, first, tuple(tables)))
+    return counts, unnamed
+
+
+def findings_by_severity(
+    con: duckdb.DuckDBPyConnection, windows: Sequence[Window]
+) -> dict[tuple[str, str], Counter[str]]:
+    """(window, dealer) -> standing round and shoe findings by severity: a round finding is
+    its round's dealer's, a shoe finding (dated in the window) its shoe_start's dealer's."""
+    if not windows:
+        return {}
+    out: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    ws = _windows_sql(windows)
+    for label, dealer, severity, n in con.execute(
+        f"""
+        WITH {_ROUNDS_CTE.format(windows=ws)}
+        SELECT r.label, r.dealer, f.severity, count(*)
+        FROM current_findings f JOIN r USING (table_id, shoe, round)
+        WHERE f.code IN ({_codes(ROUND_SCOPES)}) AND r.dealer IS NOT NULL
+        GROUP BY ALL
+        UNION ALL
+        SELECT w.label, ss.dealer, f.severity, count(*)
+        FROM current_findings f JOIN ss USING (table_id, shoe)
+        JOIN {ws} ON f.ts >= w.ws AND f.ts < w.we
+        WHERE f.code IN ({_codes(SHOE_SCOPES)})
+        GROUP BY ALL
+        """,
+        _bounds(windows),
+    ).fetchall():
+        out[(label, dealer)][severity] += n
+    return out
+
+
+def gaming_day_of(t: dt.datetime, config: PropertyConfig, zone: dt.tzinfo) -> dt.date:
+    """The gaming day a time belongs to (the day whose gaming_day_start precedes it)."""
+    start = config.gaming_day_start
+    local = t.astimezone(zone) - dt.timedelta(hours=start.hour, minutes=start.minute)
+    return local.date()
+
+
+def shift_windows(
+    con: duckdb.DuckDBPyConnection, config: PropertyConfig, zone: dt.tzinfo
+) -> list[Window]:
+    """Every shift of every gaming day from the first round in the database to the last,
+    sorted by start (shifts never overlap: config refuses it)."""
+    first, last = con.execute(
+        "SELECT min(ts), max(ts) FROM events WHERE type = 'round_start'"
+    ).fetchall()[0]
+    if first is None:
+        return []
+    day, end_day = gaming_day_of(first, config, zone), gaming_day_of(last, config, zone)
+    out = []
+    while day <= end_day:
+        for s in config.shifts:
+            start, end = config.shift_window(day, s.name, zone)
+            out.append(Window(f"{day:%Y-%m-%d}/{s.name}", start, end))
+        day += dt.timedelta(days=1)
+    return sorted(out, key=lambda w: w.start)
+
+
+def shift_findings(
+    con: duckdb.DuckDBPyConnection, config: PropertyConfig, zone: dt.tzinfo
+) -> tuple[list[Finding], int]:
+    """dealer.error_rate over every shift in the database: each shift's p-chart over all its
+    dealers. Returns the findings and the number of (shift, dealer) pairs charted."""
+    counts, _ = count_rounds(con, shift_windows(con, config, zone))
+    by_shift: dict[str, list[DealerCount]] = defaultdict(list)
+    for c in counts:
+        by_shift[c.period].append(c)
+    found = [f for shift in sorted(by_shift) for f in error_rate_findings(by_shift[shift])]
+    return found, len(counts)
+
+
+def place_dealers(con: duckdb.DuckDBPyConnection, found: Sequence[Finding]) -> list[Finding]:
+    """The findings with their dealer: one naming a round gets the round's dealer, one naming
+    only a shoe the shoe's; others (tables, pits, logs) keep theirs (None)."""
+    rounds = sorted({(f.table, f.shoe, f.round) for f in found
+                     if f.dealer is None and f.table and f.shoe and f.round is not None})
+    shoes = sorted({(f.table, f.shoe) for f in found if f.dealer is None and f.table and f.shoe})
+    if not shoes:
+        return list(found)
+    shoe_keys = ", ".join(f"({q(t)}, {q(s)})" for t, s in shoes)
+    of_shoe = {
+        (t, s): d
+        for t, s, d in con.execute(
+            f"""
+            SELECT table_id, shoe, arg_min(dealer, seq) FROM events
+            SEMI JOIN (VALUES {shoe_keys}) AS k(table_id, shoe) USING (table_id, shoe)
+            WHERE type = 'shoe_start' AND dealer IS NOT NULL GROUP BY ALL
+            """
+        ).fetchall()
+    }
+    of_round: dict[tuple, str] = {}
+    if rounds:
+        round_keys = ", ".join(
+            f"({q(t)}, {q(s)}, {int(r)})" for t, s, r in rounds
+        )
+        of_round = {
+            (t, s, r): d
+            for t, s, r, d in con.execute(
+                f"""
+                SELECT table_id, shoe, round, arg_min(dealer, seq) FROM events
+                SEMI JOIN (VALUES {round_keys}) AS k(table_id, shoe, round)
+                     USING (table_id, shoe, round)
+                WHERE type = 'round_start' AND dealer IS NOT NULL GROUP BY ALL
+                """
+            ).fetchall()
+        }
+    out = []
+    for f in found:
+        if f.dealer is None and f.table and f.shoe:
+            who = of_round.get((f.table, f.shoe, f.round)) if f.round is not None else None
+            f = dataclasses.replace(f, dealer=who or of_shoe.get((f.table, f.shoe)))
+        out.append(f)
+    return out
+
+
+# The fields of a `bacc-audit dealers` record, in order (docs/dealers.md).
+RECORD_FIELDS = (
+    "period", "dealer", "rounds", "error_rounds", "rate_per_1000", "expected_per_1000",
+    "upper_limit_per_1000", "lower_limit_per_1000", "above_limit", "flagged", *SEVERITIES,
+)
+
+
+@dataclass(frozen=True)
+class DealerRow:
+    """One line of `bacc-audit dealers` and of the report's "By dealer" page."""
+
+    period: str
+    dealer: str
+    rounds: int
+    error_rounds: int
+    rate: float  # error rounds / rounds
+    expected: float  # p̄ of the period
+    upper: float
+    lower: float
+    above: bool  # above the upper limit
+    flagged: bool  # above it and as unlikely as the limit promises (what raises the code)
+    findings: Counter[str]  # standing round and shoe findings by severity
+
+    def record(self) -> dict[str, object]:
+        """The JSON/CSV record: rates per 1,000 rounds, rounded to a thousandth."""
+        per = 1000
+        return {
+            "period": self.period,
+            "dealer": self.dealer,
+            "rounds": self.rounds,
+            "error_rounds": self.error_rounds,
+            "rate_per_1000": round(self.rate * per, 3),
+            "expected_per_1000": round(self.expected * per, 3),
+            "upper_limit_per_1000": round(self.upper * per, 3),
+            "lower_limit_per_1000": round(self.lower * per, 3),
+            "above_limit": self.above,
+            "flagged": self.flagged,
+            **{s: self.findings.get(s, 0) for s in SEVERITIES},
+        }
+
+
+def dealer_rows(
+    con: duckdb.DuckDBPyConnection, window: Window
+) -> tuple[list[DealerRow], int]:
+    """The p-chart of one period, a row per dealer (by name), and the rounds that name no
+    dealer (left off the chart, and out of p̄)."""
+    counts, unnamed = count_rounds(con, [window])
+    severities = findings_by_severity(con, [window])
+    rows = [
+        DealerRow(window.label, r.count.dealer, r.count.rounds, r.count.error_rounds, r.rate,
+                  r.expected, r.upper, r.lower, r.above, r.flagged,
+                  severities.get((window.label, r.count.dealer), Counter()))
+        for r in p_chart(counts)
+    ]
+    return rows, unnamed[window.label]

@@ -1,0 +1,276 @@
+"""`bacc-audit watch`: the audit as the night goes.
+
+A surveillance room wants a wrong payout while the chips are still on the layout. So instead of
+ingesting a finished night, `watch` follows every log in the spool as the table systems write
+it (auditor.ingest.follow) and audits each round as soon as its `round_end` is in, with the
+replay and the writer `audit` uses (auditor.audit.run.audit_rounds): a watched night's
+findings are a batch night's, by fingerprint.
+
+What needs more than one round is decided by a *sweep*: the rounds that can get no more events
+but never had a `round_end` (the table went on, or the gaming day is over), then the table,
+pit and shoe pass over the whole database, exactly as `audit` runs it. A sweep runs when an
+event that can decide such a check arrives (a procedure change, a notice, a shoe's end, a table
+closing...), but takes at most `sweep_share` of the time: the pass weighs what the night
+weighs, so late in a busy night its findings come within a few of its own durations.
+
+Nothing is kept only in memory: each poll's lines commit with the record of what was read,
+each audit in its own transaction. Killed (SIGKILL included) and started again, `watch` goes on
+where the database says it was, and its first sweep audits what the kill left unaudited.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from auditor.audit.load import load_latest_ts
+from auditor.audit.run import AuditResult, Known, audit, audit_rounds
+from auditor.config import PropertyConfig
+from auditor.ingest.files import discover
+from auditor.ingest.follow import Follower, Poll
+from auditor.replay.shoes import GamingDays
+from auditor.store.events import ROUND_EVENTS
+
+# A round's events are read from this long before the first event of the poll that ended it;
+# a round dealt over longer than that is read again without the bound (see _audit_ended).
+ROUND_LOOKBACK = dt.timedelta(minutes=10)
+# On stopping, polls until one loads nothing, but at most this many (a spool still written).
+DRAIN_POLLS = 1000
+
+
+@dataclass
+class WatchOptions:
+    # Seconds from one poll's start to the next's: a poll costs a few transactions whatever
+    # it loads, so this sets the watcher's floor of CPU against the wait for a finding
+    # (docs/benchmarks.md has both at 500 tables).
+    poll: float = 0.2
+    rescan: float = 1.0  # seconds between looks for new files in the spool
+    sweep_share: float = 0.05  # the sweeps' share of the time, at most
+    sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
+    idle_sweep: float = 60.0  # a sweep this long after the last, even if nothing asked
+
+
+@dataclass
+class WatchStats:
+    polls: int = 0
+    events: int = 0
+    quarantined: int = 0
+    rounds_live: int = 0  # audited as their round_end came in
+    rounds_swept: int = 0  # audited by a sweep
+    findings_new: int = 0
+    findings_withdrawn: int = 0
+    sweeps: int = 0
+    sweep_seconds: float = 0.0  # the last sweep's duration
+    files: int = 0
+    by_code: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)  # files refused or unreadable, once each
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "polls": self.polls,
+            "files_followed": self.files,
+            "events": self.events,
+            "quarantined": self.quarantined,
+            "rounds_audited": self.rounds_live + self.rounds_swept,
+            "rounds_audited_live": self.rounds_live,
+            "findings_new": self.findings_new,
+            "findings_withdrawn": self.findings_withdrawn,
+            "sweeps": self.sweeps,
+            "findings_by_code": dict(sorted(self.by_code.items())),
+            "files_refused": self.problems,
+        }
+
+
+# A line for whoever runs `watch` (the CLI prints it): what just happened, in a sentence.
+Say = Callable[[str], None]
+
+
+class Watch:
+    """One spool followed into one database. The caller owns the connection and the thread;
+    `run` loops until `stop` is set, `step` is one poll (tests drive it directly)."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spool: Path,
+        config: PropertyConfig,
+        run_id: int,
+        options: WatchOptions | None = None,
+        say: Say | None = None,
+    ) -> None:
+        self.con = con
+        self.spool = spool
+        self.config = config
+        self.run_id = run_id
+        self.options = options or WatchOptions()
+        self.say = say or (lambda _: None)
+        self.follower = Follower(run_id)
+        self.known = Known()
+        self.stats = WatchStats()
+        self.days = GamingDays(config.gaming_day_start, config.zone_for(con))
+        self._last_scan = -1e9
+        self._sweep_due = True  # the first sweep audits what a kill left unaudited
+        self._sweep_after = 0.0  # monotonic time before which no sweep starts
+        self._last_sweep = time.monotonic()
+        self._reported: set[str] = set()
+        self._last_poll_files = 0
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> WatchStats:
+        """Poll until `stop` is set; then poll until nothing more comes (a backlog is loaded
+        whole, at most DRAIN_POLLS polls) and sweep, so what came in is decided before the
+        run ends."""
+        while not stop.is_set():
+            # One poll per tick, whatever came: a poll's cost is mostly fixed (a few
+            # transactions), so under a steady stream of lines polling again at once would
+            # spend a core to save a fraction of a tick.
+            started = time.monotonic()
+            self.step()
+            stop.wait(max(0.0, self.options.poll - (time.monotonic() - started)))
+        self._last_scan = -1e9  # look for new files once more
+        for _ in range(DRAIN_POLLS):
+            if not self.step() and not self._last_poll_files:
+                break
+        self.sweep()
+        return self.stats
+
+    def step(self) -> int:
+        """Look for new files, load what the followed files gained, audit the rounds that
+        ended, and sweep if one is due and allowed. Returns the events loaded."""
+        now = time.monotonic()
+        if now - self._last_scan >= self.options.rescan:
+            self._scan()
+            self._last_scan = now
+        poll = self.follower.poll(self.con)
+        self.stats.polls += 1
+        self._last_poll_files = len(poll.files)
+        self._note(poll)
+        if poll.rounds_ended:
+            self._audit_ended(poll)
+        if self._wants_sweep(poll) or (
+            poll.events and time.monotonic() - self._last_sweep >= self.options.idle_sweep
+        ):
+            self._sweep_due = True
+        if self._sweep_due and time.monotonic() >= self._sweep_after:
+            self.sweep()
+        return poll.events
+
+    def sweep(self) -> AuditResult:
+        """The rounds that can get no more events and are not audited yet, then the table,
+        pit and shoe pass: what `audit` does, short of judging a round still being dealt."""
+        started = time.monotonic()
+        latest = load_latest_ts(self.con)
+        # A gaming day before the latest event's is over: its rounds are final.
+        cutoff = None if latest is None else self.days.end(self.days.of(latest)) - dt.timedelta(
+            days=1
+        )
+        result = audit(
+            self.con,
+            self.run_id,
+            self.config,
+            closed_before=cutoff or dt.datetime.min.replace(tzinfo=dt.UTC),
+            known=self.known,
+        )
+        took = time.monotonic() - started
+        self.stats.sweeps += 1
+        self.stats.sweep_seconds = took
+        self.stats.rounds_swept += result.rounds
+        self._count(result, also_tables=True)
+        self._sweep_due = False
+        share = max(self.options.sweep_share, 0.01)
+        self._sweep_after = time.monotonic() + max(
+            took * (1 - share) / share, self.options.sweep_every
+        )
+        self._last_sweep = time.monotonic()
+        return result
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        found, _ = discover([self.spool])
+        followed = set(self.follower.paths)
+        for path in found:
+            if path not in followed:
+                self.follower.follow(path)
+                self.stats.files += 1
+
+    def _note(self, poll: Poll) -> None:
+        self.stats.events += poll.events
+        self.stats.quarantined += poll.quarantined
+        for f in poll.files:
+            if f.status != "ingested" and f.message and f.message not in self._reported:
+                self._reported.add(f.message)
+                self.stats.problems.append(f.message)
+                self.say(f.message)
+
+    def _wants_sweep(self, poll: Poll) -> bool:
+        """An event that can decide a table, pit or shoe check arrived (anything but a
+        round's own events, and irregularities), or lines were put in quarantine (a gap may
+        now be decidable). A round closed without its round_end waits for such an event or
+        for idle_sweep."""
+        if poll.quarantined:
+            return True
+        return any(
+            t not in ROUND_EVENTS or t == "irregularity"  # irregularities: the table pass
+            for counts in poll.types.values()
+            for t in counts
+        )
+
+    def _audit_ended(self, poll: Poll) -> None:
+        keys = pa.table(
+            {
+                "table_id": [k[0] for k in poll.rounds_ended],
+                "shoe": [k[1] for k in poll.rounds_ended],
+                "round": pa.array([k[2] for k in poll.rounds_ended], pa.int64()),
+            }
+        )
+        since = None if poll.earliest is None else poll.earliest - ROUND_LOOKBACK
+        self.con.register("live_ended", keys)
+        try:
+            self.con.execute("CREATE OR REPLACE TEMP TABLE live_keys AS SELECT * FROM live_ended")
+        finally:
+            self.con.unregister("live_ended")
+        if since is not None and _started_before(self.con, since):
+            since = None  # a round dealt over more than ROUND_LOOKBACK: read it whole
+        result = audit_rounds(
+            self.con, self.run_id, self.config, "live_keys", since, known=self.known
+        )
+        self.stats.rounds_live += result.rounds
+        self._count(result)
+
+    def _count(self, result: AuditResult, also_tables: bool = False) -> None:
+        new = result.findings_new + (result.tables.get("findings_new", 0) if also_tables else 0)
+        gone = result.findings_withdrawn + (
+            result.tables.get("findings_withdrawn", 0) if also_tables else 0
+        )
+        self.stats.findings_new += new
+        self.stats.findings_withdrawn += gone
+        self.stats.by_code.update(result.by_code)
+        if new:
+            self.say(f"{new} new finding{'s' if new != 1 else ''}")
+
+
+def _started_before(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> bool:
+    """Whether a round in live_keys has its round_start before `since` (or none after it):
+    then the bounded read would miss its first events."""
+    row = con.execute(
+        """
+        SELECT count(*) FROM live_keys k
+        WHERE NOT EXISTS (
+          SELECT 1 FROM events e
+          WHERE e.ts >= ? AND e.type = 'round_start' AND e.table_id = k.table_id
+            AND e.shoe = k.shoe AND e.round = k.round)
+        """,
+        [since],
+    ).fetchone()
+    return bool(row and row[0])

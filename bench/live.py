@@ -1,0 +1,204 @@
+"""Live latency and cost of `bacc-audit watch`, measured in one run.
+
+    python bench/live.py [--tables 500] [--speed 10] [--seconds 60] [--real-seconds 60]
+
+Simulates a night of `--tables` tables with planted deviations (`--rate` a round, so that
+many rounds have a finding to time; cached under bench/out/),
+starts `bacc-audit watch --web` on an empty database as its own process, and writes the logs
+into its spool line by line as the table systems would (auditor.simulate.feed):
+
+1. at `--speed` times real speed for `--seconds` of wall time: for every round with a finding,
+   the time from the moment its round_end line was written to the moment the finding was in
+   `GET /api/findings` (polled every 20 ms with `?since=`); p50, p99 and the worst (targets:
+   p50 under 200 ms, p99 under 1 s);
+2. at real speed for `--real-seconds`, with no client polling: the CPU time the watcher
+   used over the wall time (target: under a quarter of one core).
+
+Prints the figures, the machine and the command; record them in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from auditor.rules.codes import REGISTRY  # noqa: E402
+from auditor.simulate.feed import Feed, Line, schedule  # noqa: E402
+from auditor.simulate.planted import simulate  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+BIN = Path(sys.executable).parent / "bacc-audit"
+
+
+def night(tables: int, hours: float, seed: int, rate: float) -> list[Path]:
+    folder = OUT / f"live-{tables}-{hours}-{seed}-{rate}"
+    if not (folder / "ground_truth.ndjson").exists():
+        if folder.exists():
+            shutil.rmtree(folder)
+        started = time.perf_counter()
+        simulate(folder, tables, hours, seed=seed, deviation_rate=rate)
+        print(f"simulated {tables} tables x {hours} h in {time.perf_counter() - started:.0f} s")
+    return sorted(p for p in folder.iterdir() if p.name.endswith(".jsonl"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Poller:
+    """Asks the board for what is new every `every` seconds and notes when each round's
+    first finding arrived."""
+
+    def __init__(self, base: str, every: float = 0.02) -> None:
+        self.base = base
+        self.every = every
+        self.cursor = 0
+        self.arrived: dict[tuple[str, str, int], float] = {}
+        self.findings = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                with urllib.request.urlopen(
+                    f"{self.base}/api/findings?since={self.cursor}", timeout=5
+                ) as r:
+                    body = r.read().decode()
+                    self.cursor = int(r.headers.get("Bacc-Cursor", self.cursor))
+                now = time.time()
+                for line in body.splitlines():
+                    f = json.loads(line)
+                    self.findings += 1
+                    # Only what is decided at the round's end (a bad line is found before).
+                    if REGISTRY[f["code"]].scope in ("round", "chemin"):
+                        key = (f["table"], f["shoe"], int(f["round"]))
+                        self.arrived.setdefault(key, now)
+            except OSError:
+                pass
+            self.stop.wait(self.every)
+
+
+def wait_healthy(base: str, within: float = 60) -> None:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the board did not come up")
+
+
+def percentile(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--tables", type=int, default=500)
+    ap.add_argument("--speed", type=float, default=10.0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--real-seconds", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--rate", type=float, default=0.1, help="deviations planted per round")
+    ap.add_argument("--poll", type=float, default=0.2, help="watch --poll (its default: 0.2)")
+    args = ap.parse_args()
+    hours = max(0.25, args.seconds * args.speed / 3600 + args.real_seconds / 3600 + 0.1)
+    files = night(args.tables, round(hours, 2), args.seed, args.rate)
+    lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
+    # The pits' notices come before the tables open: they are written at once.
+    opens = min(line.at for line in lines if "notices" not in line.name)
+    lines = [Line(max(0.0, x.at - opens), x.name, x.data, x.round_end) for x in lines]
+    fast_until = args.seconds * args.speed  # log seconds fed at speed
+    first = [
+        Line(line.at / args.speed, line.name, line.data, line.round_end)
+        for line in lines if line.at < fast_until
+    ]
+    rest = [
+        Line(line.at - fast_until, line.name, line.data, line.round_end)
+        for line in lines if fast_until <= line.at < fast_until + args.real_seconds
+    ]
+    work = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    spool = work / "spool"
+    spool.mkdir()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    watch = subprocess.Popen(
+        [str(BIN), "watch", "--spool", str(spool), "--db", str(work / "live.duckdb"),
+         "--web", f"127.0.0.1:{port}", "--poll", str(args.poll)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_healthy(base)
+        poller = Poller(base)
+        poller.thread.start()
+        feed = Feed(first, spool)
+        cpu0, wall0 = cpu_seconds(watch.pid), time.monotonic()
+        feed.run()
+        time.sleep(3)  # the last rounds' findings
+        cpu1, wall1 = cpu_seconds(watch.pid), time.monotonic()
+        waits = [
+            poller.arrived[k] - feed.written[k] for k in poller.arrived if k in feed.written
+        ]
+        rounds = sum(1 for line in first if line.round_end)
+        print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+              f"Python {platform.python_version()}")
+        print(f"command: python bench/live.py --tables {args.tables} --speed {args.speed:g} "
+              f"--seconds {args.seconds:g} --real-seconds {args.real_seconds:g} "
+              f"--poll {args.poll:g} --rate {args.rate:g}")
+        print(f"phase 1, {args.speed:g}x real speed: {len(first):,} lines, {rounds:,} rounds "
+              f"in {wall1 - wall0:.1f} s; {poller.findings} findings seen")
+        if waits:
+            print(f"  round_end written -> finding in /api/findings, {len(waits)} rounds: "
+                  f"p50 {percentile(waits, 50) * 1000:.0f} ms, "
+                  f"p99 {percentile(waits, 99) * 1000:.0f} ms, "
+                  f"max {max(waits) * 1000:.0f} ms (targets: p50 < 200 ms, p99 < 1 s)")
+        print(f"  watcher CPU {cpu1 - cpu0:.1f} s over {wall1 - wall0:.1f} s wall "
+              f"({(cpu1 - cpu0) / (wall1 - wall0):.2f} of one core)")
+        poller.stop.set()  # the watcher's own cost, without a client asking 50 times a second
+        if rest:
+            feed2 = Feed(rest, spool)
+            cpu2, wall2 = cpu_seconds(watch.pid), time.monotonic()
+            feed2.run()
+            cpu3, wall3 = cpu_seconds(watch.pid), time.monotonic()
+            share = (cpu3 - cpu2) / (wall3 - wall2)
+            print(f"phase 2, real speed: {len(rest):,} lines in {wall3 - wall2:.1f} s; watcher "
+                  f"CPU {cpu3 - cpu2:.1f} s = {share:.3f} of one core (target: under 0.25)")
+        poller.stop.set()
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        try:
+            watch.wait(120)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

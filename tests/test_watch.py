@@ -1,0 +1,242 @@
+"""`watch`: the audit as the night goes (issue 14). Logs are written into a spool line by line,
+as table systems write them (auditor.simulate.feed); the watched database must hold what a batch
+`ingest` + `audit` of the finished files holds, finding for finding, and each round's findings
+must be there as soon as the round's `round_end` is in."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+from helpers.rules import panda8_rules
+
+from auditor import config
+from auditor.audit.run import audit
+from auditor.ingest.files import ingest
+from auditor.jobs.watch import Watch, WatchOptions
+from auditor.rules.codes import REGISTRY
+from auditor.simulate.feed import Feed, Line, schedule
+from auditor.simulate.planted import GAMES, simulate
+from auditor.store import db, runs
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+BIN = Path(sys.executable).parent / "bacc-audit"
+CONF = config.load(SAMPLE / "property.toml")
+
+
+def _batch(files: list[Path], path: Path, conf: config.PropertyConfig) -> duckdb.DuckDBPyConnection:
+    con = db.connect(path)
+    ingest(con, files, runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), conf)
+    return con
+
+
+def _findings(con: duckdb.DuckDBPyConnection) -> dict[str, tuple]:
+    """Standing findings by fingerprint: what they say, not when or by which run."""
+    return {
+        fp: (code, severity, rule, table, shoe, rnd, seq, message, json.loads(expected),
+             json.loads(observed), json.loads(evidence))
+        for fp, code, severity, rule, table, shoe, rnd, seq, message, expected, observed, evidence
+        in con.execute(
+            "SELECT fingerprint, code, severity, rule, table_id, shoe, round, seq, message, "
+            "expected, observed, evidence FROM current_findings"
+        ).fetchall()
+    }
+
+
+def _sources_free(found: dict[str, tuple]) -> dict[str, tuple]:
+    """The same, with file paths cut to their names (the spool is another folder) and
+    without the ids each database gives its sources."""
+    def cut(v):
+        if isinstance(v, str) and "/" in v:
+            return v.rsplit("/", 1)[-1]
+        if isinstance(v, dict):  # a source's id is the database's own numbering
+            return {k: cut(x) for k, x in v.items() if k != "source_id"}
+        if isinstance(v, list):
+            return [cut(x) for x in v]
+        return v
+    # log.altered names its file in its fingerprint.
+    return {re.sub(r"\|/[^|]*/([^/|]*)", r"|\1", fp): tuple(cut(x) for x in row)
+            for fp, row in found.items()}
+
+
+def _watch_fed(files: list[Path], spool: Path, path: Path, conf, speed: float, split=0.0):
+    """Feed `files` into `spool` at `speed` while a Watch follows it; returns the database
+    and the watch once the feed is written and the watch has stopped."""
+    con = db.connect(path)
+    run_id = runs.start(con, "watch", {})
+    spool.mkdir()
+    w = Watch(con, spool, conf, run_id, WatchOptions(poll=0.02, rescan=0.05))
+    stop = threading.Event()
+    resent = [f for f in files if ".resent." in f.name]  # delivered after the night
+    feed = Feed(schedule(files, speed, later=resent), spool, split=split).start()
+    t = threading.Thread(target=w.run, args=(stop,))
+    t.start()
+    try:
+        assert feed.join(120), "the feed did not finish"
+    finally:
+        stop.set()
+        t.join(120)
+    assert not t.is_alive()
+    return con, w
+
+
+def _plain_copies(tmp_path: Path) -> list[Path]:
+    """The sample night's logs as the table systems write them: plain, not yet gzipped."""
+    out = tmp_path / "logs"
+    out.mkdir()
+    for src in sorted(SAMPLE.glob("2026-11-28_*.jsonl*")):
+        data = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+        (out / src.name.removesuffix(".gz")).write_bytes(data)
+    return sorted(out.iterdir())
+
+
+def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
+    files = _plain_copies(tmp_path)
+    batch = _batch(files, tmp_path / "batch.duckdb", CONF)
+    live, w = _watch_fed(files, tmp_path / "spool", tmp_path / "live.duckdb", CONF,
+                         speed=3000.0, split=0.001)
+    expected = _sources_free(_findings(batch))
+    got = _sources_free(_findings(live))
+    assert got == expected
+    assert len(got) == 22  # the 12 planted round deviations, and the table and log ones
+    # Nothing ingested twice, nothing lost: the same events.
+    count = "SELECT count(*), count(DISTINCT (table_id, seq)) FROM events"
+    assert live.execute(count).fetchone() == batch.execute(count).fetchone()
+    # Most rounds were audited as their round_end came in, not by a sweep afterwards.
+    assert w.stats.rounds_live > 2500
+    rounds = "SELECT count(DISTINCT (table_id, shoe, round)) FROM round_audits"
+    assert live.execute(rounds).fetchone() == batch.execute(rounds).fetchone()
+
+
+def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
+    """Step by step: write lines up to a deviant round's round_end, one poll, and its finding
+    is stored; its round's later events are not needed."""
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    ends = [i for i, line in enumerate(lines) if line.round_end is not None]
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}), WatchOptions(rescan=0))
+    target = spool / lines[0].name
+    written = 0
+    found_at: dict[str, int] = {}
+    with target.open("ab") as fh:
+        for end in ends:
+            fh.write(b"".join(line.data for line in lines[written:end + 1]))
+            fh.flush()
+            written = end + 1
+            w.step()
+            for (code,) in con.execute("SELECT code FROM current_findings").fetchall():
+                found_at.setdefault(code, end)
+    # MB-01's planted round deviations (sample_logs/README.md), each found at its round's end.
+    assert {"draw.banker_missed", "vig.wrong_amount"} <= set(found_at)
+    for code in ("draw.banker_missed", "vig.wrong_amount"):
+        [(rnd,)] = con.execute(
+            "SELECT round FROM current_findings WHERE code = ?", [code]
+        ).fetchall()
+        key = lines[found_at[code]].round_end
+        assert key is not None and key[2] == rnd, code
+
+
+def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
+    """Simulated nights that between them plant every code (tests/test_simulate.py's recall
+    runs, and tests/test_dealers.py's night with a dealer making ten times the errors)."""
+    nights = []
+    for seed, tables, hours, rate, games, dealer in [
+        (4, 6, 1, 0.05, GAMES, False),
+        (5, 8, 3, 0.3, ("mini_baccarat", "punto_banco"), False),
+        (1, 16, 2.5, 0.3, GAMES, False),
+        (3, 8, 2, 0.03, GAMES, True),
+    ]:
+        r = simulate(tmp_path / f"night-{seed}", tables, hours, seed=seed,
+                     deviation_rate=rate, games=games, error_prone_dealer=dealer)
+        nights.append(list(r.files))
+    return nights
+
+
+@pytest.mark.slow
+def test_every_code_is_found_live_as_in_batch(tmp_path, monkeypatch):
+    """The simulator's planted nights fed line by line at speed: every code of the registry
+    is found live, and each night's findings are the batch audit's, field for field."""
+    panda8_rules(tmp_path, monkeypatch)
+    conf = config.PropertyConfig()
+    codes: Counter[str] = Counter()
+    for i, files in enumerate(_every_code_nights(tmp_path)):
+        batch = _batch(files, tmp_path / f"batch-{i}.duckdb", conf)
+        live, _ = _watch_fed(files, tmp_path / f"spool-{i}", tmp_path / f"live-{i}.duckdb",
+                             conf, speed=2000.0)
+        expected = _sources_free(_findings(batch))
+        assert _sources_free(_findings(live)) == expected
+        codes.update(row[0] for row in expected.values())
+    assert set(codes) == set(REGISTRY)
+
+
+def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN), *args, "--db", str(db_path)], capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
+    """`bacc-audit watch` as a process: SIGKILLed halfway through the night, started again,
+    it ends with the batch audit's findings and events, each once; readers answer while it
+    runs; SIGTERM stops it cleanly."""
+    files = _plain_copies(tmp_path)
+    spool, db_path = tmp_path / "spool", tmp_path / "live.duckdb"
+    spool.mkdir()
+    lines = schedule(files, 4000.0)
+    half = len(lines) // 2
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [str(BIN), "watch", "--spool", str(spool), "--db", str(db_path), "--config",
+             str(SAMPLE / "property.toml"), "--poll", "0.02", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    first = start()
+    feed = Feed(lines[:half], spool).start()
+    time.sleep(2.0)  # killed while lines are still coming in and being loaded
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    assert feed.join(60)
+    second = start()
+    Feed([Line(0.0, x.name, x.data, x.round_end) for x in lines[half:]], spool).run()
+    # A reader through the watcher: wait until the night's 22 findings are in.
+    deadline = time.monotonic() + 120
+    while True:
+        r = _reader(db_path, "findings", "--format", "jsonl", "--config",
+                    str(SAMPLE / "property.toml"))
+        assert r.returncode == 0, r.stderr
+        if len(r.stdout.splitlines()) >= 22 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    runs_out = _reader(db_path, "runs", "--command", "watch")
+    assert runs_out.returncode == 0, runs_out.stderr
+    assert "interrupted" in runs_out.stdout and "running" in runs_out.stdout
+    second.send_signal(signal.SIGTERM)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["findings_new"] >= 1 and summary["events"] > 0
+
+    batch = _batch(files, tmp_path / "batch.duckdb", CONF)
+    live = duckdb.connect(str(db_path), read_only=True)
+    assert _sources_free(_findings(live)) == _sources_free(_findings(batch))
+    count = "SELECT count(*), count(DISTINCT (table_id, seq)) FROM events"
+    assert live.execute(count).fetchone() == batch.execute(count).fetchone()
+    dup = "SELECT count(*) FROM (SELECT fingerprint FROM findings GROUP BY ALL HAVING count(*) > 1)"
+    assert live.execute(dup).fetchone() == (0,)

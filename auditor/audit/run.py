@@ -130,6 +130,13 @@ def audit(
     return result
 
 
+# The events that give a round its table context; `watch` keeps them in a table of its own.
+CONTEXT_EVENTS_SQL = (
+    "SELECT table_id, seq, type, pit, game, jurisdiction, variant, seats, side_bets, "
+    "procedure FROM events WHERE type IN ('table_open', 'procedure_change')"
+)
+
+
 def audit_rounds(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
@@ -137,6 +144,7 @@ def audit_rounds(
     keys: str,
     since: dt.datetime | None,
     known: Known | None = None,
+    contexts: str = "events",
 ) -> AuditResult:
     """Audit the rounds listed in table `keys` (table_id, shoe, round) that are not yet
     audited, or were audited before more of their events arrived: what `watch` calls as the
@@ -146,11 +154,12 @@ def audit_rounds(
     `since` bounds the events read (no event of these rounds is older): the events table is
     appended in time order while watching, so DuckDB skips the row groups before it and a
     poll's cost follows the new rounds, not the night so far. `known` carries contexts, packs
-    and Terms from one call to the next. One transaction, as `audit`.
+    and Terms from one call to the next. `contexts`: see _select_rounds. One transaction,
+    as `audit`.
     """
     result = AuditResult(run_id)
     with _rounds_transaction(con, run_id):
-        _select_rounds(con, config, None, keys=keys, since=since)
+        _select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
         _replay(con, run_id, result, known or Known())
     return result
 
@@ -191,6 +200,7 @@ def _select_rounds(
     keys: str | None = None,
     since: dt.datetime | None = None,
     closed_before: dt.datetime | None = None,
+    contexts: str = "events",
 ) -> None:
     """Temp table `todo`: the rounds to audit, each with its table's context (of the tables
     in `tables_in`, an inclusive range of ids, or of every table; with `keys`, only the
@@ -200,7 +210,10 @@ def _select_rounds(
     round_end, those their table has gone past (a later event in its stream), and those that
     started before `closed_before` (the start of the gaming day still being delivered: an
     earlier day is over). A round still being dealt is left for later, not judged half
-    dealt."""
+    dealt.
+
+    `contexts`: where the table_open and procedure_change events are read (`watch` keeps
+    them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night each poll)."""
     pits = (
         ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
@@ -237,9 +250,9 @@ def _select_rounds(
           FROM round_audits {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
         ), opens AS (
           SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
-          FROM events WHERE type = 'table_open' AND {these}
+          FROM {contexts} WHERE type = 'table_open' AND {these}
         ), changes AS (
-          SELECT table_id, seq, procedure FROM events
+          SELECT table_id, seq, procedure FROM {contexts}
           WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
             AND {these}
         ), tops AS (

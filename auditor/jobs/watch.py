@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from auditor.audit.load import load_latest_ts
-from auditor.audit.run import AuditResult, Known, audit, audit_rounds
+from auditor.audit.run import CONTEXT_EVENTS_SQL, AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.files import discover
 from auditor.ingest.follow import Follower, Poll
@@ -43,6 +43,8 @@ from auditor.store.events import ROUND_EVENTS
 # A round's events are read from this long before the first event of the poll that ended it;
 # a round dealt over longer than that is read again without the bound (see _audit_ended).
 ROUND_LOOKBACK = dt.timedelta(minutes=10)
+# The events a round's table context comes from (auditor.audit.run.CONTEXT_EVENTS_SQL).
+CONTEXT_TYPES = ("table_open", "procedure_change")
 # On stopping, polls until one loads nothing, but at most this many (a spool still written).
 DRAIN_POLLS = 1000
 
@@ -123,6 +125,7 @@ class Watch:
         self._last_sweep = time.monotonic()
         self._reported: set[str] = set()
         self._last_poll_files = 0
+        self._contexts_stale = True  # live_contexts: read again after a table_open or change
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -154,6 +157,8 @@ class Watch:
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
+        if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
+            self._contexts_stale = True
         self._note(poll)
         if poll.rounds_ended:
             self._audit_ended(poll)
@@ -242,8 +247,12 @@ class Watch:
             self.con.unregister("live_ended")
         if since is not None and _started_before(self.con, since):
             since = None  # a round dealt over more than ROUND_LOOKBACK: read it whole
+        if self._contexts_stale:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
+            self._contexts_stale = False
         result = audit_rounds(
-            self.con, self.run_id, self.config, "live_keys", since, known=self.known
+            self.con, self.run_id, self.config, "live_keys", since, known=self.known,
+            contexts="live_contexts",
         )
         self.stats.rounds_live += result.rounds
         self._count(result)

@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test bench bench-replay bench-scale bench-fuzz sample clean
+.PHONY: demo test bench bench-replay bench-scale bench-fuzz bench-live sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ bench-scale: $(BIN)/.installed
 
 # The fuzz suite at full size: 110,000 bad lines of every kind and hostile files (a 1 GB gzip
 # bomb, a 200 MB line) among 440,000 good lines, under a 1 GB memory cap; about 2 GB of disk.
+# Live watch latency and cost at 500 tables (docs/benchmarks.md): about 3 minutes.
+bench-live: $(BIN)/.installed
+	$(BIN)/python bench/live.py
+
 bench-fuzz: $(BIN)/.installed
 	$(BIN)/python bench/fuzz.py
 

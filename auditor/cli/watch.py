@@ -97,6 +97,9 @@ def watch_cmd(
                   say=lambda line: err.print(f"watch: {line}"))
         stats = w.run(stop)
         status, code = "done", 0
+    except UserError as e:  # e.g. the board refused to listen where no login is set
+        code = e.exit_code
+        raise
     finally:
         if server is not None:
             server.stop()

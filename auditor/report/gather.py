@@ -246,27 +246,33 @@ def _round_cards(
 
 
 def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
-    rows = _rows(
-        con,
-        """
-        SELECT DISTINCT s.id, s.path, s.sha256, s.lines, s.events, s.quarantined
-        FROM sources s JOIN events e ON e.source_id = s.id
-        WHERE s.status = 'ingested' AND e.ts >= ? AND e.ts < ?
-        ORDER BY s.path
-        """,
-        [scope.start, scope.end],
-    )
+    """The log files the window's events came from, one row per file however it was read:
+    whole, or in pieces as it grew (`watch`, an ingest run twice over a growing file). A
+    file's SHA-256 and line count are those of all that was read of it (its last piece's
+    prefix hash), its events and quarantined lines the sum of its pieces; so a watched night
+    lists the same files, hashes and counts as a batch ingest of the finished files."""
+    only = ""
+    params: list[Any] = [scope.start, scope.end]
     if scope.pit or scope.table:
-        used = {
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT source_id FROM events WHERE ts >= ? AND ts < ? AND table_id "
-                "IN (SELECT unnest(?::VARCHAR[]))",
-                [scope.start, scope.end, sorted(tables)],
-            ).fetchall()
-        }
-        rows = [r for r in rows if r["id"] in used]
-    return rows
+        only = "AND table_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(sorted(tables))
+    return _rows(
+        con,
+        f"""
+        WITH used AS (
+          SELECT DISTINCT source_id FROM events WHERE ts >= ? AND ts < ? {only}
+        ), files AS (
+          SELECT DISTINCT file_id FROM source_extents SEMI JOIN used USING (source_id)
+        )
+        SELECT x.file_id AS id, arg_max(x.path, x.end_byte) AS path,
+               arg_max(x.prefix_sha256, x.end_byte) AS sha256, max(x.last_line) AS lines,
+               sum(x.events)::BIGINT AS events, sum(x.quarantined)::BIGINT AS quarantined
+        FROM source_extents x SEMI JOIN files USING (file_id)
+        GROUP BY x.file_id
+        ORDER BY path
+        """,
+        params,
+    )
 
 
 def _procedures(

@@ -775,6 +775,25 @@ def test_move_files_each_ingested_file_into_the_evidence_folder_of_its_gaming_da
         "0 left in the spool" in lines
 
 
+def test_a_file_still_being_written_stays_in_the_spool(tmp_path: Path) -> None:
+    """A file whose last line has no newline yet is ingested up to it and not moved: the
+    table system is still writing it."""
+    spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
+    spool.mkdir()
+    for name in NAMES:
+        shutil.copy2(SAMPLE / name, spool / name)
+    growing = spool / "2026-11-28_MB-01.jsonl"
+    half = b'{"v":1,"ts":"2026-11-29T05:59:59-05:00","type":"ann'
+    growing.write_bytes(growing.read_bytes() + half)
+    r = run_filing(db_path, spool, archive, "move")
+    now = filed(r)
+    status, action, where = now[growing.name]
+    assert (status, action, where) == ("ingested", "kept", str(growing))
+    assert growing.read_bytes().endswith(half)
+    assert sorted(p.name for p in spool.iterdir()) == [growing.name]
+    assert all(now[n][1] == "moved" for n in NAMES if n != growing.name)
+
+
 def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path: Path) -> None:
     spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
     spool.mkdir()

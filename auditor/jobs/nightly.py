@@ -318,6 +318,12 @@ def file_ingested_to_evidence(
         if f.status not in FILEABLE:
             done[f.path] = Filed("kept", f.path, f"{f.status}: stays for a person to review")
             continue
+        if f.waiting:  # still being written: its last line waits for its newline
+            done[f.path] = Filed(
+                "kept", f.path, f"its last line has no newline yet ({f.waiting} bytes): "
+                "it stays until the file is complete",
+            )
+            continue
         row = db.one(
             con,
             "SELECT first_ts FROM sources WHERE sha256 = ? AND status = 'ingested' "

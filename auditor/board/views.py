@@ -19,12 +19,11 @@ import duckdb
 
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
-from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
 from auditor.report.gather import _card_face, _counts, evidence_text, money
 from auditor.rules.cards import RANKS, parse_card, rank_value
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import RulePack, RulePackError, load_pack
-from auditor.store import acks, runs
+from auditor.store import acks
 
 DEFAULT_RETENTION_DAYS = 7  # as the report: the pack's surveillance.video_retention_days, else 7
 # Event columns a round page shows, in this order, with the words they read as.
@@ -441,18 +440,8 @@ def acknowledge(
     """Record an acknowledgement as `bacc-audit ack` does: the finding named by id or
     fingerprint, a run of its own (command `ack`, the board and the client in its args), and
     the row through `acks.add_ack`, the one append-only writer of acknowledgements."""
-    fingerprint = acks.resolve(con, finding)
-    status = acks.check_fingerprint(con, fingerprint)
-    run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by, "via": "board",
-                                     **client})
-    try:
-        a = acks.add_ack(con, fingerprint, by=by, disposition=disposition, note=note,
-                         run_id=run_id)
-    except UserError as e:
-        runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
-        raise
-    except BaseException:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
-        raise
-    runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+    a, status = acks.acknowledge(
+        con, finding, by=by, disposition=disposition, note=note,
+        args={"via": "board", **client},
+    )
     return acks.as_dict(a) | {"finding_status": status}

@@ -1055,20 +1055,9 @@ def ack_cmd(
         )
     con = db.connect(path, small_writes=True)  # through the owner, if one writes now
     try:
-        fingerprint = acks.resolve(con, fingerprint)
-        status = acks.check_fingerprint(con, fingerprint)
-        run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by})
-        try:
-            a = acks.add_ack(
-                con, fingerprint, by=by, disposition=disposition, note=note, run_id=run_id
-            )
-        except UserError as e:
-            runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
-            raise
-        except BaseException:
-            runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
-            raise
-        runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+        a, status = acks.acknowledge(con, fingerprint, by=by, disposition=disposition,
+                                     note=note)
+        fingerprint = a.fingerprint
     finally:
         con.close()
     if as_json:

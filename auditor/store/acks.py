@@ -15,7 +15,8 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import UserError
+from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.store import runs
 from auditor.store.db import add_row, all_rows, one
 from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
 from auditor.store.records import Acknowledgement
@@ -126,6 +127,33 @@ def add_ack(
         run_id=run_id,
     )
     return add_row(con, row)
+
+
+def acknowledge(
+    con: duckdb.DuckDBPyConnection,
+    finding: str,
+    *,
+    by: str,
+    disposition: str,
+    note: str = "",
+    args: dict[str, Any] | None = None,
+) -> tuple[Acknowledgement, str]:
+    """Acknowledge the finding named by id or fingerprint, in a run of its own (command
+    `ack`, `args` added to its record): what `bacc-audit ack` and the board's form both do.
+    Returns the acknowledgement and the finding's status when it was acknowledged."""
+    fingerprint = resolve(con, finding)
+    status = check_fingerprint(con, fingerprint)
+    run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by, **(args or {})})
+    try:
+        a = add_ack(con, fingerprint, by=by, disposition=disposition, note=note, run_id=run_id)
+    except UserError as e:
+        runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
+        raise
+    except BaseException:
+        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
+        raise
+    runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+    return a, status
 
 
 def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:

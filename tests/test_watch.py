@@ -210,11 +210,10 @@ def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
-def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
-    """`bacc-audit watch` as a process: SIGKILLed halfway through the night, started again,
-    it ends with the batch audit's findings and events, each once; readers answer while it
-    runs; SIGTERM stops it cleanly."""
+def _killed_and_started_again(tmp_path: Path, started: list[subprocess.Popen[str]]):
+    """The sample night written into a spool while `bacc-audit watch` follows it, SIGKILLed
+    halfway and started again, then stopped with SIGTERM: its JSON summary, the batch
+    database of the same files, and the watched database."""
     files = _plain_copies(tmp_path)
     spool, db_path = tmp_path / "spool", tmp_path / "live.duckdb"
     spool.mkdir()
@@ -229,12 +228,14 @@ def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
         )
 
     first = start()
+    started.append(first)
     feed = Feed(lines[:half], spool).start()
     time.sleep(2.0)  # killed while lines are still coming in and being loaded
     first.send_signal(signal.SIGKILL)
     first.wait(30)
     assert feed.join(60)
     second = start()
+    started.append(second)
     Feed([Line(0.0, x.name, x.data, x.round_end) for x in lines[half:]], spool).run()
     # A reader through the watcher: wait until the night's 22 findings are in.
     deadline = time.monotonic() + 120
@@ -252,10 +253,25 @@ def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     summary = json.loads(out)
-    assert summary["findings_new"] >= 1 and summary["events"] > 0
-
     batch = _batch(files, tmp_path / "batch.duckdb", CONF)
     live = duckdb.connect(str(db_path), read_only=True)
+    return summary, batch, live
+
+
+@pytest.mark.slow
+def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
+    """`bacc-audit watch` as a process: SIGKILLed halfway through the night, started again,
+    it ends with the batch audit's findings and events, each once; readers answer while it
+    runs; SIGTERM stops it cleanly."""
+    started: list[subprocess.Popen[str]] = []
+    try:
+        summary, batch, live = _killed_and_started_again(tmp_path, started)
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait(30)
+    assert summary["findings_new"] >= 1 and summary["events"] > 0
     assert _sources_free(_findings(live)) == _sources_free(_findings(batch))
     count = "SELECT count(*), count(DISTINCT (table_id, seq)) FROM events"
     assert live.execute(count).fetchone() == batch.execute(count).fetchone()

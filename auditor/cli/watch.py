@@ -6,14 +6,39 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import typer
+from rich.console import Console
 
 from auditor.cli.options import ConfigOption, DbOption
-from auditor.errors import UserError
+from auditor.errors import DatabaseBusy, UserError
 from auditor.store import db, runs
+
+# A service starting while a command reads the database waits for it this long.
+BUSY_WAIT_SECONDS = 60.0
+
+
+def _connect(path: Path, err: Console) -> duckdb.DuckDBPyConnection:
+    """The database, for writing. A reader that opened it while no writer had it (a report,
+    a findings export) holds it for a while; watch, a service, waits for it rather than
+    fail, and says so once. Another writer still holding it after BUSY_WAIT_SECONDS is
+    refused (exit 4)."""
+    deadline = time.monotonic() + BUSY_WAIT_SECONDS
+    said = False
+    while True:
+        try:
+            return db.connect(path)
+        except DatabaseBusy as e:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                err.print(f"watch: waiting for the database: {e}")
+                said = True
+            time.sleep(0.5)
 
 
 def watch_cmd(
@@ -48,12 +73,13 @@ def watch_cmd(
 
     Runs until stopped (SIGTERM or Ctrl-C), then loads what is left, decides it and ends its
     run. Killed outright (SIGKILL), it loses and repeats nothing: started again, it goes on
-    where the database says. While it runs, findings, report, runs, ack and doctor still
+    where the database says. Started while another command has the database open, it waits
+    for it up to a minute. While it runs, findings, report, runs, ack and doctor still
     answer through it (docs/database.md).
 
     Exit codes: 0 stopped cleanly; 2 input or configuration error (no spool folder, a bad
     --web address or [board] section); 3 internal failure; 4 database busy (another process
-    writes to it).
+    still had it open after a minute).
     """
     from auditor import config as cfg
     from auditor.cli.app import err, out
@@ -71,7 +97,7 @@ def watch_cmd(
         host, port = parse_listen(web, "--web")
         settings = load_settings(conf)
     path = db_path or db.default_db_path()
-    con = db.connect(path)
+    con = _connect(path, err)
     stop = threading.Event()
     server = None
     run_id = runs.start(con, "watch", {"spool": str(spool), "web": web, "poll": poll})

@@ -277,3 +277,37 @@ def test_watch_killed_and_started_again_loses_and_repeats_nothing(tmp_path):
     assert live.execute(count).fetchone() == batch.execute(count).fetchone()
     dup = "SELECT count(*) FROM (SELECT fingerprint FROM findings GROUP BY ALL HAVING count(*) > 1)"
     assert live.execute(dup).fetchone() == (0,)
+
+
+def test_watch_started_while_a_reader_has_the_database_waits_for_it(tmp_path):
+    """A report or export that opened the database while no writer had it holds it for a
+    while: `watch`, a service, waits for it and then runs, rather than fail at start."""
+    db_path, spool = tmp_path / "live.duckdb", tmp_path / "spool"
+    spool.mkdir()
+    db.connect(db_path).close()
+    reader = duckdb.connect(str(db_path), read_only=True)
+    watch = subprocess.Popen(
+        [str(BIN), "watch", "--spool", str(spool), "--db", str(db_path), "--poll", "0.05"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(3)
+        assert watch.poll() is None  # still there, waiting
+        reader.close()
+        for f in [f for f in _plain_copies(tmp_path) if "_MB-01." in f.name]:
+            (spool / f.name).write_bytes(f.read_bytes())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = _reader(db_path, "findings", "--format", "jsonl")
+            if r.returncode == 0 and "draw.banker_missed" in r.stdout:
+                break
+            time.sleep(0.5)
+        watch.send_signal(signal.SIGTERM)
+        _, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait(30)
+    assert watch.returncode == 0, err
+    assert "watch: waiting for the database:" in err and "database busy" in err
+    assert "draw.banker_missed" in r.stdout  # MB-01's planted round, audited live

@@ -207,10 +207,11 @@ def _select_rounds(
     rounds that table lists, whose events are no older than `since`).
 
     With `closed_before`, only the rounds that can get no more events: those with their
-    round_end, those their table has gone past (a later event in its stream), and those that
+    round_end (at chemin de fer, where the bank's passing follows the round_end, not
+    enough), those their table has gone past (a later event in its stream), and those that
     started before `closed_before` (the start of the gaming day still being delivered: an
     earlier day is over). A round still being dealt is left for later, not judged half
-    dealt.
+    dealt. With `keys`, the same but for the day's end.
 
     `contexts`: where the table_open and procedure_change events are read (`watch` keeps
     them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night each poll)."""
@@ -228,10 +229,15 @@ def _select_rounds(
         if since is not None:
             recent = "ts >= ?"
             params.append(since)
+    # A round's round_end closes it, but at chemin de fer the bank's passing follows it
+    # (bank_pass is a round event): there the table must have gone on past the round.
+    ended = f"(r.ended AND o.game IS DISTINCT FROM '{CHEMIN}')"
     closed = "true"
     if closed_before is not None:
-        closed = "(r.ended OR r.last_seq < t.top OR r.ts < ?)"
+        closed = f"({ended} OR r.last_seq < t.top OR r.ts < ?)"
         params.append(closed_before)
+    elif keys is not None:
+        closed = f"({ended} OR r.last_seq < t.top)"
     window = "false"
     if rerun:
         window = "r.ts >= ? AND r.ts < ?"

@@ -125,6 +125,8 @@ class Watch:
         self._last_sweep = time.monotonic()
         self._reported: set[str] = set()
         self._last_poll_files = 0
+        # Rounds whose round_end came but that could still get events (chemin de fer).
+        self._unclosed: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
 
     # -- the loop -----------------------------------------------------------------------
@@ -160,7 +162,7 @@ class Watch:
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
         self._note(poll)
-        if poll.rounds_ended:
+        if poll.rounds_ended or self._unclosed:
             self._audit_ended(poll)
         if self._wants_sweep(poll) or (
             poll.events and time.monotonic() - self._last_sweep >= self.options.idle_sweep
@@ -232,11 +234,18 @@ class Watch:
         )
 
     def _audit_ended(self, poll: Poll) -> None:
+        """The rounds that ended in this poll, and those that ended before but could still
+        get events then (chemin de fer: the bank's passing follows the round_end), once
+        their table has gone on."""
+        waiting = [k for k in self._unclosed if k[0] in self._tables_moved(poll)]
+        ended = list(dict.fromkeys([*poll.rounds_ended, *waiting]))
+        if not ended:
+            return
         keys = pa.table(
             {
-                "table_id": [k[0] for k in poll.rounds_ended],
-                "shoe": [k[1] for k in poll.rounds_ended],
-                "round": pa.array([k[2] for k in poll.rounds_ended], pa.int64()),
+                "table_id": [k[0] for k in ended],
+                "shoe": [k[1] for k in ended],
+                "round": pa.array([k[2] for k in ended], pa.int64()),
             }
         )
         since = None if poll.earliest is None else poll.earliest - ROUND_LOOKBACK
@@ -256,6 +265,18 @@ class Watch:
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
+        audited = {
+            (t, s, r) for t, s, r in self.con.execute(
+                "SELECT table_id, shoe, round FROM round_audits SEMI JOIN live_keys "
+                "USING (table_id, shoe, round)"
+            ).fetchall()
+        }
+        self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
+
+    @staticmethod
+    def _tables_moved(poll: Poll) -> set[str]:
+        """Tables whose stream received events in this poll."""
+        return {s.removeprefix("table:") for s in poll.types if s.startswith("table:")}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
         new = result.findings_new + (result.tables.get("findings_new", 0) if also_tables else 0)

@@ -58,7 +58,7 @@ from auditor.board.feed import Cursors, Filters, Hub, ZoneCache, reading, snapsh
 from auditor.board.settings import BoardSettings, is_loopback
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
-from auditor.report.gather import LOCAL_TIME, money
+from auditor.report.render import environment
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.shipped import shipped
 from auditor.store import db, findings
@@ -84,16 +84,7 @@ T = TypeVar("T")
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["money"] = money
-    env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
-    env.filters["stamp"] = lambda t: t.strftime(LOCAL_TIME)
+    env = environment(TEMPLATES)  # the report's, with its money and time formatters
     # A record's RFC 3339 ts, already in the property's zone, as "MM-DD hh:mm:ss".
     env.filters["clock"] = lambda iso: f"{iso[5:10]} {iso[11:19]}"
     env.globals["severities"] = SEVERITIES
@@ -353,6 +344,16 @@ def _csrf_refusal(request: Request, form: dict[str, str]) -> Response | None:
     )
 
 
+async def _checked_form(request: Request) -> dict[str, str] | Response:
+    """The posted form, or the response refusing it: unreadable (400) or cross-site."""
+    try:
+        form = await _form(request)
+    except UserError as e:
+        return _problem(request, 400, str(e), False)
+    refused = _csrf_refusal(request, form)
+    return form if refused is None else refused
+
+
 async def _form(request: Request) -> dict[str, str]:
     """A URL-encoded form, at most FORM_BYTES (read without python-multipart)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != (
@@ -512,10 +513,9 @@ async def round_page(request: Request, board: Board, who: Identity | None) -> Re
 @guarded()
 async def ack(request: Request, board: Board, who: Identity | None) -> Response:
     fid = request.path_params["fid"]
-    form = await _form(request)
-    refused = _csrf_refusal(request, form)
-    if refused is not None:
-        return refused
+    form = await _checked_form(request)
+    if isinstance(form, Response):
+        return form
     by = who.name if who else form.get("name", "").strip()
     disposition = form.get("disposition", "").strip()
     note = form.get("note", "").strip()
@@ -572,13 +572,9 @@ async def login(request: Request) -> Response:
         return RedirectResponse(base + nxt, status_code=303)
     if request.method == "GET":
         return _render(request, "login.html.j2", {"next": nxt, "error": None, "name": ""})
-    try:
-        form = await _form(request)
-    except UserError as e:
-        return _problem(request, 400, str(e), False)
-    refused = _csrf_refusal(request, form)
-    if refused is not None:
-        return refused
+    form = await _checked_form(request)
+    if isinstance(form, Response):
+        return form
     nxt = _safe_next(form.get("next"))
     name, password, token = form.get("name", ""), form.get("password", ""), form.get("token", "")
     who = None
@@ -602,13 +598,9 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
-    try:
-        form = await _form(request)
-    except UserError as e:
-        return _problem(request, 400, str(e), False)
-    refused = _csrf_refusal(request, form)
-    if refused is not None:
-        return refused
+    form = await _checked_form(request)
+    if isinstance(form, Response):
+        return form
     base = _base(request)
     response = RedirectResponse(f"{base}/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=base or "/")

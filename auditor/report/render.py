@@ -29,11 +29,13 @@ TEMPLATES = shipped("reports/templates")
 DEFAULT_OUT = Path("reports") / "out"
 
 
-def _env():
+def environment(folder: Path = TEMPLATES):
+    """The jinja2 environment of the report's templates (or of `folder`, the board's), with
+    the report's formatters: the board shows money and times as the report does."""
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         trim_blocks=True,
@@ -49,7 +51,7 @@ def _env():
 
 
 def render_html(context: dict[str, Any]) -> str:
-    return _env().get_template("report.html.j2").render(**context)
+    return environment().get_template("report.html.j2").render(**context)
 
 
 def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:

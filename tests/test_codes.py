@@ -57,7 +57,7 @@ def test_every_code_is_fully_documented():
 
 
 def test_every_code_has_a_valid_scope():
-    assert SCOPES == ("round", "table", "shoe", "log", "chemin", "dealer")
+    assert SCOPES == ("round", "table", "shoe", "log", "chemin", "dealer", "play")
     for c in REGISTRY.values():
         assert c.scope in SCOPES, c.code
     # The families whose scope follows from the name.

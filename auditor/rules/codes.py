@@ -13,8 +13,9 @@ SEVERITIES = ("critical", "major", "minor", "info")
 # What a code's finding concerns: one round (coup) of any game, a table or pit (its procedures
 # and their notices), one shoe, the event log itself, or the chemin de fer rules of a coup
 # (wagers against the bank, options, commission, bank passing, irregularities judged under
-# 13:69F-4.12), or a dealer over a shift (the house's own control, docs/dealers.md).
-SCOPES = ("round", "table", "shoe", "log", "chemin", "dealer")
+# 13:69F-4.12), a dealer over a shift (the house's own control, docs/dealers.md), or a seat's
+# play over a shoe or shift (surveillance's, docs/side-bets.md).
+SCOPES = ("round", "table", "shoe", "log", "chemin", "dealer", "play")
 
 
 def severity_rank(severity: str) -> int:
@@ -615,6 +616,53 @@ _CODES = [
         "Dealer D4821: 3 of 120 rounds with a finding (2.5%), within the limit.",
         games=(),
     ),
+    Code(
+        "shoe.repeated_order",
+        "critical",
+        "shoe",
+        "House control, no jurisdiction's provision in our sources: a shoe's order comes from "
+        "its own shuffle, so no run of its dealt cards repeats an earlier shoe's longer than "
+        "chance allows (docs/shoe-integrity.md states the length and its sum)",
+        "A shoe repeats, card for card, a long run of an earlier shoe",
+        "Chance does not repeat a run this long in a year of shoes: the cards were pre-arranged, "
+        "or a shoe already dealt was put back in play without a shuffle. Whoever knows the "
+        "first shoe knows the outcome of every round of the run.",
+        "Shoe MB-03-1202-04 deals, from its 41st card, the 96 cards that shoe MB-07-1130-02 "
+        "dealt from its 12th card, in the same order.",
+        "No run of 12 cards or more of a shoe appears, in order, in any earlier shoe.",
+        games=(),
+    ),
+    Code(
+        "shoe.unshuffled",
+        "major",
+        "shoe",
+        "House control, no jurisdiction's provision in our sources: cards are shuffled before "
+        "they are dealt, so a shoe shows neither a new pack's order nor the previous shoe's "
+        "order beyond what a shuffle leaves (docs/shoe-integrity.md states both tests)",
+        "A shoe deals a run in a new pack's order, or keeps too much of the previous shoe's order",
+        "An unshuffled run is a run anyone who knows a new pack's order can predict; a shoe "
+        "that keeps the order of the previous one was shuffled too little, and a player who "
+        "tracked the previous shoe can follow the cards.",
+        "Cards 60 to 72 of the shoe are the ace to king of spades in order.",
+        "No run of 8 or more cards in a new pack's order, and as many of the previous shoe's "
+        "neighbouring pairs as a shuffle leaves by chance.",
+        games=(),
+    ),
+    Code(
+        "play.side_bet_counting",
+        "info",
+        "play",
+        "Surveillance, no jurisdiction's provision: a seat's Dragon 7 or Panda 8 wagers "
+        "that grow with the published count of the cards dealt (docs/side-bets.md)",
+        "A seat's Dragon 7 or Panda 8 wager sizes follow the count of the shoe",
+        "Dragon 7 and Panda 8 can be beaten by counting the cards dealt; a seat whose side "
+        "wagers rise with the count is likely counting, which is legal in most places but "
+        "turns the house edge of the wager against the house. Surveillance decides what to do.",
+        "Seat 3 wagers on Dragon 7 in 41 of 380 rounds, 38 of them at a true count of 4 or "
+        "more; the rank correlation of its wager with the count is 0.46 (z = 9.0).",
+        "Seat 3's Dragon 7 wagers come at any count: rank correlation 0.02 (z = 0.4).",
+        games=(),
+    ),
 ]
 
 
@@ -644,7 +692,7 @@ def markdown(citations: Sequence[tuple[str, Mapping[str, str]]] = ()) -> str:
         "it can raise to its provisions, and the list under each code below is read from the",
         "packs shipped. A code's rule names what the rule is about in words true of every",
         "jurisdiction; the `log` codes cite the event log format, which is the same everywhere,",
-        "and `dealer.error_rate` the house's own control, which is no jurisdiction's.",
+        "and `dealer.error_rate`, the shoe-integrity codes and `play.side_bet_counting` the house's own controls, which are no jurisdiction's.",
         "",
         "| code | severity | scope | title |",
         "|---|---|---|---|",

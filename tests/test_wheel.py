@@ -78,6 +78,8 @@ def test_the_wheel_carries_the_rule_packs_templates_and_schema(wheel: Path) -> N
     for name in templates:
         assert f"auditor/_shipped/reports/templates/{name}" in names
     assert "auditor/ingest/schema/event-log-v1.schema.json" in names
+    # The published side-bet counts, in a folder of their own beside the packs.
+    assert "auditor/_shipped/rules/surveillance/side_bet_counts.toml" in names
     assert not any(n.startswith(("tests/", "bench/", "sample_logs/")) for n in names)
 
 

@@ -167,6 +167,39 @@ DDL = [
       run_id BIGINT NOT NULL,
       audited_at TIMESTAMPTZ NOT NULL
     )""",
+    # The shoe-integrity index (auditor/audit/integrity.py, docs/shoe-integrity.md): each
+    # shoe's dealt cards in order (codes 0..51) and the round of each, the k-grams of every
+    # `step`-th position, and which lines of which source were indexed. Derived, like
+    # round_audits: a shoe that gets more cards is indexed again.
+    """
+    CREATE TABLE IF NOT EXISTS shoe_orders (
+      shoe_no BIGINT NOT NULL,
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL,
+      first_ts TIMESTAMPTZ,
+      decks INTEGER,
+      shuffle VARCHAR,
+      batch VARCHAR,
+      codes UTINYINT[] NOT NULL,
+      rounds INTEGER[] NOT NULL
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS shoe_grams (
+      gram BIGINT NOT NULL,
+      shoe_no BIGINT NOT NULL,
+      pos SMALLINT NOT NULL
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS shoe_index_lines (
+      source_id BIGINT PRIMARY KEY,
+      last_line BIGINT NOT NULL
+    )""",
+    # Shoes with new cards that `watch` left for later: it judges a shoe once it is over.
+    """
+    CREATE TABLE IF NOT EXISTS shoe_index_pending (
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL
+    )""",
     """
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)
     """,

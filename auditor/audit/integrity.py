@@ -1,0 +1,480 @@
+"""The shoe-integrity pass: every shoe's dealt cards against every earlier shoe in the
+database, against a new pack's order, and against the previous shoe (docs/shoe-integrity.md).
+
+A year of shoes is searched without reading a year of events: each shoe's order is kept once
+(`shoe_orders`) with the k-grams of every `step`-th position (`shoe_grams`), and only the
+shoes that got cards since the last pass (`shoe_index_lines` says which lines of which source
+were indexed) are read and probed with all their k-grams, one hash join in DuckDB. The pure
+sums and tests are in auditor.replay.integrity.
+
+The index is derived data, like round_audits: a shoe that gets more cards (a file still being
+written) is indexed again. Findings are never withdrawn here: the cards they rest on are
+events, and events are never rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from auditor.config import PropertyConfig
+from auditor.finding import Finding, fingerprint
+from auditor.replay import integrity as rules
+from auditor.replay.tables import iso
+from auditor.store import findings
+
+CODES = ("shoe.repeated_order", "shoe.unshuffled")
+K, STEP = rules.seed_layout(rules.MIN_REPEAT)
+RUN_CARDS_SHOWN = 24  # cards of a run written into the evidence; the length says the rest
+
+# The card's code 0..51 (rules.card_code) from any spelling the log format allows.
+_CODE_SQL = (
+    "((strpos('A23456789TJQK', CASE WHEN length(card) = 3 THEN 'T' "
+    "ELSE upper(left(card, 1)) END) - 1) * 4 + strpos('cdhs', lower(right(card, 1))) - 1)"
+)
+
+
+@dataclass
+class ShoeOrder:
+    shoe_no: int
+    table: str
+    shoe: str
+    first_ts: dt.datetime | None
+    decks: int | None
+    shuffle: str | None
+    batch: str | None
+    codes: list[int]
+    rounds: list[int]
+    pit: str | None = None
+    dealer: str | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Earlier first: by the time of the first card, then table and shoe."""
+        return (self.first_ts or dt.datetime.max.replace(tzinfo=dt.UTC), self.table, self.shoe)
+
+
+def integrity_findings(
+    con: duckdb.DuckDBPyConnection, run_id: int, config: PropertyConfig,
+    finished_only: bool = False,
+) -> dict[str, Any]:
+    """Index the shoes that got cards since the last pass, search them, record what is found;
+    one transaction. Returns a JSON-ready summary.
+
+    `finished_only` (watch): a shoe still being dealt waits (shoe_index_pending) until it is
+    over, so that a finding live is the finding of the whole shoe, as the batch audit makes
+    it. Without it (audit, nightly) every shoe is judged as far as it is logged."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        touched = _waiting(con, _touched(con), finished_only)
+        if not touched:
+            con.execute("COMMIT")
+            return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
+        orders = _index(con, touched)
+        found = _repeats(con, orders, config) + _unshuffled(con, orders)
+        new = 0
+        if found:
+            _locate(con, found)
+            findings.staged(con, "integrity_pass_findings", found)
+            new = findings.record(con, run_id, "SELECT * FROM integrity_pass_findings",
+                                  staged=True)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return {"shoes_indexed": len(orders), "findings": len(found), "findings_new": new,
+            "min_repeat_run": rules.MIN_REPEAT, "min_pack_run": rules.MIN_PACK_RUN}
+
+
+# --- the index --------------------------------------------------------------------------------
+
+
+def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(table, shoe) of every shoe with a card on a line not yet indexed; marks the lines."""
+    changed = con.execute(
+        """
+        SELECT t.source_id, coalesce(i.last_line, 0), t.last_line FROM source_totals t
+        LEFT JOIN shoe_index_lines i USING (source_id)
+        WHERE t.last_line > coalesce(i.last_line, 0)
+        """
+    ).fetchall()
+    if not changed:
+        return []
+    con.register("_changed_lines", pa.table({
+        "source_id": pa.array([c[0] for c in changed], pa.int64()),
+        "after": pa.array([c[1] for c in changed], pa.int64()),
+    }))
+    try:
+        rows = con.execute(
+            """
+            SELECT DISTINCT e.table_id, e.shoe FROM events e
+            JOIN _changed_lines c ON e.source_id = c.source_id AND e.line_no > c.after
+            WHERE e.type = 'card' AND e.shoe IS NOT NULL AND e.table_id IS NOT NULL
+            ORDER BY ALL
+            """
+        ).fetchall()
+    finally:
+        con.unregister("_changed_lines")
+    con.executemany(
+        "INSERT OR REPLACE INTO shoe_index_lines VALUES (?, ?)",
+        [(c[0], c[2]) for c in changed],
+    )
+    return [(t, s) for t, s in rows]
+
+
+def _waiting(
+    con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]], finished_only: bool
+) -> list[tuple[str, str]]:
+    """The touched shoes and those left waiting before; with `finished_only`, only those that
+    are over (a shoe_end, or the table gone on to another shoe or closed after their last
+    card), the others left waiting."""
+    waiting = con.execute("SELECT table_id, shoe FROM shoe_index_pending").fetchall()
+    shoes = sorted({*touched, *((t, s) for t, s in waiting)})
+    con.execute("DELETE FROM shoe_index_pending").fetchall()
+    if not finished_only or not shoes:
+        return shoes
+    con.register("_candidates", pa.table({
+        "table_id": pa.array([t for t, _ in shoes], pa.string()),
+        "shoe": pa.array([s for _, s in shoes], pa.string()),
+    }))
+    try:
+        over = {(t, s) for t, s in con.execute(
+            """
+            WITH last_card AS (
+              SELECT table_id, shoe, max(seq) AS seq FROM events
+              SEMI JOIN _candidates USING (table_id, shoe) WHERE type = 'card' GROUP BY ALL
+            )
+            SELECT c.table_id, c.shoe FROM last_card c
+            WHERE EXISTS (SELECT 1 FROM events e WHERE e.table_id = c.table_id
+                            AND e.type = 'shoe_end' AND e.shoe = c.shoe)
+               OR EXISTS (SELECT 1 FROM events e WHERE e.table_id = c.table_id
+                            AND e.type IN ('shoe_start', 'table_close') AND e.seq > c.seq)
+            """
+        ).fetchall()}
+    finally:
+        con.unregister("_candidates")
+    later = [x for x in shoes if x not in over]
+    if later:
+        con.executemany("INSERT INTO shoe_index_pending VALUES (?, ?)", later)
+    return [x for x in shoes if x in over]
+
+
+def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> list[ShoeOrder]:
+    """Read the touched shoes' cards in order, replace their rows in the index."""
+    con.register("_touched_shoes", pa.table({
+        "table_id": pa.array([t for t, _ in touched], pa.string()),
+        "shoe": pa.array([s for _, s in touched], pa.string()),
+    }))
+    try:
+        rows = con.execute(
+            f"""
+            WITH cards AS (
+              SELECT table_id, shoe, seq, ts, round, {_CODE_SQL} AS code FROM events
+              SEMI JOIN _touched_shoes USING (table_id, shoe)
+              WHERE type = 'card'
+            ), starts AS (
+              SELECT table_id, shoe, arg_min(decks, seq) AS decks,
+                     arg_min(shuffle, seq) AS shuffle, arg_min(batch, seq) AS batch
+              FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
+              WHERE type = 'shoe_start' GROUP BY ALL
+            )
+            SELECT c.table_id, c.shoe, min(c.ts), any_value(s.decks), any_value(s.shuffle),
+                   any_value(s.batch), list(c.code ORDER BY c.seq),
+                   list(c.round ORDER BY c.seq), o.shoe_no
+            FROM cards c LEFT JOIN starts s USING (table_id, shoe)
+            LEFT JOIN shoe_orders o USING (table_id, shoe)
+            GROUP BY c.table_id, c.shoe, o.shoe_no ORDER BY c.table_id, c.shoe
+            """
+        ).fetchall()
+        con.execute("DELETE FROM shoe_grams WHERE shoe_no IN (SELECT shoe_no FROM shoe_orders "
+                    "SEMI JOIN _touched_shoes USING (table_id, shoe))").fetchall()
+        con.execute("DELETE FROM shoe_orders WHERE (table_id, shoe) IN "
+                    "(SELECT (table_id, shoe) FROM _touched_shoes)").fetchall()
+    finally:
+        con.unregister("_touched_shoes")
+    no = int(con.execute("SELECT coalesce(max(shoe_no), 0) + 1 FROM shoe_orders").fetchall()[0][0])
+    orders: list[ShoeOrder] = []
+    for table, shoe, first_ts, decks, shuffle, batch, codes, rounds, shoe_no in rows:
+        if shoe_no is None:
+            shoe_no, no = no, no + 1
+        orders.append(ShoeOrder(int(shoe_no), table, shoe, first_ts, decks, shuffle, batch,
+                                [int(c) for c in codes], [int(r or 0) for r in rounds]))
+    con.register("_orders", pa.table({
+        "shoe_no": pa.array([o.shoe_no for o in orders], pa.int64()),
+        "table_id": pa.array([o.table for o in orders], pa.string()),
+        "shoe": pa.array([o.shoe for o in orders], pa.string()),
+        "first_ts": pa.array([o.first_ts for o in orders], pa.timestamp("us", tz="UTC")),
+        "decks": pa.array([o.decks for o in orders], pa.int32()),
+        "shuffle": pa.array([o.shuffle for o in orders], pa.string()),
+        "batch": pa.array([o.batch for o in orders], pa.string()),
+        "codes": pa.array([o.codes for o in orders], pa.list_(pa.uint8())),
+        "rounds": pa.array([o.rounds for o in orders], pa.list_(pa.int32())),
+    }))
+    shoe_ix, pos, gram = _grams(orders)
+    keep = pos % STEP == 0
+    con.register("_grams", pa.table({
+        "gram": pa.array(gram[keep], pa.int64()),
+        "shoe_no": pa.array(np.array([o.shoe_no for o in orders], np.int64)[shoe_ix[keep]]
+                            if orders else np.zeros(0, np.int64), pa.int64()),
+        "pos": pa.array(pos[keep].astype(np.int16), pa.int16()),
+    }))
+    try:
+        con.execute("INSERT INTO shoe_orders BY NAME SELECT * FROM _orders").fetchall()
+        con.execute("INSERT INTO shoe_grams BY NAME SELECT * FROM _grams").fetchall()
+    finally:
+        con.unregister("_orders")
+        con.unregister("_grams")
+    return orders
+
+
+def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    codes = np.fromiter((c for o in orders for c in o.codes), np.int64)
+    offsets = np.cumsum([0, *(len(o.codes) for o in orders)])
+    return rules.grams(codes, offsets, K)
+
+
+# --- shoe.repeated_order --------------------------------------------------------------------
+
+
+def _repeats(
+    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig
+) -> list[Finding]:
+    """Probe the index with every k-gram of the touched shoes; extend each seed hit along its
+    diagonal to the whole run; a run of MIN_REPEAT or more is a finding of the later shoe."""
+    if not orders:
+        return []
+    shoe_ix, pos, gram = _grams(orders)
+    nos = np.array([o.shoe_no for o in orders], np.int64)
+    con.register("_probe", pa.table({
+        "gram": pa.array(gram, pa.int64()),
+        "shoe_no": pa.array(nos[shoe_ix] if len(shoe_ix) else np.zeros(0, np.int64),
+                            pa.int64()),
+        "pos": pa.array(pos, pa.int64()),
+    }))
+    try:
+        hits = con.execute(
+            """
+            SELECT p.shoe_no, g.shoe_no, min(p.pos), p.pos - g.pos AS diagonal
+            FROM _probe p JOIN shoe_grams g USING (gram)
+            WHERE g.shoe_no <> p.shoe_no
+            GROUP BY p.shoe_no, g.shoe_no, diagonal
+            """
+        ).fetchall()
+    finally:
+        con.unregister("_probe")
+    if not hits:
+        return []
+    by_no = {o.shoe_no: o for o in orders}
+    missing = sorted({b for _, b, _, _ in hits} - by_no.keys())
+    by_no.update(_orders(con, missing))
+    runs: dict[tuple[int, int], set[tuple[int, int, int]]] = defaultdict(set)
+    for a_no, b_no, a_pos, diagonal in hits:
+        a, b = by_no[a_no], by_no[b_no]
+        start_a, start_b, length = rules.extend(a.codes, b.codes, int(a_pos),
+                                                int(a_pos - diagonal))
+        if length < rules.MIN_REPEAT:
+            continue
+        # One key per unordered pair, the earlier shoe first.
+        if a.key < b.key:
+            runs[(a_no, b_no)].add((start_a, start_b, length))
+        else:
+            runs[(b_no, a_no)].add((start_b, start_a, length))
+    zone = config.zone_for(con) if runs else dt.UTC  # a scan of events: only when needed
+    return [_repeat_finding(by_no[e], by_no[later], sorted(found, key=lambda r: -r[2]), zone)
+            for (e, later), found in sorted(runs.items())]
+
+
+def _orders(con: duckdb.DuckDBPyConnection, nos: list[int]) -> dict[int, ShoeOrder]:
+    if not nos:
+        return {}
+    rows = con.execute(
+        "SELECT shoe_no, table_id, shoe, first_ts, decks, shuffle, batch, codes, rounds "
+        f"FROM shoe_orders WHERE shoe_no IN ({', '.join(str(int(n)) for n in nos)})"
+    ).fetchall()
+    return {int(r[0]): ShoeOrder(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6],
+                                 [int(c) for c in r[7]], [int(x) for x in r[8]])
+            for r in rows}
+
+
+def _repeat_finding(earlier: ShoeOrder, later: ShoeOrder,
+                    runs: list[tuple[int, int, int]], zone: dt.tzinfo) -> Finding:
+    start_e, start_l, length = runs[0]
+    cards = [rules.card_text(c) for c in later.codes[start_l:start_l + length]]
+    same_table = earlier.table == later.table
+    where = (f"shoe {earlier.shoe}" if same_table
+             else f"shoe {earlier.shoe} at table {earlier.table}")
+    when = (f" at {earlier.first_ts.astimezone(zone):%Y-%m-%d %H:%M}" if earlier.first_ts
+            else "")
+    message = (
+        f"Shoe {later.shoe} deals, from its card {start_l + 1} (round "
+        f"{later.rounds[start_l]}), {length} cards in the order {where} dealt them{when} from "
+        f"its card {start_e + 1} (round {earlier.rounds[start_e]}); chance repeats a run of "
+        f"{rules.MIN_REPEAT} cards less than once in a hundred years at 100 tables."
+    )
+    return Finding(
+        code="shoe.repeated_order",
+        seq=None, source=None,  # set by _locate: the run's first card in this shoe
+        message=message,
+        expected=f"no run of {rules.MIN_REPEAT} cards or more of an earlier shoe, in order",
+        observed={"run_cards": length, "earlier_table": earlier.table,
+                  "earlier_shoe": earlier.shoe},
+        fingerprint=fingerprint("shoe.repeated_order", later.table, later.shoe, earlier.table,
+                                earlier.shoe),
+        table=later.table, shoe=later.shoe, round=None,
+        evidence={
+            "run_cards": length,
+            "min_run": rules.MIN_REPEAT,
+            "chance_per_year_at_100_tables": rules.chance_text(length, rules.chance_repeats),
+            "this_shoe": _side(later, start_l, length),
+            "earlier_shoe": _side(earlier, start_e, length),
+            "cards": cards[:RUN_CARDS_SHOWN],
+            "other_runs": [{"this_from_card": s_l + 1, "earlier_from_card": s_e + 1,
+                            "cards": n} for s_e, s_l, n in runs[1:]],
+        },
+        # the run's first card is where the finding shows; _locate sets ts, seq, source
+        ts=later.first_ts,
+    )
+
+
+def _side(o: ShoeOrder, start: int, length: int) -> dict[str, Any]:
+    return {"table": o.table, "shoe": o.shoe,
+            "first_card_at": iso(o.first_ts) if o.first_ts else None,
+            "cards_seen": len(o.codes),
+            "from_card": start + 1, "to_card": start + length,
+            "rounds": [o.rounds[start], o.rounds[start + length - 1]]}
+
+
+# --- shoe.unshuffled --------------------------------------------------------------------------
+
+
+def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder]) -> list[Finding]:
+    out: list[Finding] = []
+    for o in orders:
+        runs = rules.pack_runs(o.codes)
+        if runs:
+            out.append(_pack_finding(o, runs))
+    for previous, o in _pairs_to_test(con, orders):
+        decks = o.decks or previous.decks or 8
+        test = rules.kept_pairs(previous.codes, o.codes, decks)
+        if test.flagged:
+            out.append(_pairs_finding(previous, o, test))
+    return out
+
+
+def _pack_finding(o: ShoeOrder, runs: list[rules.Run]) -> Finding:
+    first = max(runs, key=lambda r: r.length)
+    cards = [rules.card_text(c) for c in o.codes[first.start:first.start + first.length]]
+    way = "up" if first.direction > 0 else "down"
+    return Finding(
+        code="shoe.unshuffled", seq=None, source=None,
+        message=(
+            f"Shoe {o.shoe} deals {first.length} cards in a new pack's order from its card "
+            f"{first.start + 1} (round {o.rounds[first.start]}): {' '.join(cards)}; chance "
+            f"gives a run of {rules.MIN_PACK_RUN} less than once in a hundred years at 100 "
+            "tables."
+        ),
+        expected=f"no run of {rules.MIN_PACK_RUN} cards or more in a new pack's order",
+        observed={"run_cards": first.length, "cards": cards},
+        fingerprint=fingerprint("shoe.unshuffled", o.table, o.shoe, "pack_order"),
+        table=o.table, shoe=o.shoe, round=None, ts=o.first_ts,
+        evidence={
+            "test": "pack_order", "min_run": rules.MIN_PACK_RUN,
+            "chance_per_year_at_100_tables": rules.chance_text(first.length,
+                                                               rules.pack_run_chance),
+            "runs": [{"from_card": r.start + 1, "cards": r.length,
+                      "rounds": [o.rounds[r.start], o.rounds[r.start + r.length - 1]],
+                      "ranks": "ace to king" if r.direction > 0 else "king to ace",
+                      "dealt": [rules.card_text(c) for c in o.codes[r.start:r.start + r.length]]}
+                     for r in runs],
+            "first_run_goes": way,
+            "from_card": first.start + 1,
+            "cards_seen": len(o.codes),
+        },
+    )
+
+
+def _pairs_finding(previous: ShoeOrder, o: ShoeOrder, test: rules.PairTest) -> Finding:
+    return Finding(
+        code="shoe.unshuffled", seq=None, source=None,
+        message=(
+            f"Shoe {o.shoe} keeps {test.kept} of its {test.pairs} neighbouring pairs from the "
+            f"order of shoe {previous.shoe}, where a shuffle leaves {test.expected:.1f} "
+            f"± {test.sd:.1f} by chance (z = {test.z:.1f}, limit {rules.PAIR_Z:g})."
+        ),
+        expected={"kept_pairs_at_most": round(test.expected + rules.PAIR_Z * test.sd, 1)},
+        observed={"kept_pairs": test.kept, "previous_shoe": previous.shoe},
+        fingerprint=fingerprint("shoe.unshuffled", o.table, o.shoe, "previous_order",
+                                previous.shoe),
+        table=o.table, shoe=o.shoe, round=None, ts=o.first_ts,
+        evidence={
+            "test": "previous_order", "previous_shoe": previous.shoe,
+            "previous_batch": previous.batch, "pairs": test.pairs, "kept": test.kept,
+            "expected": round(test.expected, 2), "sd": round(test.sd, 2),
+            "z": round(test.z, 2), "z_limit": rules.PAIR_Z,
+            "cards_seen": len(o.codes), "previous_cards_seen": len(previous.codes),
+        },
+    )
+
+
+def _pairs_to_test(
+    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder]
+) -> list[tuple[ShoeOrder, ShoeOrder]]:
+    """(previous, shoe) for every touched shoe and every shoe whose previous one was
+    touched. The previous shoe is the table's last one before it; with an automated shuffler
+    whose batches alternate, the last one of the same batch (the cards that went into the
+    shuffler then)."""
+    if not orders:
+        return []
+    tables = sorted({o.table for o in orders})
+    rows = con.execute(
+        "SELECT shoe_no, table_id, shoe, first_ts, batch, shuffle FROM shoe_orders "
+        f"WHERE table_id IN ({', '.join('?' for _ in tables)}) "
+        "ORDER BY table_id, first_ts NULLS LAST, shoe",
+        tables,
+    ).fetchall()
+    previous_of: dict[int, int] = {}
+    last: dict[tuple[str, str | None], int] = {}
+    for no, table, _shoe, _ts, batch, shuffle in rows:
+        lane = (table, batch if shuffle == "automated" else None)
+        if lane in last:
+            previous_of[int(no)] = last[lane]
+        last[lane] = int(no)
+    touched = {o.shoe_no for o in orders}
+    wanted = {no: prev for no, prev in previous_of.items() if no in touched or prev in touched}
+    by_no = {o.shoe_no: o for o in orders}
+    by_no.update(_orders(con, sorted({*wanted, *wanted.values()} - by_no.keys())))
+    return [(by_no[prev], by_no[no]) for no, prev in sorted(wanted.items())]
+
+
+# --- where each finding shows -----------------------------------------------------------------
+
+
+def _locate(con: duckdb.DuckDBPyConnection, found: list[Finding]) -> None:
+    """Each finding's seq, time, source and dealer: its first card of the run (or the shoe's
+    first card), its shoe's shoe_start dealer, its table's pit. Few findings: one query each."""
+    for i, f in enumerate(found):
+        ev = f.evidence or {}
+        nth = (ev.get("this_shoe", {}).get("from_card") or ev.get("from_card") or 1)
+        row = con.execute(
+            """
+            SELECT e.seq, e.ts, s.path || ':' || e.line_no,
+                   (SELECT arg_min(dealer, seq) FROM events WHERE type = 'shoe_start'
+                      AND table_id = e.table_id AND shoe = e.shoe),
+                   (SELECT arg_max(pit, seq) FROM events WHERE type = 'table_open'
+                      AND table_id = e.table_id AND seq <= e.seq)
+            FROM events e JOIN sources s ON s.id = e.source_id
+            WHERE e.type = 'card' AND e.table_id = ? AND e.shoe = ?
+            ORDER BY e.seq LIMIT 1 OFFSET ?
+            """,
+            [f.table, f.shoe, int(nth) - 1],
+        ).fetchall()
+        if not row:
+            continue
+        seq, ts, source, dealer, pit = row[0]
+        found[i] = replace(f, seq=seq, ts=ts, source=source, dealer=dealer, pit=pit)

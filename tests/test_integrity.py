@@ -1,0 +1,319 @@
+"""Shoe integrity (docs/shoe-integrity.md): the sums behind the run lengths, the k-gram index,
+new-pack runs, the shuffle test against fair shuffles, and the audit finding exactly the
+orders the simulator plants, across tables and days, once."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from auditor.audit.run import audit
+from auditor.config import PropertyConfig
+from auditor.ingest.files import ingest
+from auditor.replay import integrity as I
+from auditor.rules.cards import RANKS, SUITS
+from auditor.simulate.planted import ORDER_KINDS, simulate
+from auditor.store import db, runs
+
+# --- the sums -------------------------------------------------------------------------------
+
+
+def test_card_codes_cover_the_52_cards_once():
+    codes = {I.card_code(r + s) for r in RANKS for s in SUITS}
+    assert codes == set(range(52))
+    assert (I.card_code("Ac"), I.card_code("As"), I.card_code("Ks")) == (0, 3, 51)
+    assert I.card_code("10h") == I.card_code("Th") == 9 * 4 + 2
+    assert all(I.card_text(I.card_code(r + s)) == r + s for r in RANKS for s in SUITS)
+
+
+def test_run_chance_by_hand():
+    # Two given cards, in order, in an 8-deck shoe: 8/416 then 8/415.
+    assert I.run_chance(2, 8) == pytest.approx(8 / 416 * 8 / 415)
+    # Six decks make a run likelier than eight: the smallest shoe is the one assumed.
+    assert I.run_chance(12, 6) > I.run_chance(12, 8)
+
+
+def test_the_year_at_100_tables_gives_12_cards_repeated_and_8_in_pack_order():
+    v = I.YEAR_AT_100_TABLES
+    assert v.positions == 100 * 30 * 365 * 416 == 455_520_000
+    pairs = v.positions * (v.positions - 1) / 2
+    by_hand_12 = pairs * math.prod(6 / (312 - i) for i in range(12))
+    assert I.chance_repeats(12) == pytest.approx(by_hand_12)
+    assert I.chance_repeats(11) > v.target > I.chance_repeats(12)
+    assert 3e-4 < I.chance_repeats(12) < 4e-4  # docs/shoe-integrity.md's figure
+    assert I.MIN_REPEAT == 12
+    by_hand_8 = v.positions * 2 * 6 / 311 * math.prod(6 / (312 - i) for i in range(2, 8))
+    assert I.pack_run_chance(8) == pytest.approx(by_hand_8)
+    assert I.pack_run_chance(7) > v.target > I.pack_run_chance(8)
+    assert I.MIN_PACK_RUN == 8
+    # A smaller property needs shorter runs, never longer ones.
+    assert I.min_repeat_run(I.Volume(tables=10)) <= 12
+
+
+def test_seed_layout_finds_every_run_of_the_minimum():
+    k, step = I.seed_layout(12)
+    assert (k, step) == (11, 2)
+    # A run of 12 in an indexed shoe, wherever it starts, holds a kept k-gram.
+    for start in range(10):
+        kept = [p for p in range(start, start + 12 - k + 1) if p % step == 0]
+        assert kept
+
+
+def test_grams_are_base_52_and_never_cross_shoes():
+    a, b = [1, 2, 3, 4], [5, 6, 7]
+    shoe, pos, gram = I.grams([*a, *b], [0, 4, 7], 3)
+    assert shoe.tolist() == [0, 0, 1]
+    assert pos.tolist() == [0, 1, 0]
+    assert gram.tolist() == [(1 * 52 + 2) * 52 + 3, (2 * 52 + 3) * 52 + 4, (5 * 52 + 6) * 52 + 7]
+    # eleven cards of code 51 still fit a signed 64-bit integer
+    _, _, big = I.grams([51] * 11, [0, 11], 11)
+    assert big.tolist() == [52**11 - 1]
+
+
+def test_extend_finds_the_whole_diagonal():
+    a = [9, 1, 2, 3, 4, 5, 8]
+    b = [7, 7, 1, 2, 3, 4, 5, 6]
+    assert I.extend(a, b, 3, 4) == (1, 2, 5)
+
+
+def test_pack_runs_up_and_down_and_the_minimum():
+    spades = [I.card_code(r + "s") for r in RANKS]
+    noise = [I.card_code(c) for c in ("7h", "2c", "Qd")]
+    up = I.pack_runs(noise + spades + noise)
+    assert up == [I.Run(3, 13, 1)]
+    down = I.pack_runs(list(reversed(spades[:9])))
+    assert down == [I.Run(0, 9, -1)]
+    assert I.pack_runs(spades[:7]) == []  # 7 cards: chance does that a few times a century
+    assert I.pack_runs(spades[:8]) == [I.Run(0, 8, 1)]
+    # ranks one apart but suits changing: not a pack's order
+    mixed = [I.card_code(c) for c in ("Ac", "2d", "3c", "4d", "5c", "6d", "7c", "8d", "9c")]
+    assert I.pack_runs(mixed) == []
+
+
+def _shoe(rng: random.Random, decks: int = 8) -> list[int]:
+    cards = list(range(52)) * decks
+    rng.shuffle(cards)
+    return cards
+
+
+def _riffle(cards: list[int], rng: random.Random) -> list[int]:
+    cut = sum(rng.random() < 0.5 for _ in cards)
+    left, right, out = cards[:cut], cards[cut:], []
+    while left or right:
+        pile = left if rng.random() * (len(left) + len(right)) < len(left) else right
+        out.append(pile.pop(0))
+    return out
+
+
+def test_kept_pairs_false_alarms_on_fair_shuffles():
+    """2,000 pairs of fairly shuffled 8-deck shoes, 400 cards dealt of each: none flagged,
+    and z has mean near 0 and sd near 1 (the binomial approximation holds)."""
+    rng = random.Random(20261201)
+    zs = []
+    for _ in range(2000):
+        t = I.kept_pairs(_shoe(rng)[:400], _shoe(rng)[:400], 8)
+        zs.append(t.z)
+        assert not t.flagged
+    mean = sum(zs) / len(zs)
+    sd = math.sqrt(sum((z - mean) ** 2 for z in zs) / (len(zs) - 1))
+    assert abs(mean) < 0.1 and 0.85 < sd < 1.2, (mean, sd)
+
+
+def test_kept_pairs_catches_two_riffles_and_an_unshuffled_shoe():
+    rng = random.Random(7)
+    caught = 0
+    for _ in range(100):
+        previous = _shoe(rng)
+        t = I.kept_pairs(previous[:400], _riffle(_riffle(previous, rng), rng)[:400], 8)
+        caught += t.flagged
+    assert caught >= 97  # 99 of these 100 (docs/shoe-integrity.md: 100% of 300 elsewhere)
+    same = _shoe(rng)
+    t = I.kept_pairs(same[:400], same[:400], 8)
+    assert t.kept == 399  # every pair kept
+    assert t.z > 40
+
+
+# --- the audit ---------------------------------------------------------------------------------
+
+
+def _audit(db_path: Path, *folders: Path) -> None:
+    """Each folder ingested, then audited, in turn: one night after another."""
+    con = db.connect(db_path)
+    try:
+        for folder in folders:
+            ingest(con, sorted(folder.glob("*.jsonl")), runs.start(con, "ingest", {}))
+            audit(con, runs.start(con, "audit", {}), PropertyConfig())
+    finally:
+        con.close()
+
+
+ORDER_CODES = tuple(dict.fromkeys(ORDER_KINDS.values()))
+
+
+def _found(db_path: Path, codes: tuple[str, ...] = ORDER_CODES) -> list[tuple]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute(
+            "SELECT code, table_id, shoe, round, dealer, seq, source, evidence "
+            "FROM current_findings WHERE code IN (SELECT unnest(?)) ORDER BY ALL",
+            [list(codes)],
+        ).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("orders")
+    r = simulate(base / "logs", 6, 3, seed=2, games=("mini_baccarat", "punto_banco"),
+                 shoe_twice=True, unshuffled=True)
+    _audit(base / "a.duckdb", base / "logs")
+    return r, base / "a.duckdb"
+
+
+def test_the_planted_orders_are_found_and_nothing_else(planted):
+    r, path = planted
+    truth = sorted((d["code"], d["table"], d["shoe"]) for d in r.deviations)
+    assert [d["kind"] for d in r.deviations] == ["weak_shuffle", "pack_run", "shoe_twice"]
+    assert sorted(f[:3] for f in _found(path)) == truth
+
+
+def test_a_repeated_shoe_names_the_earlier_one_and_the_run(planted):
+    r, path = planted
+    twice = next(d for d in r.deviations if d["kind"] == "shoe_twice")
+    (_, table, shoe, rnd, dealer, seq, source, evidence), = (
+        f for f in _found(path) if f[0] == "shoe.repeated_order")
+    ev = json.loads(evidence)
+    assert (table, shoe, rnd) == (twice["table"], twice["shoe"], None)
+    assert ev["earlier_shoe"]["table"] == "MB-01" and ev["earlier_shoe"]["shoe"].endswith("-01")
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        def dealt(t: str, s: str) -> list[str]:
+            return [c for (c,) in con.execute(
+                "SELECT card FROM events WHERE type = 'card' AND table_id = ? AND shoe = ? "
+                "ORDER BY seq", [t, s]).fetchall()]
+        mine, theirs = dealt(table, shoe), dealt("MB-01", ev["earlier_shoe"]["shoe"])
+        first = con.execute(
+            "SELECT seq, dealer FROM events WHERE table_id = ? AND shoe = ? AND type = 'card' "
+            "ORDER BY seq LIMIT 1", [table, shoe]).fetchall()[0]
+        start_dealer = con.execute(
+            "SELECT dealer FROM events WHERE type = 'shoe_start' AND table_id = ? AND shoe = ?",
+            [table, shoe]).fetchall()[0][0]
+    finally:
+        con.close()
+    # The whole dealt shoe repeats: the run is as long as the shorter of the two.
+    n = min(len(mine), len(theirs))
+    assert mine[:n] == theirs[:n] and ev["run_cards"] == n
+    assert ev["cards"] == mine[:24]
+    assert (seq, dealer) == (first[0], start_dealer)
+    file, line = source.rsplit(":", 1)
+    event = json.loads(Path(file).read_text().splitlines()[int(line) - 1])
+    assert Path(file).name.endswith(f"_{table}.jsonl")
+    assert (event["type"], event["seq"], event["card"]) == ("card", seq, mine[0])
+
+
+def test_an_unshuffled_shoe_shows_its_run_and_its_kept_pairs(planted):
+    found = {json.loads(f[7])["test"]: json.loads(f[7]) for f in _found(planted[1])
+             if f[0] == "shoe.unshuffled"}
+    run = found["pack_order"]["runs"][0]
+    assert run["dealt"] == [r + "s" for r in RANKS] and run["from_card"] == 21
+    pairs = found["previous_order"]
+    assert pairs["z"] >= I.PAIR_Z and pairs["kept"] > pairs["expected"] + 6 * pairs["sd"]
+
+
+def test_a_second_audit_adds_nothing_and_the_index_holds_every_shoe_once(planted):
+    _, path = planted
+    before = _found(path)
+    _audit(path)
+    con = db.connect(path)
+    try:
+        audit(con, runs.start(con, "audit", {}), PropertyConfig())
+    finally:
+        con.close()
+    assert _found(path) == before
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        shoes = con.execute("SELECT count(DISTINCT (table_id, shoe)) FROM events "
+                            "WHERE type = 'card'").fetchall()[0][0]
+        indexed = con.execute("SELECT count(*), count(DISTINCT (table_id, shoe)), "
+                              "count(DISTINCT shoe_no) FROM shoe_orders").fetchall()[0]
+        cards = con.execute("SELECT count(*) FROM events WHERE type = 'card'").fetchall()[0][0]
+        in_index = con.execute("SELECT sum(len(codes)) FROM shoe_orders").fetchall()[0][0]
+    finally:
+        con.close()
+    assert indexed == (shoes, shoes, shoes) and in_index == cards
+
+
+def _renamed(src: Path, dst: Path, tables: dict[str, str]) -> None:
+    """The table files of `src` with each table (and so its shoes) renamed: another table
+    dealing the very same shoes."""
+    dst.mkdir(parents=True)
+    for f in src.glob("*.jsonl"):
+        if "pit" in f.name:
+            continue
+        text = f.read_text()
+        for old, new in tables.items():
+            text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+        (dst / f.name.replace(*next(iter(tables.items())))).write_text(text)
+
+
+def test_a_shoe_dealt_again_another_day_at_another_table(tmp_path):
+    """Day one is audited; days later a table deals day one's MB-01 shoes again (the same
+    seed, the table renamed): each of its shoes is found against day one's, in a later
+    ingest and audit, through the index."""
+    simulate(tmp_path / "d1", 2, 2, seed=9, games=("mini_baccarat",))
+    simulate(tmp_path / "d9", 2, 2, seed=9, games=("mini_baccarat",))
+    _renamed(tmp_path / "d9", tmp_path / "again", {"MB-01": "MB-21", "MB-02": "MB-22"})
+    path = tmp_path / "a.duckdb"
+    _audit(path, tmp_path / "d1")
+    assert _found(path) == []
+    _audit(path, tmp_path / "again")
+    found = _found(path)
+    shoes = {s for (s,) in duckdb.connect(str(path), read_only=True).execute(
+        "SELECT DISTINCT shoe FROM events WHERE table_id IN ('MB-21', 'MB-22') "
+        "AND type = 'card'").fetchall()}
+    assert {f[2] for f in found} == shoes and all(f[0] == "shoe.repeated_order" for f in found)
+    for f in found:
+        ev = json.loads(f[7])
+        assert ev["earlier_shoe"]["shoe"] == f[2].replace("MB-2", "MB-0")
+        assert ev["earlier_shoe"]["from_card"] == ev["this_shoe"]["from_card"] == 1
+
+
+def test_integrity_pass_reads_only_new_lines(tmp_path):
+    """A second pass with nothing new indexes nothing; the summary says what was done."""
+    from auditor.audit.integrity import integrity_findings
+
+    simulate(tmp_path / "logs", 2, 1, seed=4, games=("mini_baccarat",))
+    path = tmp_path / "a.duckdb"
+    _audit(path, tmp_path / "logs")
+    con = db.connect(path)
+    try:
+        run_id = runs.start(con, "audit", {})
+        summary = integrity_findings(con, run_id, PropertyConfig())
+    finally:
+        con.close()
+    assert summary == {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
+
+
+def test_cli_simulate_plants_the_orders_on_request(bacc_audit, tmp_path):
+    res = bacc_audit("simulate", "--out", str(tmp_path / "s"), "--tables", "6", "--hours", "3",
+                     "--seed", "2", "--games", "mini_baccarat,punto_banco", "--shoe-twice",
+                     "--unshuffled")
+    assert res.code == 0, res.err
+    truth = [json.loads(x) for x in (tmp_path / "s" / "ground_truth.ndjson").read_text()
+             .splitlines()]
+    assert sorted(d["kind"] for d in truth) == ["pack_run", "shoe_twice", "weak_shuffle"]
+    plain = bacc_audit("simulate", "--out", str(tmp_path / "p"), "--tables", "6", "--hours",
+                       "3", "--seed", "2", "--games", "mini_baccarat,punto_banco")
+    assert plain.code == 0 and (tmp_path / "p" / "ground_truth.ndjson").read_text() == ""
+    bulk = bacc_audit("simulate", "--out", str(tmp_path / "b"), "--tables", "1", "--hours",
+                      "1", "--bulk", "--shoe-twice")
+    assert bulk.code == 2
+    assert bulk.err.strip() == ("error: --shoe-twice: not with --bulk, whose generator plants "
+                                "only round deviations; leave out --bulk")

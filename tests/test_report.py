@@ -318,3 +318,18 @@ def test_the_document_says_what_is_attached_and_how_to_open_it(rendered):
     assert text.count(note) == 2  # on the cover and above the findings
     assert "attachments panel (paperclip icon)" in text
     assert "pdfdetach -saveall" in text
+
+
+def test_a_database_of_one_night_says_the_30_days_rest_on_it(rendered):
+    """Issue 17: the By dealer page and the trend cover the last 30 gaming days; the sample
+    database holds one, and both pages say so rather than read it as a month."""
+    *_, text, context = rendered
+    assert "Only 1 of the 30 gaming days has rounds (the first: 2026-11-28)" in text
+    assert ("No rounds on the 29 gaming days from 2026-10-30 to 2026-11-27: 1 of the 30 days "
+            "has data.") in text
+    [day] = context["trend_days"]
+    assert day.day == dt.date(2026, 11, 28) and day.rounds >= context["rounds"]
+    assert f"2026-11-28 {day.rounds:,} {day.findings:,} {day.per_1000:.1f}" in text
+    # One night: each dealer's 30 days are the gaming day's rounds, this shift's among them.
+    for d in context["dealers"]:
+        assert context["dealers_span"][d.dealer].count.rounds >= d.rounds

@@ -5,7 +5,8 @@ A round's dealer is the `dealer` of its round_start, else that of its shoe's sho
 shoe's dealer, that of its shoe_start. The counts are read here in SQL (a day holds millions
 of rounds, so they are aggregated in DuckDB, never listed in Python); the p-chart and the
 decision are `auditor.replay.dealers`. Used by the table pass (dealer.error_rate per shift),
-`bacc-audit dealers` and the report's "By dealer" page.
+`bacc-audit dealers` and the report: its "By dealer" page (the shift against the last 30
+gaming days) and its trend of findings per gaming day (`history`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import duckdb
 
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
-from auditor.replay.dealers import DealerCount, error_rate_findings, p_chart
+from auditor.replay.dealers import DealerCount, DealerRate, error_rate_findings, p_chart
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.store.db import q
 
@@ -105,23 +106,25 @@ def count_rounds(
 
 def findings_by_severity(
     con: duckdb.DuckDBPyConnection, windows: Sequence[Window]
-) -> dict[tuple[str, str], Counter[str]]:
+) -> dict[tuple[str, str | None], Counter[str]]:
     """(window, dealer) -> standing round and shoe findings by severity: a round finding is
-    its round's dealer's, a shoe finding (dated in the window) its shoe_start's dealer's."""
+    its round's dealer's (in the window its round started in), a shoe finding (dated in the
+    window) its shoe_start's dealer's. Those of rounds and shoes that name no dealer are
+    under dealer None (the report's trend counts them; no chart does)."""
     if not windows:
         return {}
-    out: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    out: dict[tuple[str, str | None], Counter[str]] = defaultdict(Counter)
     ws = _windows_sql(windows)
     for label, dealer, severity, n in con.execute(
         f"""
         WITH {_ROUNDS_CTE.format(windows=ws)}
         SELECT r.label, r.dealer, f.severity, count(*)
         FROM current_findings f JOIN r USING (table_id, shoe, round)
-        WHERE f.code IN ({_codes(ROUND_SCOPES)}) AND r.dealer IS NOT NULL
+        WHERE f.code IN ({_codes(ROUND_SCOPES)})
         GROUP BY ALL
         UNION ALL
         SELECT w.label, ss.dealer, f.severity, count(*)
-        FROM current_findings f JOIN ss USING (table_id, shoe)
+        FROM current_findings f LEFT JOIN ss USING (table_id, shoe)
         JOIN {ws} ON f.ts >= w.ws AND f.ts < w.we
         WHERE f.code IN ({_codes(SHOE_SCOPES)})
         GROUP BY ALL
@@ -271,3 +274,106 @@ def dealer_rows(
         for r in p_chart(counts)
     ]
     return rows, unnamed[window.label]
+
+
+# --- over gaming days: the report's 30-day comparison and trend ------------------------------
+
+HISTORY_DAYS = 30  # the report compares a shift with the gaming days ending with its own
+
+
+@dataclass(frozen=True)
+class Day:
+    """One gaming day of a History: rounds started in it (those naming no dealer too) and
+    the standing round and shoe findings counted as `findings_by_severity` counts them."""
+
+    day: dt.date
+    rounds: int
+    findings: int
+
+    @property
+    def per_1000(self) -> float | None:
+        """Findings per 1,000 rounds; None for a day without rounds (no rate, not zero)."""
+        return 1000 * self.findings / self.rounds if self.rounds else None
+
+
+@dataclass(frozen=True)
+class History:
+    """The gaming days `first`..`last` (the property's gaming days: gaming_day_start in its
+    zone): each day's totals, and the p-chart of the whole span over every dealer who dealt
+    in it, as `bacc-audit dealers --from FIRST --to LAST` draws it."""
+
+    label: str  # "2026-11-02..2026-12-01", the dealers command's label of the range
+    days: list[Day]  # every day of the span, oldest first, those without rounds included
+    dealers: dict[str, DealerRate]  # by dealer
+    unnamed: int  # rounds of the span that name no dealer (left off the chart)
+
+    @property
+    def days_with_rounds(self) -> int:
+        return sum(1 for d in self.days if d.rounds)
+
+    @property
+    def rounds(self) -> int:
+        return sum(d.rounds for d in self.days)
+
+    @property
+    def findings(self) -> int:
+        return sum(d.findings for d in self.days)
+
+    @property
+    def expected(self) -> float:
+        """p̄ of the span: error rounds / rounds over every dealer of it."""
+        return next(iter(self.dealers.values())).expected if self.dealers else 0.0
+
+
+def gaming_days(
+    config: PropertyConfig, zone: dt.tzinfo, last: dt.date, days: int = HISTORY_DAYS
+) -> list[Window]:
+    """The windows of the `days` gaming days ending with `last`, oldest first, each labelled
+    by its date."""
+    return [
+        Window(f"{d:%Y-%m-%d}", *config.gaming_day_window(d, zone))
+        for d in (last - dt.timedelta(days=i) for i in range(days - 1, -1, -1))
+    ]
+
+
+def history(
+    con: duckdb.DuckDBPyConnection,
+    config: PropertyConfig,
+    zone: dt.tzinfo,
+    last: dt.date,
+    days: int = HISTORY_DAYS,
+    until: dt.datetime | None = None,
+) -> History:
+    """The `days` gaming days ending with `last`: two grouped queries over all of them (the
+    rounds and error rounds per day and dealer, the findings per day and dealer), summed
+    here per day for the trend and per dealer for the span's p-chart. With `until`, the last
+    day stops there (a shift's report does not change when a later shift is logged)."""
+    windows = gaming_days(config, zone, last, days)
+    if until is not None and until < windows[-1].end:
+        windows[-1] = Window(windows[-1].label, windows[-1].start, until)
+    label = f"{windows[0].label}..{windows[-1].label}"
+    counts, unnamed = count_rounds(con, windows)
+    found = findings_by_severity(con, windows)
+    rounds: Counter[str] = Counter(unnamed)
+    summed: dict[str, list[DealerCount]] = defaultdict(list)
+    for c in counts:
+        rounds[c.period] += c.rounds
+        summed[c.dealer].append(c)
+    per_day: Counter[str] = Counter()
+    for (period, _), by_severity in found.items():
+        per_day[period] += sum(by_severity.values())
+    span = [
+        DealerCount(
+            label, dealer, sum(c.rounds for c in cs), sum(c.error_rounds for c in cs),
+            min((c.first_ts for c in cs if c.first_ts is not None), default=None),
+            tuple(sorted({t for c in cs for t in c.tables})),
+        )
+        for dealer, cs in sorted(summed.items())
+    ]
+    return History(
+        label,
+        [Day(dt.date.fromisoformat(w.label), rounds[w.label], per_day[w.label])
+         for w in windows],
+        {r.count.dealer: r for r in p_chart(span)},
+        sum(unnamed.values()),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 
@@ -192,5 +193,167 @@ def timeline(
             f'<text x="{_fmt(x)}" y="{base + 11}" font-size="{TICK_FONT}" '
             f'text-anchor="middle" fill="{TEXT}">{escape(label)}</text>'
         )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _axis_top(peak: float) -> float:
+    """A round top for an axis from 0 to at least `peak`: 1, 2, 2.5 or 5 times a power of
+    ten."""
+    if peak <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(peak))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= peak)
+
+
+def gap_line(
+    labels: Sequence[str],
+    values: Sequence[float | None],
+    title: str,
+    reference: float | None = None,
+    reference_label: str = "",
+    height: int = 200,
+) -> str:
+    """A line over evenly spaced points (a day each), each point labelled with its value;
+    None is no data: a shaded gap that breaks the line, never a zero. `reference` is drawn
+    as a dashed level across the plot. Every other label is written under the axis when
+    there are more than 16 points."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40" role="img">'
+            f'<text x="0" y="25" font-size="11" fill="{TEXT}">{escape(title)}: no data</text>'
+            "</svg>"
+        )
+    top, bottom, left, right = 34, 30, 34, 8
+    plot_h = height - top - bottom
+    plot_w = WIDTH - left - right
+    step = plot_w / max(len(values), 1)
+    peak = _axis_top(max([*known, reference or 0.0]))
+    base = top + plot_h
+
+    def x_of(i: int) -> float:
+        return left + step * (i + 0.5)
+
+    def y_of(v: float) -> float:
+        return base - plot_h * v / peak
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
+        f"{escape(title)}</text>",
+        f'<rect x="{left}" y="19" width="9" height="9" fill="{GRID}"/>'
+        f'<text x="{left + 13}" y="27" font-size="9" fill="{TEXT}">no rounds</text>',
+    ]
+    if reference is not None:
+        parts.append(
+            f'<line x1="{left + 80}" y1="23.5" x2="{left + 98}" y2="23.5" stroke="{ALT}" '
+            f'stroke-width="1.5" stroke-dasharray="4 2"/>'
+            f'<text x="{left + 102}" y="27" font-size="9" fill="{TEXT}">'
+            f"{escape(reference_label)}</text>"
+        )
+    parts += [
+        f'<line x1="{left}" y1="{base}" x2="{WIDTH - right}" y2="{base}" stroke="{GRID}"/>',
+        f'<text x="{left - 4}" y="{top + 4}" font-size="8" text-anchor="end" fill="{TEXT}">'
+        f"{peak:g}</text>",
+        f'<text x="{left - 4}" y="{base}" font-size="8" text-anchor="end" fill="{TEXT}">0</text>',
+    ]
+    for i, v in enumerate(values):
+        if v is None:
+            parts.append(
+                f'<rect x="{_fmt(left + step * i)}" y="{top}" width="{_fmt(step)}" '
+                f'height="{plot_h}" fill="{GRID}" fill-opacity="0.5"/>'
+            )
+    if reference is not None:
+        parts.append(
+            f'<line x1="{left}" y1="{_fmt(y_of(reference))}" x2="{WIDTH - right}" '
+            f'y2="{_fmt(y_of(reference))}" stroke="{ALT}" stroke-width="1.5" '
+            f'stroke-dasharray="4 2"/>'
+        )
+    run: list[str] = []  # the points of the current unbroken stretch
+    for i, v in enumerate([*values, None]):
+        if v is not None:
+            run.append(f"{_fmt(x_of(i))},{_fmt(y_of(v))}")
+        elif run:
+            if len(run) > 1:
+                parts.append(
+                    f'<polyline points="{" ".join(run)}" fill="none" stroke="{BAR}" '
+                    f'stroke-width="1.5"/>'
+                )
+            run = []
+    every = 1 if len(values) <= 16 else 2
+    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
+        if v is not None:
+            parts.append(
+                f'<circle cx="{_fmt(x_of(i))}" cy="{_fmt(y_of(v))}" r="2.2" fill="{BAR}"/>'
+                f'<text x="{_fmt(x_of(i))}" y="{_fmt(y_of(v) - 4)}" font-size="6.5" '
+                f'text-anchor="middle" fill="{TEXT}">{v:.1f}</text>'
+            )
+        if (len(values) - 1 - i) % every == 0:  # the last day always has its label
+            parts.append(
+                f'<text x="{_fmt(x_of(i))}" y="{base + 11}" font-size="7" '
+                f'text-anchor="middle" fill="{TEXT}">{escape(label)}</text>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def scatter(
+    points: Sequence[tuple[float, float]],
+    label: str,
+    x_label: str,
+    y_label: str,
+    height: int = 170,
+    width: int = 420,
+) -> str:
+    """Points (x, y) on axes from their range (x through 0, y from 0); a point at y = 0 is
+    drawn pale (a round without a wager), the others solid. Points that fall on the same
+    spot are drawn once, so a long series stays a small SVG. `label` names the chart to a
+    reader of the SVG; the page gives its title (as text the PDF carries)."""
+    top, bottom, left, right = 8, 30, 44, 10
+    plot_h = height - top - bottom
+    plot_w = width - left - right
+    xs = [x for x, _ in points] or [0.0]
+    lo, hi = min(min(xs), 0.0), max(max(xs), 0.0)
+    if hi - lo < 1:
+        lo, hi = lo - 0.5, hi + 0.5
+    peak = _axis_top(max((y for _, y in points), default=0.0))
+    base = top + plot_h
+
+    def x_of(x: float) -> float:
+        return left + plot_w * (x - lo) / (hi - lo)
+
+    def y_of(y: float) -> float:
+        return base - plot_h * y / peak
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(label)}">',
+        f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" stroke="{GRID}"/>',
+        f'<line x1="{_fmt(x_of(0))}" y1="{top}" x2="{_fmt(x_of(0))}" y2="{base}" '
+        f'stroke="{GRID}"/>',
+        f'<text x="{_fmt(x_of(0))}" y="{base + 11}" font-size="8" text-anchor="middle" '
+        f'fill="{TEXT}">0</text>' if left + 20 < x_of(0) < width - right - 20 else "",
+        f'<text x="{left - 4}" y="{top + 4}" font-size="8" text-anchor="end" fill="{TEXT}">'
+        f"{peak:g}</text>",
+        f'<text x="{left - 4}" y="{base}" font-size="8" text-anchor="end" fill="{TEXT}">0</text>',
+        f'<text x="{left}" y="{base + 11}" font-size="8" fill="{TEXT}">{lo:g}</text>',
+        f'<text x="{width - right}" y="{base + 11}" font-size="8" text-anchor="end" '
+        f'fill="{TEXT}">{hi:g}</text>',
+        f'<text x="{_fmt(left + plot_w / 2)}" y="{base + 24}" font-size="8" '
+        f'text-anchor="middle" fill="{TEXT}">{escape(x_label)}</text>',
+        f'<text x="10" y="{_fmt(top + plot_h / 2)}" font-size="8" text-anchor="middle" '
+        f'fill="{TEXT}" transform="rotate(-90 10 {_fmt(top + plot_h / 2)})">'
+        f"{escape(y_label)}</text>",
+    ]
+    drawn: set[tuple[str, str]] = set()
+    for x, y in points:
+        spot = (_fmt(x_of(x)), _fmt(y_of(y)))
+        if spot in drawn:
+            continue
+        drawn.add(spot)
+        style = f'fill="{GRID}"' if y == 0 else f'fill="{BAR}" fill-opacity="0.7"'
+        parts.append(f'<circle cx="{spot[0]}" cy="{spot[1]}" r="2" {style}/>')
     parts.append("</svg>")
     return "".join(parts)

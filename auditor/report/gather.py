@@ -525,6 +525,9 @@ class Basis:
     values: dict[str, int]
     found: list[dict]  # gravest first, each with its `ack`
     per_table_findings: Counter[str]
+    # The property's last HISTORY_DAYS gaming days, ending with the scope's end: the By
+    # dealer page's comparison and the trend (one pair of grouped queries for both).
+    history: dealer_counts.History
 
 
 def _basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> Basis:
@@ -555,6 +558,10 @@ def _basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
         values=values,
         found=found,
         per_table_findings=Counter(f["table"] for f in found if f["table"]),
+        history=dealer_counts.history(
+            con, conf, scope.zone, dealer_counts.gaming_day_of(scope.start, conf, scope.zone),
+            until=scope.end,
+        ),
     )
 
 
@@ -722,18 +729,117 @@ def section_needs_action(basis: Basis) -> dict[str, Any]:
 def section_dealers(basis: Basis) -> dict[str, Any]:
     """By dealer: the period's p-chart over every dealer of the property in it (rounds, error
     rounds, rate, limit, flagged; docs/dealers.md), whatever pit or table the report covers:
-    a dealer's limit is drawn against the whole shift."""
-    scope = basis.scope
+    a dealer's limit is drawn against the whole shift. Beside it, each of those dealers over
+    the last 30 gaming days (Basis.history): rounds, error rounds, rate, and the limit of the
+    p-chart of those days, whose p̄ is the property's rate over them."""
+    scope, span = basis.scope, basis.history
     rows, unnamed = dealer_counts.dealer_rows(
         basis.con, dealer_counts.Window(scope.title, scope.start, scope.end)
     )
+    with_rounds = [d.day for d in span.days if d.rounds]
     return {
         "dealers": rows,
         "dealers_unnamed": unnamed,
         "dealers_expected": rows[0].expected if rows else 0.0,
         "dealers_rounds": sum(r.rounds for r in rows),
         "dealers_error_rounds": sum(r.error_rounds for r in rows),
+        # dealer -> DealerRate over the span (every dealer of the shift dealt in it)
+        "dealers_span": {r.dealer: span.dealers[r.dealer] for r in rows
+                         if r.dealer in span.dealers},
+        "span": {
+            "label": span.label,
+            "first": span.days[0].day,
+            "last": span.days[-1].day,
+            "days": len(span.days),
+            "days_with_rounds": len(with_rounds),
+            "first_with_rounds": with_rounds[0] if with_rounds else None,
+            "expected": span.expected,
+            "rounds": sum(r.count.rounds for r in span.dealers.values()),
+            "error_rounds": sum(r.count.error_rounds for r in span.dealers.values()),
+            "dealers": len(span.dealers),
+            "unnamed": span.unnamed,
+            "zone": str(scope.zone),
+            "day_start": f"{basis.conf.gaming_day_start:%H:%M}",
+        },
     }
+
+
+def section_trend(basis: Basis) -> dict[str, Any]:
+    """Findings per 1,000 rounds on each of the last 30 gaming days, the scope's last: a chart
+    whose days without rounds are gaps, and the same numbers in a table. The findings are
+    the kinds `bacc-audit dealers` counts against a dealer (standing round, chemin de fer and
+    shoe findings), of the whole property whatever pit or table the report covers."""
+    span = basis.history
+    days = span.days
+    shown = next((i for i, d in enumerate(days) if d.rounds), len(days) - 1)
+    rate = 1000 * span.findings / span.rounds if span.rounds else None
+    return {
+        "trend_days": days[shown:],  # from the first day with rounds (the last day at least)
+        "trend_before": days[:shown],  # days without rounds before the first that has some
+        "trend_rate": rate,
+        "trend_rounds": span.rounds,
+        "trend_findings": span.findings,
+        "chart_trend": charts.gap_line(
+            [f"{d.day:%m-%d}" for d in days],
+            [d.per_1000 for d in days],
+            f"Findings per 1,000 rounds, gaming days {days[0].day:%Y-%m-%d} to "
+            f"{days[-1].day:%Y-%m-%d}",
+            rate,
+            "30-day rate" if rate is not None else "",
+        ),
+    }
+
+
+SIDE_BET_CODE = "play.side_bet_counting"
+
+
+def _number(value: Any, digits: int) -> str:
+    """A number of the evidence with `digits` decimals; anything else as it is."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.{digits}f}"
+    return "?" if value is None else str(value)
+
+
+def section_side_bets(basis: Basis) -> dict[str, Any]:
+    """Side wagers against the count: for each play.side_bet_counting finding of the scope,
+    the seat's side wager of each round against the true count it was made at, from the
+    finding's evidence (its `series`: shoe, round, true count, amount; "0" where the seat
+    made none), titled with the table, seat, bet and the rank correlation and its z."""
+    mine = [f for f in basis.found if f["code"] == SIDE_BET_CODE]
+    if not mine:
+        return {"side_bets": []}
+    evidence = dict(basis.con.execute(
+        "SELECT fingerprint, CAST(evidence AS VARCHAR) FROM current_findings "
+        "WHERE code = ? AND fingerprint IN (SELECT unnest(?::VARCHAR[]))",
+        [SIDE_BET_CODE, [f["fingerprint"] for f in mine]],
+    ).fetchall())
+    out = []
+    for f in mine:
+        ev = json.loads(evidence.get(f["fingerprint"]) or "null")
+        ev = ev if isinstance(ev, dict) else {}
+        points: list[tuple[float, float]] = []
+        for item in ev.get("series") or []:
+            try:
+                points.append((float(item[2]), float(Decimal(str(item[3])))))
+            except (TypeError, ValueError, IndexError, ArithmeticError):
+                continue  # a malformed point is left off the chart, not the report
+        table = ev.get("table") or f["table"] or "?"
+        title = (f"{table}, seat {ev.get('seat', '?')}, {ev.get('bet', '?')}: "
+                 f"rho {_number(ev.get('rho'), 2)}, z {_number(ev.get('z'), 1)}")
+        wagers = sum(1 for _, y in points if y)
+        out.append({
+            "id": f["id"],
+            "title": title,
+            "rounds": ev.get("rounds", len(points)),
+            "side_wagers": ev.get("side_wagers", wagers),
+            "threshold": _number(ev.get("threshold"), 1),
+            "shift": ev.get("shift") or "",
+            "points": len(points),
+            "chart": charts.scatter(points, title, "true count", "side wager")
+            if points else "",
+        })
+    out.sort(key=lambda x: x["title"])
+    return {"side_bets": out}
 
 
 def section_findings(basis: Basis) -> dict[str, Any]:
@@ -791,6 +897,8 @@ SECTIONS: tuple[Section, ...] = (
     section_tables,
     section_procedures,
     section_dealers,
+    section_trend,
+    section_side_bets,
     section_findings,
     section_appendix,
     section_sources,

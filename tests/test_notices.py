@@ -251,7 +251,8 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     path = sample_db(tmp_path / "a.duckdb")
     config = SAMPLE / "property.toml"
     first = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
-    assert "tables, pits and shoes: 2 new findings" in first.output  # notice_late x 2
+    # notice_late x 2
+    assert "tables, pits, shoes, dealers and seats: 2 new findings" in first.output
     added = runner.invoke(notice_app, [
         "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
         "--recipient", "division", "--recipient", "surveillance",
@@ -261,7 +262,7 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     assert added.exit_code == 0, added.output
     audited = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
     assert audited.exit_code in (0, 1), audited.output
-    assert "tables, pits and shoes: 0 new findings, 2 withdrawn" in audited.output
+    assert "tables, pits, shoes, dealers and seats: 0 new findings, 2 withdrawn" in audited.output
     assert "3,241 rounds audited" not in audited.output  # nothing else was replayed
     out = tmp_path / "grave.pdf"
     r = runner.invoke(app, ["report", "--db", str(path), "--config", str(config),
@@ -301,7 +302,7 @@ def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_sho
                                           "--db", str(path)])
         assert gone.exit_code == 0, gone.output
     again = runner.invoke(app, audit)
-    assert "tables, pits and shoes: 2 new findings, 0 withdrawn" in again.output
+    assert "tables, pits, shoes, dealers and seats: 2 new findings, 0 withdrawn" in again.output
     con = db.connect(path, read_only=True)
     back = con.execute(
         "SELECT table_id FROM current_findings WHERE code = 'procedure.notice_late' "

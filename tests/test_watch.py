@@ -173,16 +173,20 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
 
 def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
     """Simulated nights that between them plant every code (tests/test_simulate.py's recall
-    runs, and tests/test_dealers.py's night with a dealer making ten times the errors)."""
+    runs; tests/test_dealers.py's night with a dealer making ten times the errors, with a
+    seat counting Dragon 7; tests/test_integrity.py's night of planted shoe orders)."""
     nights = []
-    for seed, tables, hours, rate, games, dealer in [
-        (4, 6, 1, 0.05, GAMES, False),
-        (5, 8, 3, 0.3, ("mini_baccarat", "punto_banco"), False),
-        (1, 16, 2.5, 0.3, GAMES, False),
-        (3, 8, 2, 0.03, GAMES, True),
+    for seed, tables, hours, rate, games, patterns in [
+        (4, 6, 1, 0.05, GAMES, {}),
+        (5, 8, 3, 0.3, ("mini_baccarat", "punto_banco"), {}),
+        (1, 16, 2.5, 0.3, GAMES, {}),
+        (3, 8, 2, 0.03, GAMES, {"error_prone_dealer": True}),
+        (4, 2, 2, 0.03, ("mini_baccarat",), {"counting_seat": True}),
+        (2, 6, 3, 0.0, ("mini_baccarat", "punto_banco"),
+         {"shoe_twice": True, "unshuffled": True}),
     ]:
-        r = simulate(tmp_path / f"night-{seed}", tables, hours, seed=seed,
-                     deviation_rate=rate, games=games, error_prone_dealer=dealer)
+        r = simulate(tmp_path / f"night-{seed}-{tables}", tables, hours, seed=seed,
+                     deviation_rate=rate, games=games, **patterns)
         nights.append(list(r.files))
     return nights
 

@@ -53,6 +53,11 @@ CHEMIN_LOOKBACK = 12
 VERDICT_MIN_ROUNDS = 200
 
 
+# The passes `audit` runs after the table pass, each summarised under its key in
+# AuditResult.tables: the shoe-integrity search, the dealers' p-chart, the side-bet counters.
+LATER_PASSES = ("shoe_integrity", "dealers", "side_bets")
+
+
 @dataclass
 class AuditResult:
     run_id: int
@@ -62,6 +67,17 @@ class AuditResult:
     by_code: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> rounds not audited
     tables: dict[str, Any] = field(default_factory=dict)  # the table/pit/shoe pass summary
+
+    @property
+    def passes_new(self) -> int:
+        """New findings of the table pass and of the passes after it (LATER_PASSES)."""
+        return self.tables.get("findings_new", 0) + sum(
+            self.tables.get(p, {}).get("findings_new", 0) for p in LATER_PASSES)
+
+    @property
+    def passes_withdrawn(self) -> int:
+        return self.tables.get("findings_withdrawn", 0) + sum(
+            self.tables.get(p, {}).get("findings_withdrawn", 0) for p in LATER_PASSES)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -98,6 +114,8 @@ def audit(
     `progress` is told after each batch of tables and around the table pass: a 10M-round
     day takes many minutes, and an operator (or cron's log) should see it moving.
     """
+    from auditor.audit.integrity import integrity_findings
+    from auditor.audit.sidebets import side_bet_findings
     from auditor.audit.table_pass import (
         dealer_findings,
         supersede_round_mismatches,
@@ -124,7 +142,11 @@ def audit(
     # in its own transaction), so a crash between the passes is mended by the next run.
     result.tables = table_findings(con, run_id, config)
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
+    # Before the dealers: a shoe finding counts against the shoe's dealer.
+    result.tables["shoe_integrity"] = integrity_findings(
+        con, run_id, config, finished_only=closed_before is not None)
     result.tables["dealers"] = dealer_findings(con, run_id, config)
+    result.tables["side_bets"] = side_bet_findings(con, run_id, config)
     if progress:
         progress("tables, pits and shoes", total, total)
     return result

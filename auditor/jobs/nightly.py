@@ -451,7 +451,6 @@ class NightlyResult:
 
     def summary(self) -> dict[str, Any]:
         files = self.ingested.files
-        tables = self.audited.tables
         return {
             "run_id": self.run_id,
             "gaming_day": f"{self.day:%Y-%m-%d}",
@@ -479,8 +478,9 @@ class NightlyResult:
             "rounds_not_audited": dict(sorted(self.audited.skipped.items())),
             "findings_new": self.recorded[0],
             "findings_withdrawn": self.recorded[1],
-            "table_pass": {
-                k: tables.get(k, 0) for k in ("findings_new", "findings_withdrawn")
+            "table_pass": {  # with the passes after it: shoes, dealers, seats
+                "findings_new": self.audited.passes_new,
+                "findings_withdrawn": self.audited.passes_withdrawn,
             },
             "rounds_in_gaming_day": sum(r.rounds for r in self.reports),
             "pdfs": sum(1 for r in self.reports if r.path),

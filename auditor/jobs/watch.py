@@ -279,10 +279,8 @@ class Watch:
         return {s.removeprefix("table:") for s in poll.types if s.startswith("table:")}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
-        new = result.findings_new + (result.tables.get("findings_new", 0) if also_tables else 0)
-        gone = result.findings_withdrawn + (
-            result.tables.get("findings_withdrawn", 0) if also_tables else 0
-        )
+        new = result.findings_new + (result.passes_new if also_tables else 0)
+        gone = result.findings_withdrawn + (result.passes_withdrawn if also_tables else 0)
         self.stats.findings_new += new
         self.stats.findings_withdrawn += gone
         self.stats.by_code.update(result.by_code)

@@ -245,6 +245,7 @@ class ShoePlan:
     burn_delta: int = 0  # cards burned beyond (or short of) what the exposed card calls for
     cut_left: int | None = None  # cards behind the cutting card; None: the house's 14-16
     rounds_after_cut: int = 1  # finish the round, then one more (the packs' house option)
+    cards: list[str] | None = None  # the shoe's order when simulate plants one (not shuffled)
 
 
 class TableNight:
@@ -354,7 +355,9 @@ class TableNight:
         s, rng = self.spec, self.rng
         self.between_shoes(t, changes)
         plan = self.plan_shoe(shoe_id)
-        cards = _shoe(rng, plan.decks)
+        cards = _shoe(rng, plan.decks)  # drawn even when planted: the rest stays as it was
+        if plan.cards is not None:
+            cards = list(plan.cards)
         self.out.emit(
             t,
             "shoe_start",

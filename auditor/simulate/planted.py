@@ -14,6 +14,7 @@ from pathlib import Path
 from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
+from auditor.rules.cards import RANKS
 from auditor.rules.pack import load_pack
 from auditor.simulate.generator import (
     Deviation,
@@ -95,10 +96,32 @@ LOG_KINDS = {
 # makes DEALER_FACTOR times the deviations of the others during the grave shift.
 DEALER_KINDS = {"error_prone_dealer": "dealer.error_rate"}
 DEALER_FACTOR = 10
+# A seat that counts, planted only when asked (`simulate(counting_seat=True)`): at the first
+# Dragon 7 table, seat COUNTING_SEAT wagers on the Banker every round of the grave shift, and
+# on Dragon 7 by the true count of Jacobson's count (docs/side-bets.md): nothing below 2,
+# COUNTER_STAKES[0] from 2, COUNTER_STAKES[1] from 4, its published betting point.
+SIDE_BET_KINDS = {"counting_seat": "play.side_bet_counting"}
+COUNTING_SEAT = 2
+COUNTER_STAKES = (Decimal(10), Decimal(50))
+# Jacobson's Dragon 7 tags by rank, written out here rather than read from
+# rules/surveillance/side_bet_counts.toml: the simulator is a witness of its own.
+DRAGON7_TAGS = {"A": 0, "2": 0, "3": 0, "4": -1, "5": -1, "6": -1, "7": -1, "8": 2, "9": 2,
+                "T": 0, "J": 0, "Q": 0, "K": 0}
+# Shoe orders, planted only when asked (`simulate(shoe_twice=True, unshuffled=True)`), each
+# once a night at manual-shuffle banking tables (docs/shoe-integrity.md): a shoe dealt again,
+# card for card, at another table; a shoe shuffled with two riffles only; the thirteen cards
+# of one suit, ace to king, twenty cards into a shoe.
+ORDER_KINDS = {
+    "shoe_twice": "shoe.repeated_order",
+    "weak_shuffle": "shoe.unshuffled",
+    "pack_run": "shoe.unshuffled",
+}
+ORDER_MIN_DEALT = 40  # cards that must come out for a planted order to count as shown
+WEAK_MIN_DEALT = 150  # of each shoe, for two riffles to show against the previous order
 PLANTED_SHIFT = "grave"  # the default shifts' 22:00-06:00: the simulated night's first
 MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: its next opening
 KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
-              | DEALER_KINDS)
+              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS)
 GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
 DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
 SIM_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
@@ -297,6 +320,22 @@ class SimTableNight(TableNight):
         # The error-prone dealer's (see `simulate`): until when their rate is multiplied.
         self.bad_dealer: str | None = None
         self.bad_until: dt.datetime | None = None
+        # The counting seat's (see `simulate`): its seat, until when it plays, and its count
+        # of the shoe: the running count, the cards accounted for, those burned unseen.
+        self.counter_seat: int | None = None
+        self.counter_until: dt.datetime | None = None
+        self.counter_rc, self.counter_upto, self.counter_tc = 0, 0, 0.0
+        self.counter_unseen: set[int] = set()
+        self.counting = False  # the counter plays the round being dealt
+        # Planted shoe orders (see `simulate`): shoe number -> kind; the night's shoes as
+        # dealt, shared by every table ("TABLE#n" -> cards, cards out); the shoe to repeat.
+        self.order_kinds: dict[int, str] = {}
+        self.library: dict[str, tuple[list[str], int]] = {}
+        self.twice_of = ""
+        self.shoe_count = 0
+        self.order_now = ""
+        self.previous: tuple[list[str], int] | None = None
+        self.order_rng = random.Random(f"{spec.table}:order")
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -315,6 +354,10 @@ class SimTableNight(TableNight):
     def plan_shoe(self, shoe_id: str) -> ShoePlan:
         """Draw the shoe-level kinds for this shoe; those seen at its start go in the ground
         truth now, those that need its end in `shoe_done`."""
+        self.shoe_count += 1
+        self.order_now = self.order_kinds.get(self.shoe_count, "")
+        if self.order_now:
+            return self.plan_order(shoe_id)
         plan = super().plan_shoe(shoe_id)
         drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
         if not self.batches:
@@ -339,10 +382,32 @@ class SimTableNight(TableNight):
             plan.rounds_after_cut = 2
         return plan
 
+    def plan_order(self, shoe_id: str) -> ShoePlan:
+        """A planted order's shoe: no other shoe-level kind in it. shoe_twice takes the order
+        of the shoe it repeats; weak_shuffle the previous shoe's after two riffles."""
+        self.this_shoe = set()
+        plan = TableNight.plan_shoe(self, shoe_id)
+        if self.order_now == "shoe_twice" and self.twice_of in self.library:
+            plan.cards = list(self.library[self.twice_of][0])
+        elif self.order_now == "weak_shuffle" and self.previous is not None:
+            plan.cards = _riffle(_riffle(self.previous[0], self.order_rng), self.order_rng)
+        elif self.order_now != "pack_run":
+            self.order_now = ""  # nothing to repeat: a regular shoe
+        if plan.cards is not None:
+            plan.decks = len(plan.cards) // 52
+        return plan
+
     def tamper(self, shoe_id: str, cards: list[str], pos: int) -> None:
         """extra_card: every copy of the first card dealt, and one more in place of another
-        card, within the next 40 cards, so that the audit sees them all come out."""
+        card, within the next 40 cards, so that the audit sees them all come out. pack_run:
+        one copy of each spade, ace to king, from the 21st card dealt on (swapped into place,
+        so the shoe keeps its cards)."""
         self.extra_last = -1
+        if self.order_now == "pack_run":
+            at = pos + 20
+            for k, rank in enumerate(RANKS):
+                j = next(i for i in range(at + k, len(cards)) if cards[i] == rank + "s")
+                cards[at + k], cards[j] = cards[j], cards[at + k]
         if "extra_card" not in self.this_shoe:
             return
         x, window = cards[pos], range(pos, min(len(cards), pos + 40))
@@ -357,7 +422,9 @@ class SimTableNight(TableNight):
 
     def shoe_done(self, shoe_id: str, cards: list[str], pos: int, rnd: int) -> None:
         """Ground truth for what the shoe's end shows: the duplicated card (if it came out),
-        the misplaced cutting card (if it came out), a round past the allowed last one."""
+        the misplaced cutting card (if it came out), a round past the allowed last one; a
+        planted order that came out far enough to show."""
+        self.order_truth(shoe_id, cards, pos)
         if 0 <= self.extra_last < pos:
             self.truth("extra_card", shoe_id)
         if "cut_misplaced" in self.this_shoe and self.cut_round is not None:
@@ -366,6 +433,22 @@ class SimTableNight(TableNight):
             rnd >= self.cut_round + 2
         ):
             self.truth("past_cut", shoe_id, self.cut_round + 2)
+
+    def order_truth(self, shoe_id: str, cards: list[str], pos: int) -> None:
+        burn = 1 + (_value(cards[0]) or 10)
+        dealt = pos - burn
+        if self.order_now == "shoe_twice":
+            _, source_pos = self.library[self.twice_of]
+            if min(pos, source_pos) - burn >= ORDER_MIN_DEALT:
+                self.truth("shoe_twice", shoe_id)
+        elif self.order_now == "weak_shuffle" and self.previous is not None:
+            before = self.previous[1] - 1 - (_value(self.previous[0][0]) or 10)
+            if min(dealt, before) >= WEAK_MIN_DEALT:
+                self.truth("weak_shuffle", shoe_id)
+        elif self.order_now == "pack_run" and dealt >= 20 + len(RANKS):
+            self.truth("pack_run", shoe_id)
+        self.library[f"{self.spec.table}#{self.shoe_count}"] = (list(cards), pos)
+        self.previous = (list(cards), pos)
 
     # --- rounds --------------------------------------------------------------------------
 
@@ -382,7 +465,33 @@ class SimTableNight(TableNight):
 
     def wagers(self, kind: str) -> list[tuple[int, str, Decimal]]:
         self.last_wagers = super().wagers(kind)
+        if self.counting and not kind:  # a planted round's wagers are left as they are
+            self.last_wagers = self.counter_wagers(self.last_wagers)
         return self.last_wagers
+
+    def counter_wagers(
+        self, regular: list[tuple[int, str, Decimal]]
+    ) -> list[tuple[int, str, Decimal]]:
+        """The regular wagers with the counting seat's in place of any at its seat: the
+        Banker, and Dragon 7 by the true count (COUNTER_STAKES)."""
+        seat = self.counter_seat
+        mine = [(seat, "banker", Decimal(25))] if seat is not None else []
+        if seat is not None and self.counter_tc >= 2:
+            stake = COUNTER_STAKES[1] if self.counter_tc >= 4 else COUNTER_STAKES[0]
+            mine.append((seat, "dragon7", stake))
+        return sorted([w for w in regular if w[0] != seat] + mine, key=lambda w: w[0])
+
+    def counter_count(self, rnd: int, cards: list[str], pos: int) -> None:
+        """The counting seat's true count before the round that starts at `pos`: the exposed
+        burn card and every card dealt since, not those burned unseen, over the decks left."""
+        if rnd == 1:  # the burn is all that came out: its first card is the one shown
+            self.counter_rc, self.counter_upto, self.counter_unseen = (
+                DRAGON7_TAGS[cards[0][0]], pos, set())
+        for i in range(self.counter_upto, pos):
+            if i not in self.counter_unseen:
+                self.counter_rc += DRAGON7_TAGS[cards[i][0]]
+        self.counter_upto = pos
+        self.counter_tc = self.counter_rc * 52 / max(len(cards) - pos, 1)
 
     def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
         if self.stretch is not None and self.procedure != self.stretch_declared:
@@ -437,11 +546,16 @@ class SimTableNight(TableNight):
                 Deviation(self.spec.table, kind, self.spec.opens, KIND_CODES[kind], "")
             )
         waiting = list(self.pending)
+        self.counting = self.counter_seat is not None and (
+            self.counter_until is None or t < self.counter_until)
+        if self.counting:
+            self.counter_count(rnd, cards, pos)
         burned = 0
         if "face_up_last" in self.this_shoe and self.round_is_last:
             # 4.12(j): found face up and burned with its value; the last round must be void.
             burned = 1 + _value(cards[pos])
             if pos + burned + 6 <= len(cards):
+                self.counter_unseen.update(range(pos + 1, pos + burned))
                 self.face_up = (cards[pos], cards[pos + 1:pos + burned])
                 self.this_shoe.discard("face_up_last")
                 self.truth("face_up_last", shoe_id, rnd)
@@ -533,6 +647,46 @@ class SimTableNight(TableNight):
         return True
 
 
+def _order_plan(
+    night: Night, shoe_twice: bool, unshuffled: bool
+) -> dict[tuple[str, int], tuple[str, str]]:
+    """(table, shoe number) -> (order kind, "TABLE#n" of the shoe it repeats, or "")."""
+    manual = [s for s in night.tables
+              if s.game in ("mini_baccarat", "punto_banco") and s.shuffle == "manual"]
+    plan: dict[tuple[str, int], tuple[str, str]] = {}
+    if not manual:
+        return plan
+    first = manual[0]
+    if unshuffled:
+        plan[(first.table, 2)] = ("weak_shuffle", "")
+        if len(manual) > 1:
+            plan[(manual[1].table, 1)] = ("pack_run", "")
+    if shoe_twice:
+        alike = [s for s in manual[1:] if (s.game, s.jurisdiction, s.decks)
+                 == (first.game, first.jurisdiction, first.decks)]
+        if alike:
+            plan[(alike[-1].table, 2)] = ("shoe_twice", f"{first.table}#1")
+    return plan
+
+
+def _riffle(cards: list[str], rng: random.Random) -> list[str]:
+    """One riffle shuffle (Gilbert-Shannon-Reeds): cut near the middle (binomial), then drop
+    cards from either half with chance proportional to what is left in it. Two of them leave
+    about a quarter of the neighbouring pairs as they were."""
+    cut = sum(rng.random() < 0.5 for _ in cards)
+    left, right = cards[:cut], cards[cut:]
+    out: list[str] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if rng.random() * (len(left) - i + len(right) - j) < len(left) - i:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    return out
+
+
 def _alternation_broken(batches: list[str]) -> bool:
     """Whether the last shoe's batch breaks the alternation of two batches: the previous
     shoe's batch, or not the batch of the shoe before that."""
@@ -616,6 +770,9 @@ def simulate(
     day: dt.date = SIM_DATE,
     replace: bool = False,
     error_prone_dealer: bool = False,
+    counting_seat: bool = False,
+    shoe_twice: bool = False,
+    unshuffled: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -650,6 +807,24 @@ def simulate(
     The pattern needs rounds to show against: a night of two hours or more at a rate of 0.02
     or more (docs/dealers.md).
 
+    With `counting_seat`, seat COUNTING_SEAT of the first table with Dragon 7 wagers (the
+    second mini-baccarat table: a night of two mini-baccarat tables or more) counts the shoe
+    during the grave shift: it wagers on the Banker every round, and on Dragon 7 by the true
+    count of Jacobson's count (COUNTER_STAKES; it sits out the rounds that carry a planted
+    deviation), and the ground truth has one play.side_bet_counting line (shoe and round
+    null) naming the `table`, `seat`, `bet` and `shift`. Off by default, like the dealer
+    pattern; without a Dragon 7 table nothing is planted. Found on a night of an hour or more
+    (docs/side-bets.md).
+
+    With `shoe_twice`, the second shoe of the last manual-shuffle banking table like the
+    first (same game, jurisdiction and decks) is dealt in the order of the first table's
+    first shoe (shoe.repeated_order). With `unshuffled`, the first such table's second shoe is
+    its first shoe after two riffles (weak_shuffle), and the first shoe of the next such table
+    has the spades, ace to king, from its 21st card dealt (pack_run); both shoe.unshuffled.
+    Each goes in the ground truth (table and shoe, round null) where enough of the shoe came
+    out to show it (ORDER_MIN_DEALT, WEAK_MIN_DEALT): a night of two hours or more. Off by
+    default, like the dealer pattern.
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     if not 0 <= deviation_rate <= 1:
@@ -661,8 +836,12 @@ def simulate(
     players: list[SimTableNight] = []
     banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
     bad_table = banking[0] if error_prone_dealer and banking else None
+    counter_table = next((s.table for s in night.tables if "dragon7" in s.side_bets
+                          and s.game != "chemin_de_fer"), None) if counting_seat else None
+    order_at = _order_plan(night, shoe_twice, unshuffled)
+    library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
     shift_label, shift_end = "", None
-    if bad_table is not None:
+    if bad_table is not None or counter_table is not None:
         zone = dt.timezone(night.utc_offset)
         shift_end = PropertyConfig().shift_window(night.date, PLANTED_SHIFT, zone)[1]
         shift_label = f"{night.date:%Y-%m-%d}/{PLANTED_SHIFT}"
@@ -673,6 +852,13 @@ def simulate(
         player = SimTableNight(night, spec, rng, dev_rng, deviation_rate, ends_rng)
         if spec.table == bad_table:
             player.bad_dealer, player.bad_until = player.dealers[0], shift_end
+        if spec.table == counter_table:
+            player.counter_seat, player.counter_until = COUNTING_SEAT, shift_end
+        player.library = library
+        for (table, shoe_no), (kind, source) in order_at.items():
+            if table == spec.table:
+                player.order_kinds[shoe_no] = kind
+                player.twice_of = source or player.twice_of
         players.append(player)
         return player
 
@@ -690,6 +876,12 @@ def simulate(
         {"code": DEALER_KINDS["error_prone_dealer"], "table": None, "shoe": None, "round": None,
          "kind": "error_prone_dealer", "dealer": p.bad_dealer, "shift": shift_label}
         for p in players if p.bad_dealer is not None
+    ]
+    deviations += [
+        {"code": SIDE_BET_KINDS["counting_seat"], "table": p.spec.table, "shoe": None,
+         "round": None, "kind": "counting_seat", "seat": p.counter_seat, "bet": "dragon7",
+         "shift": shift_label}
+        for p in players if p.counter_seat is not None
     ]
     truth = out / "ground_truth.ndjson"
     truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))

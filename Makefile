@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test bench bench-replay bench-scale bench-fuzz bench-live sample clean
+.PHONY: demo test bench bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,18 @@ bench-scale: $(BIN)/.installed
 bench-live: $(BIN)/.installed
 	$(BIN)/python bench/live.py
 
+# The shoe-integrity search against a year of shoes at 100 tables (docs/shoe-integrity.md):
+# builds a ~4 GB index under bench/out on its first run (about 5 minutes).
+bench-integrity: $(BIN)/.installed
+	$(BIN)/python bench/integrity.py
+
 bench-fuzz: $(BIN)/.installed
 	$(BIN)/python bench/fuzz.py
+
+# backfill on a local Dask cluster, 1 worker against 2, and the year estimate: 64 tables' day
+# (320 MB of logs under bench/out/), a few minutes.
+bench-backfill: $(BIN)/.installed
+	$(BIN)/python bench/backfill.py
 
 # Regenerate sample_logs/ from the simulator (deterministic: same seed, same bytes).
 sample: $(BIN)/.installed

@@ -177,16 +177,17 @@ def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
     seat counting Dragon 7; tests/test_integrity.py's night of planted shoe orders)."""
     nights = []
     for seed, tables, hours, rate, games, patterns in [
-        (4, 6, 1, 0.05, GAMES, {}),
-        (5, 8, 3, 0.3, ("mini_baccarat", "punto_banco"), {}),
-        (1, 16, 2.5, 0.3, GAMES, {}),
-        (3, 8, 2, 0.03, GAMES, {"error_prone_dealer": True}),
-        (4, 2, 2, 0.03, ("mini_baccarat",), {"counting_seat": True}),
-        (2, 6, 3, 0.0, ("mini_baccarat", "punto_banco"),
-         {"shoe_twice": True, "unshuffled": True}),
+        (4, 6, 1, 0.05, GAMES, ""),
+        (5, 8, 3, 0.3, ("mini_baccarat", "punto_banco"), ""),
+        (1, 16, 2.5, 0.3, GAMES, ""),
+        (3, 8, 2, 0.03, GAMES, "dealer"),
+        (4, 2, 2, 0.03, ("mini_baccarat",), "seat"),
+        (2, 6, 3, 0.0, ("mini_baccarat", "punto_banco"), "orders"),
     ]:
         r = simulate(tmp_path / f"night-{seed}-{tables}", tables, hours, seed=seed,
-                     deviation_rate=rate, games=games, **patterns)
+                     deviation_rate=rate, games=games, error_prone_dealer=patterns == "dealer",
+                     counting_seat=patterns == "seat", shoe_twice=patterns == "orders",
+                     unshuffled=patterns == "orders")
         nights.append(list(r.files))
     return nights
 

@@ -108,11 +108,13 @@ out = Console(highlight=False, soft_wrap=True, markup=False)
 
 
 def _register_subcommands() -> None:
+    from auditor.cli.backfill import backfill_cmd
     from auditor.cli.notice import notice_app
     from auditor.cli.watch import watch_cmd
 
     app.add_typer(notice_app, name="notice")
     app.command("watch")(watch_cmd)
+    app.command("backfill")(backfill_cmd)
 
 
 def _version(value: bool) -> None:
@@ -288,7 +290,7 @@ def audit_cmd(
     work has taken 30 s, a line every 10% or 30 s.
     """
     from auditor import config as cfg
-    from auditor.audit.run import audit
+    from auditor.audit.run import LATER_PASSES, audit
     from auditor.rules.codes import SEVERITIES
 
     if fail_on not in SEVERITIES:
@@ -342,11 +344,15 @@ def audit_cmd(
             out.print(f"  {c:<32} {n:>6}")
         t = result.tables
         out.print(
-            f"tables, pits and shoes: {count(t.get('findings_new', 0), 'new finding')}, "
-            f"{t.get('findings_withdrawn', 0)} withdrawn"
+            f"tables, pits, shoes, dealers and seats: "
+            f"{count(result.passes_new, 'new finding')}, {result.passes_withdrawn} withdrawn"
         )
         for c, n in sorted(t.get("findings_by_code", {}).items()):
             out.print(f"  {c:<32} {n:>6}")
+        for name in LATER_PASSES:
+            later = t.get(name, {})
+            if later.get("findings"):
+                out.print(f"  {name.replace('_', ' '):<32} {later['findings']:>6}")
         for why, n in sorted(result.skipped.items()):
             err.print(f"not audited: {count(n, 'round')}: {why}")
     raise typer.Exit(code)
@@ -901,7 +907,7 @@ class RunStatus(StrEnum):
 
 
 # The commands that record a run (what `runs --command` can name).
-RUN_COMMANDS = ("ingest", "audit", "nightly", "watch", "ack", "notice add")
+RUN_COMMANDS = ("ingest", "audit", "nightly", "watch", "ack", "notice add", "backfill")
 RUNS_LIMIT = 50
 
 
@@ -1129,6 +1135,38 @@ def simulate_cmd(
             "is touched.",
         ),
     ] = False,
+    error_prone_dealer: Annotated[
+        bool,
+        typer.Option(
+            "--error-prone-dealer",
+            help="Plant a dealer with ten times the others' rate of deviations during the "
+            "grave shift (dealer.error_rate; docs/dealers.md). Needs --deviation-rate.",
+        ),
+    ] = False,
+    counting_seat: Annotated[
+        bool,
+        typer.Option(
+            "--counting-seat",
+            help="Plant a seat whose Dragon 7 wagers follow the count at the first Dragon 7 "
+            "table (play.side_bet_counting; docs/side-bets.md).",
+        ),
+    ] = False,
+    shoe_twice: Annotated[
+        bool,
+        typer.Option(
+            "--shoe-twice",
+            help="Plant a shoe dealt in the order of another table's shoe "
+            "(shoe.repeated_order; docs/shoe-integrity.md).",
+        ),
+    ] = False,
+    unshuffled: Annotated[
+        bool,
+        typer.Option(
+            "--unshuffled",
+            help="Plant a shoe shuffled with two riffles only and a run of spades in a new "
+            "pack's order (shoe.unshuffled; docs/shoe-integrity.md).",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -1146,6 +1184,12 @@ def simulate_cmd(
         day = cfg.parse_date(date) if date is not None else None
     except UserError as e:
         raise UserError(f"--date: {e}") from None
+    patterns = [name for name, on in (
+        ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
+        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled)) if on]
+    if bulk and patterns:
+        raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
+                        "round deviations; leave out --bulk")
     try:
         if bulk:
             result = simulate_bulk(
@@ -1155,7 +1199,8 @@ def simulate_cmd(
         else:
             result = simulate(
                 out_dir, tables, hours, seed, deviation_rate, chosen,
-                day=day or SIM_DATE, replace=replace,
+                day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
+                counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
             )
     except ValueError as e:
         raise UserError(str(e)) from None

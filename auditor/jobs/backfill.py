@@ -1,0 +1,797 @@
+"""`bacc-audit backfill`: ingest and audit many logs on a Dask cluster, into one database.
+
+The logs are split into partitions by stream (docs/scale-out.md): every file goes with the
+table (or pit) its first events name, so the files of one table stream, every gaming day of
+it and its resent copies, land in one partition, and small streams are grouped until a
+partition is worth a task. Each partition is ingested and its rounds replayed on a worker
+(`run_partition`), into a DuckDB file of its own. The driver merges the finished partitions
+into the audit database, each once, in one transaction each, with ids renumbered, and then
+does there what crosses partitions, with the one-machine code: the sequence gaps of streams
+that more than one partition holds (`record_seq_gaps`), the ingest of files that meet what
+another partition or the database already holds (`ingest`, which judges duplicates and
+altered files), and `audit`, which replays only the rounds no partition recorded whole and
+runs every pass over tables, pits, shoes and dealers.
+
+A worker killed mid-partition leaves a `.partial` file that nothing reads: Dask runs the task
+again elsewhere, into a new file, and the driver merges the one result it is given.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from auditor import __version__
+from auditor.audit.run import AuditResult, Known, audit
+from auditor.config import PropertyConfig
+from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, UserError
+from auditor.ingest.files import (
+    GZIP_MAGIC,
+    IngestResult,
+    discover,
+    escape_path,
+    ingest,
+    record_seq_gaps,
+)
+from auditor.rules.codes import SEVERITIES
+from auditor.rules.pack import RULES_ENV
+from auditor.store import db, runs
+from auditor.store.events import PIT_EVENTS
+from auditor.words import count
+
+ENGINES = ("dask", "ray")
+# A partition is worth a task once it holds about this much log: a table's gaming day is
+# about 5 MB (1,400 rounds, about a second of work), and the engine's cost a task is a few
+# milliseconds; the driver's merge has a fixed cost a partition too.
+PARTITION_BYTES = 256 << 20
+# What is read of a file to know its stream: its first lines, at most this many bytes.
+HEAD_BYTES = 64 << 10
+HEAD_LINES = 200
+# A task that was running on a worker that died is run again up to this many times.
+ALLOWED_FAILURES = 3
+# How long to try reaching a scheduler given with --address.
+CONNECT_TIMEOUT = "10s"
+# Test hook (tests/test_backfill.py): a path; the first partition task to find it missing
+# creates it and kills its own worker process midway.
+KILL_HOOK = "BACC_AUDIT_TEST_KILL_PARTITION"
+
+Say = Callable[[str], None]
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+def stream_key(path: Path) -> str:
+    """The stream a file belongs with: that of its first event naming one (`table:T`, or
+    `pit:P` for a pit event) among its first lines; else the SHA-256 of its first line, so
+    that files starting alike still go together; else the file itself."""
+    try:
+        with path.open("rb") as raw:
+            gz = raw.read(2) == GZIP_MAGIC
+            raw.seek(0)
+            fh: Any = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+            head = fh.read(HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return f"file:{escape_path(path.resolve())}"
+    lines = head.split(b"\n")
+    if len(head) == HEAD_BYTES:
+        lines = lines[:-1]  # the last may be cut
+    for line in lines[:HEAD_LINES]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        pit, table = event.get("pit"), event.get("table")
+        if event.get("type") in PIT_EVENTS and isinstance(pit, str):
+            return f"pit:{pit}"
+        if isinstance(table, str):
+            return f"table:{table}"
+    if lines and lines[0].strip():
+        return "head:" + hashlib.sha256(lines[0].rstrip(b"\r")).hexdigest()
+    return f"file:{escape_path(path.resolve())}"
+
+
+@dataclass
+class Partition:
+    """The files of some streams, in the order `ingest` would read them."""
+
+    index: int
+    keys: list[str]
+    files: list[str]  # absolute paths
+    size: int  # bytes on disk
+
+    def label(self) -> str:
+        first = self.keys[0]
+        more = f" and {len(self.keys) - 1} more" if len(self.keys) > 1 else ""
+        return f"{first}{more}"
+
+
+@dataclass
+class Plan:
+    partitions: list[Partition]
+    local: list[Path]  # files the driver ingests itself: their streams meet the database
+    files: int
+    size: int
+
+
+def plan(
+    paths: Sequence[Path | str],
+    partition_bytes: int = PARTITION_BYTES,
+    workers: int = 1,
+    known: Callable[[list[str]], set[str]] | None = None,
+) -> Plan:
+    """Group the files under `paths` by stream (`stream_key`), and the streams into
+    partitions of about `partition_bytes`, in the order of their first file; smaller when
+    there would be fewer than four a worker (while the last partitions run, the other
+    workers wait). `known(resolved paths)` names the files the database already holds:
+    their streams are left to the driver (`Plan.local`), whose `ingest` tells already
+    ingested, grown and altered files apart."""
+    files, errors = discover(paths)
+    if errors:
+        raise UserError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    groups: dict[str, list[Path]] = {}
+    sizes: Counter[str] = Counter()
+    for f in files:
+        k = stream_key(f)
+        groups.setdefault(k, []).append(f)
+        with suppress(OSError):
+            sizes[k] += f.stat().st_size
+    resolved = {f: escape_path(f.resolve()) for f in files}
+    held = known(sorted(resolved.values())) if known else set()
+    local_keys = {k for k, fs in groups.items() if any(resolved[f] in held for f in fs)}
+    total = sum(sizes[k] for k in groups if k not in local_keys)
+    target = max(1, min(partition_bytes, total // max(1, 4 * workers)))
+    parts: list[Partition] = []
+    cur: Partition | None = None
+    for k, fs in groups.items():
+        if k in local_keys:
+            continue
+        if cur is None or cur.size >= target:
+            cur = Partition(len(parts), [], [], 0)
+            parts.append(cur)
+        cur.keys.append(k)
+        cur.files += [str(f.absolute()) for f in fs]
+        cur.size += sizes[k]
+    local = [f for k, fs in groups.items() if k in local_keys for f in fs]
+    order = {f: i for i, f in enumerate(files)}
+    local.sort(key=order.__getitem__)
+    return Plan(parts, local, len(files), sum(sizes.values()))
+
+
+# --- on a worker -----------------------------------------------------------------------------
+
+# The rule packs, table contexts and verdict terms a worker process has worked out: the same
+# for every partition it runs while the pack files stay the same (the context's values and
+# the packs decide them), so worked out once, not once a partition. Keyed by the packs'
+# hashes: a worker that outlives a rule-pack fix must not apply the packs of before.
+_KNOWN: dict[str, Known] = {}
+
+
+def _known() -> Known:
+    key = json.dumps(
+        [os.environ.get(RULES_ENV), runs.rule_pack_hashes()], sort_keys=True
+    )
+    if key not in _KNOWN:
+        _KNOWN.clear()
+        _KNOWN[key] = Known()
+    return _KNOWN[key]
+
+
+@dataclass
+class PartitionTask:
+    """What a worker is given: the partition, where to write its database, the config."""
+
+    partition: Partition
+    work_dir: str
+    config: PropertyConfig
+    threads: int | None = None  # DuckDB threads (None: DuckDB's default, all cores)
+
+
+def open_partition_db(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A private audit database for one partition: the settings of `db.connect`, without
+    the serving of readers (nobody else opens it)."""
+    con = duckdb.connect(str(path))
+    con.execute("SET TimeZone = 'UTC'")
+    limit = os.environ.get("BACC_AUDIT_MEMORY_LIMIT")
+    if limit:
+        con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET preserve_insertion_order = false")
+    db.ensure_schema(con)
+    return con
+
+
+def run_partition(task: PartitionTask) -> dict[str, Any]:
+    """Ingest the partition's files and replay their rounds (`audit(..., tables=False)`)
+    into a new DuckDB file, renamed into place only when complete; returns where it is, what
+    each file gave, and the seconds spent. Idempotent: every attempt writes a file of its
+    own, and a killed one leaves only a `.partial` nobody reads."""
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    part = task.partition
+    work = Path(task.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:12]
+    final = work / f"part-{part.index:05d}-{token}.duckdb"
+    partial = final.with_name(final.name + ".partial")
+    if task.threads:
+        try:
+            import pyarrow as pa
+
+            pa.set_cpu_count(task.threads)
+        except (ImportError, ValueError):
+            pass
+    con = open_partition_db(partial, task.threads)
+    try:
+        run_id = runs.start(con, "backfill partition", {"partition": part.index})
+        result = ingest(con, part.files, run_id)
+        t_ingest = time.perf_counter() - t0
+        marker = os.environ.get(KILL_HOOK)
+        if marker and not os.path.exists(marker):
+            Path(marker).write_text(f"{os.getpid()} partition {part.index}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+        audited = audit(con, run_id, task.config, tables=False, known=_known())
+        runs.finish(con, run_id, "done", 0, {})
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    os.replace(partial, final)
+    wall = time.perf_counter() - t0
+    return {
+        "index": part.index,
+        "db": str(final),
+        "files": [_file_summary(f) for f in result.files],
+        "events": result.events,
+        "quarantined": result.quarantined,
+        "rounds": audited.rounds,
+        "round_findings": audited.findings_new,
+        "skipped": dict(audited.skipped),
+        "seconds": {"ingest": t_ingest, "audit": wall - t_ingest, "total": wall,
+                    "cpu": time.process_time() - cpu0},
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "tool": [__version__, runs.rule_pack_hashes()],
+    }
+
+
+def _file_summary(f: Any) -> dict[str, Any]:
+    return {
+        "path": escape_path(f.path),
+        "status": f.status,
+        "sha256": f.sha256,
+        "lines": f.lines,
+        "events": f.events,
+        "quarantined": f.quarantined,
+        "duplicates": f.duplicates,
+        "message": f.message,
+        "problems": f.problems,
+        "per_stream": f.per_stream,
+    }
+
+
+# --- the engine ------------------------------------------------------------------------------
+
+
+@dataclass
+class Engine:
+    """A Dask client, and the local cluster it was started with (None for --address)."""
+
+    client: Any
+    cluster: Any
+    workers: int
+    threads: int | None
+
+    def close(self) -> None:
+        with _quiet():
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Dask logs a worker's death and a closing cluster at WARNING; the run says what
+    happened itself."""
+    names = ("distributed", "distributed.nanny", "distributed.scheduler", "tornado")
+    before = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
+
+
+def start_engine(engine: str, address: str | None, workers: int | None) -> Engine:
+    """A Dask client: on the scheduler at `address`, or on a local cluster of `workers`
+    worker processes (default: one a core), one thread each."""
+    if engine == "ray":
+        raise UserError(
+            "--engine ray is not supported: backfill runs on Dask (docs/scale-out.md says "
+            "why); use --engine dask, with --address for a Dask scheduler"
+        )
+    if engine != "dask":
+        raise UserError(f"--engine {engine}: unknown engine; choose dask")
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise UserError(
+            "backfill needs Dask: pip install 'bacc-audit[backfill]' (dask[distributed])"
+        ) from None
+    dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
+    if address:
+        try:
+            with _quiet():
+                client = Client(address, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UserError(
+                f"--address {address}: cannot reach a Dask scheduler there ({e})"
+            ) from None
+        n = len(client.scheduler_info().get("workers", {}))
+        return Engine(client, None, n, None)
+    n = workers or os.cpu_count() or 1
+    if n < 1:
+        raise UserError(f"--workers {n}: give at least 1")
+    cores = os.cpu_count() or 1
+    threads = max(1, cores // n)
+    with _quiet():
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,  # DuckDB manages its own (BACC_AUDIT_MEMORY_LIMIT)
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        )
+        client = Client(cluster)
+    return Engine(client, cluster, n, threads)
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+@dataclass
+class BackfillResult:
+    run_id: int
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    merged: int = 0
+    redone_locally: list[int] = field(default_factory=list)  # partitions ingested by the driver
+    local: IngestResult | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    audit: AuditResult | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    workers: int = 0
+    spanning: list[str] = field(default_factory=list)  # streams more than one partition held
+
+    @property
+    def events(self) -> int:
+        return sum(f["events"] for f in self.files)
+
+    @property
+    def quarantined(self) -> int:
+        return sum(f["quarantined"] for f in self.files)
+
+    def summary(self) -> dict[str, Any]:
+        statuses = Counter(f["status"] for f in self.files)
+        return {
+            "run_id": self.run_id,
+            "workers": self.workers,
+            "partitions": [
+                {k: p[k] for k in ("index", "worker", "events", "rounds", "seconds")}
+                | {"files": len(p["files"])}
+                for p in self.partitions
+            ],
+            "merged": self.merged,
+            "redone_by_driver": self.redone_locally,
+            "streams_across_partitions": self.spanning,
+            "files": dict(sorted(statuses.items())),
+            "events": self.events,
+            "quarantined": self.quarantined,
+            "audit": self.audit.summary() if self.audit else {},
+            "seconds": self.seconds,
+        }
+
+
+def known_paths(con: duckdb.DuckDBPyConnection) -> Callable[[list[str]], set[str]]:
+    """Which of the given resolved paths the database's manifest already names."""
+
+    def known(paths: list[str]) -> set[str]:
+        if not paths:
+            return set()
+        rows = con.execute(
+            "SELECT DISTINCT path FROM sources WHERE list_contains(?, path)", [paths]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    return known
+
+
+def backfill(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    paths: Sequence[Path | str],
+    config: PropertyConfig,
+    engine: Engine,
+    work_dir: Path,
+    partition_bytes: int = PARTITION_BYTES,
+    say: Say | None = None,
+    merge_while_running: bool = True,
+) -> BackfillResult:
+    """Plan, run the partitions on the engine, merge each as it is done (in partition order;
+    with `merge_while_running` false, only once all are done: bench/ measures the workers
+    alone so), then what crosses partitions on the merged database; see the module's
+    docstring."""
+    say = say or (lambda _: None)
+    result = BackfillResult(run_id, workers=engine.workers)
+    t0 = time.perf_counter()
+    p = plan(paths, partition_bytes, max(1, engine.workers), known_paths(con))
+    result.seconds["plan"] = time.perf_counter() - t0
+    say(
+        f"backfill: {count(p.files, 'file')}, {p.size / 1e6:,.1f} MB in "
+        f"{count(len(p.partitions), 'partition')} on {count(engine.workers, 'worker')}"
+        + (f"; {count(len(p.local), 'file')} the database already knows, ingested here"
+           if p.local else "")
+    )
+    work_dir.mkdir(parents=True, exist_ok=True)
+    from distributed import as_completed
+
+    futures = [
+        engine.client.submit(
+            run_partition,
+            PartitionTask(part, str(work_dir), config, engine.threads),
+            key=f"bacc-audit-partition-{run_id}-{part.index}-{uuid.uuid4().hex[:8]}",
+            pure=False,
+        )
+        for part in p.partitions
+    ]
+    tool = [__version__, runs.rule_pack_hashes()]
+    spanning: Counter[str] = Counter()
+    done: dict[int, dict[str, Any]] = {}
+    redo: list[Path] = []
+    next_index = 0
+    t_merge = 0.0
+    t1 = time.perf_counter()
+    with _quiet():
+        for fut in as_completed(futures):
+            out = fut.result()
+            if out["tool"] != tool:
+                raise UserError(
+                    f"worker {out['worker']} runs bacc-audit {out['tool'][0]} with other rule "
+                    f"packs or another version than this one ({tool[0]}): install the same "
+                    "version and packs on every worker (docs/scale-out.md); nothing of its "
+                    "partition was merged"
+                )
+            done[out["index"]] = out
+            if not merge_while_running:
+                if len(done) < len(futures):
+                    continue
+                result.seconds["workers"] = time.perf_counter() - t1
+            while next_index in done:
+                out = done.pop(next_index)
+                part = p.partitions[next_index]
+                tm = time.perf_counter()
+                merged = merge_partition(con, Path(out["db"]), run_id, spanning)
+                t_merge += time.perf_counter() - tm
+                out["merge_seconds"] = time.perf_counter() - tm
+                result.partitions.append(out)
+                if merged:
+                    result.merged += 1
+                    result.files += out["files"]
+                else:
+                    result.redone_locally.append(next_index)
+                    redo += [Path(f) for f in part.files]
+                _remove_db(Path(out["db"]))
+                say(
+                    f"partition {next_index + 1} of {len(p.partitions)} ({part.label()}, "
+                    f"{count(len(part.files), 'file')}): {out['seconds']['total']:.1f} s on "
+                    f"{out['worker']}; "
+                    + ("merged" if merged else "meets another partition: ingested here")
+                )
+                next_index += 1
+    result.seconds["partitions"] = time.perf_counter() - t1
+    result.seconds["merge"] = t_merge
+    t2 = time.perf_counter()
+    local = sorted(set(p.local) | set(redo), key=_order_of(paths))
+    if local:
+        say(f"ingesting {count(len(local), 'file')} here")
+        result.local = ingest(con, local, run_id)
+        result.files += [_file_summary(f) for f in result.local.files]
+    if result.local:  # streams the driver's ingest added to, that partitions hold too
+        touched = {s for f in result.local.files for s in f.per_stream}
+        spanning.update(s for s in touched if spanning[s])
+    across = sorted(s for s, n in spanning.items() if n > 1)
+    if across:
+        result.spanning = across
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.register("backfill_spanning", _streams_table(across))
+            record_seq_gaps(con, run_id, "SELECT stream FROM backfill_spanning")
+            _audit_again(con, run_id)
+            con.unregister("backfill_spanning")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    result.seconds["across"] = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    say("audit: the rounds no partition recorded whole, then tables, pits, shoes, dealers")
+    result.audit = audit(con, run_id, config)
+    result.seconds["audit"] = time.perf_counter() - t3
+    result.seconds["total"] = time.perf_counter() - t0
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return result
+
+
+def _audit_again(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """The rounds of the tables whose streams more than one partition held were replayed
+    without the events of the others (a table_open, a procedure change, the chemin de fer
+    history, the shoe's dealer): each gets a round_audits row that matches no round (events
+    -1), so `audit` replays it over the merged database, and withdraws what it no longer
+    finds, as for a round that got more events."""
+    con.execute(
+        f"""
+        INSERT INTO round_audits
+        SELECT DISTINCT table_id, shoe, round, -1, -1, 0, {int(run_id)}, now()
+        FROM round_audits
+        WHERE 'table:' || table_id IN (SELECT stream FROM backfill_spanning)
+        """
+    )
+
+
+def _order_of(paths: Sequence[Path | str]) -> Callable[[Path], int]:
+    files, _ = discover(paths)
+    order = {f.resolve(): i for i, f in enumerate(files)}
+    return lambda f: order.get(f.resolve(), len(order))
+
+
+def _streams_table(streams: list[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"stream": pa.array(streams, pa.string())})
+
+
+def _remove_db(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        with suppress(FileNotFoundError):
+            p.unlink()
+
+
+# --- the merge -------------------------------------------------------------------------------
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
+            [table],
+        ).fetchall()
+    ]
+
+
+def _copy(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    replace: dict[str, str],
+    joins: str = "",
+    where: str = "true",
+) -> None:
+    """Rows of the partition's `table` into the database's, columns by name, some replaced
+    by expressions over `x` (the partition's row) and `joins`."""
+    cols = _columns(con, table)
+    select = ", ".join(replace.get(c, f"x.{_ident(c)}") for c in cols)
+    names = ", ".join(_ident(c) for c in cols)
+    con.execute(
+        f"INSERT INTO {table} ({names}) SELECT {select} FROM part.{table} x {joins} "
+        f"WHERE {where}"
+    )
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _renumber(con: duckdb.DuckDBPyConnection, name: str, ids_sql: str, sequence: str) -> None:
+    """Temp table `name` (old, new): the ids `ids_sql` gives, each with a new id from
+    `sequence`, in the same order."""
+    n = int(db.single(con, f"SELECT count(*) FROM ({ids_sql})")[0])
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {name} AS
+        SELECT o.old, n.new FROM
+          (SELECT id AS old, row_number() OVER (ORDER BY id) AS k FROM ({ids_sql})) o
+        JOIN (SELECT id AS new, row_number() OVER (ORDER BY id) AS k
+              FROM (SELECT nextval('{sequence}') AS id FROM range({n}))) n USING (k)
+        """
+    )
+
+
+def conflicts(con: duckdb.DuckDBPyConnection) -> str:
+    """Why the attached partition cannot be merged as it is, or "": it shares a stream's
+    seq range, a path, a file's content or a file's first line with what the database holds
+    (duplicates, altered or grown files: `ingest` must judge them against each other)."""
+    checks = (
+        ("a stream's seq range",
+         "SELECT 1 FROM part.stream_sources a JOIN stream_sources r ON a.stream = r.stream "
+         "AND r.min_seq <= a.max_seq AND a.min_seq <= r.max_seq LIMIT 1"),
+        ("a file's path",
+         "SELECT 1 FROM part.sources a JOIN sources s ON s.path = a.path LIMIT 1"),
+        ("a file's content",
+         "SELECT 1 FROM part.sources a JOIN sources s ON s.sha256 = a.sha256 "
+         "AND s.status = 'ingested' AND a.status = 'ingested' LIMIT 1"),
+        ("a file's first line",
+         "SELECT 1 FROM part.source_files a JOIN source_files s "
+         "ON s.head_sha256 = a.head_sha256 LIMIT 1"),
+    )
+    for what, sql in checks:
+        if db.one(con, sql):
+            return what
+    return ""
+
+
+def merge_partition(
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: int, streams: Counter[str]
+) -> bool:
+    """Copy a finished partition's sources, files, pieces, events, quarantine, findings and
+    audited rounds into the database, in one transaction, as written by run `run_id`, its
+    ids renumbered. False (nothing copied) when it meets what the database holds
+    (`conflicts`). `streams` counts, per stream, the partitions merged that hold it."""
+    con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS part (READ_ONLY)")
+    try:
+        if conflicts(con):
+            return False
+        run = str(int(run_id))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _renumber(con, "merge_sources", "SELECT id FROM part.sources", "source_id_seq")
+            _renumber(con, "merge_findings", "SELECT id FROM part.findings", "finding_id_seq")
+            src = "JOIN merge_sources m ON m.old = x.source_id"
+            _copy(con, "sources", {"id": "m.new", "run_id": run},
+                  "JOIN merge_sources m ON m.old = x.id")
+            _copy(con, "source_files", {"id": "m.new", "run_id": run},
+                  "JOIN merge_sources m ON m.old = x.id")
+            _copy(con, "source_extents",
+                  {"source_id": "m.new", "file_id": "coalesce(f.new, x.file_id)", "run_id": run},
+                  src + " LEFT JOIN merge_sources f ON f.old = x.file_id")
+            _copy(con, "stream_sources", {"source_id": "m.new"}, src)
+            _copy(con, "quarantine", {"source_id": "m.new"}, src)
+            _copy(con, "events", {"source_id": "m.new"}, src)
+            # A finding already standing in the database is not recorded again, as
+            # findings.record would not; log.altered's evidence names its source by id.
+            _copy(
+                con,
+                "findings",
+                {
+                    "id": "n.new",
+                    "run_id": run,
+                    "evidence": "CASE WHEN a.new IS NULL THEN x.evidence ELSE "
+                    "json_merge_patch(x.evidence, json_object('source_id', a.new)) END",
+                },
+                "JOIN merge_findings n ON n.old = x.id "
+                "LEFT JOIN merge_sources a ON x.code = 'log.altered' "
+                "AND a.old = try_cast(json_extract(x.evidence, '$.source_id') AS BIGINT)",
+                "x.fingerprint NOT IN (SELECT fingerprint FROM current_findings)",
+            )
+            _copy(con, "round_audits", {"run_id": run})
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        streams.update(r[0] for r in con.execute(
+            "SELECT DISTINCT stream FROM part.stream_sources").fetchall())
+        return True
+    finally:
+        con.execute("DETACH part")
+
+
+# --- the outcome -----------------------------------------------------------------------------
+
+
+def exit_code(con: duckdb.DuckDBPyConnection, result: BackfillResult, fail_on: str) -> int:
+    """As `ingest` then `audit`: 2 for a file unreadable or empty; 1 for a quarantined line,
+    a file refused as altered, or a finding of this run at or above `fail_on`; else 0."""
+    if any(f["status"] in ("unreadable", "empty") for f in result.files):
+        return EXIT_INPUT
+    if result.quarantined or any(f["status"] == "refused_altered" for f in result.files):
+        return EXIT_FINDINGS
+    graver = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
+    n = db.single(
+        con,
+        "SELECT count(*) FROM current_findings WHERE run_id = ? "
+        f"AND severity IN ({', '.join('?' for _ in graver)})",
+        [result.run_id, *graver],
+    )[0]
+    return EXIT_FINDINGS if n else EXIT_OK
+
+
+def run_backfill(
+    db_path: Path,
+    paths: Sequence[Path | str],
+    config: PropertyConfig,
+    *,
+    engine: str = "dask",
+    address: str | None = None,
+    workers: int | None = None,
+    work_dir: Path | None = None,
+    partition_bytes: int = PARTITION_BYTES,
+    fail_on: str = "major",
+    say: Say | None = None,
+) -> tuple[BackfillResult, int]:
+    """The whole command: check the paths, start (or reach) the engine, open the database,
+    backfill, and record the run. Returns the result and the exit code."""
+    if fail_on not in SEVERITIES:
+        raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
+    _, errors = discover(paths)
+    if errors:
+        raise UserError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    eng = start_engine(engine, address, workers)
+    try:
+        con = db.connect(db_path)
+        try:
+            run_id = runs.start(
+                con,
+                "backfill",
+                {
+                    "paths": [escape_path(p) for p in paths],
+                    "engine": engine,
+                    "address": address,
+                    "workers": eng.workers,
+                    "config": config.source,
+                    "rule_packs": runs.rule_pack_hashes(),
+                },
+            )
+            # A folder of this run's own, under --work-dir or beside the database: it is
+            # removed at the end, and --work-dir may hold other things.
+            base = work_dir or db_path.resolve().parent
+            wd = base / f"{db_path.name}.backfill-{run_id}-{uuid.uuid4().hex[:8]}"
+            try:
+                result = backfill(con, run_id, paths, config, eng, wd, partition_bytes, say)
+            except BaseException as e:
+                status = "interrupted" if db.interrupted(e) else "failed"
+                runs.finish(con, run_id, status, 130 if status == "interrupted" else 3, {})
+                raise
+            code = exit_code(con, result, fail_on)
+            runs.finish(con, run_id, "done", code, result.summary() | {"exit_code": code})
+        finally:
+            con.close()
+    finally:
+        eng.close()
+    return result, code
+
+
+def partition_costs(result: BackfillResult) -> list[dict[str, Any]]:
+    """Per partition: files, events, rounds and the seconds of each step (for bench/)."""
+    return [
+        {
+            "index": p["index"],
+            "files": len(p["files"]),
+            "events": p["events"],
+            "rounds": p["rounds"],
+            **{f"{k}_s": v for k, v in p["seconds"].items()},
+            "merge_s": p.get("merge_seconds", 0.0),
+        }
+        for p in result.partitions
+    ]
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -124,11 +124,10 @@ def backfill_cmd(
     )
     a = result.audit
     if a is not None:
-        new, withdrawn = _pass_counts(a.tables)
         out.print(
             f"audit on the merged database: {count(a.rounds, 'more round')} replayed; the "
-            f"passes over tables, pits, shoes and dealers: {count(new, 'new finding')}, "
-            f"{withdrawn} withdrawn"
+            f"passes over tables, pits, shoes, dealers and seats: "
+            f"{count(a.passes_new, 'new finding')}, {a.passes_withdrawn} withdrawn"
         )
         for why, n in sorted(a.skipped.items()):
             err.print(f"not audited: {count(n, 'round')}: {why}")
@@ -139,13 +138,3 @@ def backfill_cmd(
         f"{s.get('audit', 0):.1f} s"
     )
     raise typer.Exit(code)
-
-
-def _pass_counts(tables: dict[str, Any]) -> tuple[int, int]:
-    """New and withdrawn findings of the passes after the replay: the table pass's own, and
-    those of each pass that reports its own (shoe integrity, dealers, ...)."""
-    parts = [tables, *(v for v in tables.values() if isinstance(v, dict))]
-    return (
-        sum(int(p.get("findings_new", 0) or 0) for p in parts),
-        sum(int(p.get("findings_withdrawn", 0) or 0) for p in parts),
-    )

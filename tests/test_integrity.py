@@ -317,3 +317,18 @@ def test_cli_simulate_plants_the_orders_on_request(bacc_audit, tmp_path):
     assert bulk.code == 2
     assert bulk.err.strip() == ("error: --shoe-twice: not with --bulk, whose generator plants "
                                 "only round deviations; leave out --bulk")
+
+
+def test_the_report_names_a_whole_shoe_without_a_round(planted, bacc_audit, tmp_path):
+    import pypdf
+
+    _, path = planted
+    pdf = tmp_path / "r.pdf"
+    res = bacc_audit("report", "--db", str(path), "--shift", "2026-12-01/grave", "--out",
+                     str(pdf))
+    assert res.code == 0, res.err
+    text = "\n".join(p.extract_text() for p in pypdf.PdfReader(pdf).pages)
+    assert "None" not in text
+    assert re.search(r"critical shoe\.repeated_order MB-03 MB-03-1201-02 2026-12-08", text)
+    assert re.search(r"table MB-03 shoe MB-03-1201-02 · seq \d+", text)
+    assert re.search(r"shoe\.repeated_order +MB-03 +MB-03-1201-02 +\d+ ", text)

@@ -194,18 +194,6 @@ def side_bet_findings(
     """play.side_bet_counting over every shift in the database, recorded, and the standing
     ones the data no longer supports withdrawn, in one transaction."""
     found, tested = compute(con, config)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        findings.staged(con, "side_bet_pass_findings", found)
-        new = findings.record(con, run_id, "SELECT * FROM side_bet_pass_findings", staged=True)
-        withdrawn = findings.withdraw(
-            con, run_id,
-            f"code = {q(CODE)} "
-            "AND fingerprint NOT IN (SELECT fingerprint FROM side_bet_pass_findings)",
-        )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+    new, withdrawn = findings.replace_pass(con, run_id, "side_bet_pass_findings", found, [CODE])
     return {"seat_shift_bets_tested": tested, "findings": len(found), "findings_new": new,
             "findings_withdrawn": withdrawn}

@@ -257,20 +257,8 @@ def dealer_findings(
     supports withdrawn, in one transaction. Call it after the round replay and
     supersede_round_mismatches: it counts the round findings that stand after both."""
     found, charted = dealers.shift_findings(con, config, config.zone_for(con))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        findings.staged(con, "dealer_pass_findings", found)
-        new = findings.record(con, run_id, "SELECT * FROM dealer_pass_findings", staged=True)
-        codes = ", ".join(f"'{c}'" for c in DEALER_CODES)
-        withdrawn = findings.withdraw(
-            con, run_id,
-            f"code IN ({codes}) "
-            "AND fingerprint NOT IN (SELECT fingerprint FROM dealer_pass_findings)",
-        )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+    new, withdrawn = findings.replace_pass(con, run_id, "dealer_pass_findings", found,
+                                           DEALER_CODES)
     return {"dealer_shifts": charted, "findings": len(found), "findings_new": new,
             "findings_withdrawn": withdrawn}
 

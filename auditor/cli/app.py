@@ -212,20 +212,7 @@ def _ingest_summary(result: IngestResult) -> dict:
         per_stream.update(f.per_stream)
     return {
         "run_id": result.run_id,
-        "files": [
-            {
-                "path": escape_path(f.path),
-                "status": f.status,
-                "sha256": f.sha256,
-                "lines": f.lines,
-                "events": f.events,
-                "quarantined": f.quarantined,
-                "duplicates": f.duplicates,
-                "message": f.message,
-                "problems": f.problems,
-            }
-            for f in result.files
-        ],
+        "files": [f.summary() for f in result.files],
         "errors": result.errors,
         "events": result.events,
         "quarantined": result.quarantined,

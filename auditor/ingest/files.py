@@ -120,6 +120,20 @@ class FileResult:
     # The running SHA-256 of the file's first end_byte bytes, for a follower to extend.
     prefix_hash: Any = field(default=None, repr=False, compare=False)
 
+    def summary(self) -> dict[str, Any]:
+        """What `ingest --json` (and the run's record) says of the file."""
+        return {
+            "path": escape_path(self.path),
+            "status": self.status,
+            "sha256": self.sha256,
+            "lines": self.lines,
+            "events": self.events,
+            "quarantined": self.quarantined,
+            "duplicates": self.duplicates,
+            "message": self.message,
+            "problems": self.problems,
+        }
+
 
 @dataclass
 class IngestResult:

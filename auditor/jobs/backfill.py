@@ -274,18 +274,7 @@ def run_partition(task: PartitionTask) -> dict[str, Any]:
 
 
 def _file_summary(f: Any) -> dict[str, Any]:
-    return {
-        "path": escape_path(f.path),
-        "status": f.status,
-        "sha256": f.sha256,
-        "lines": f.lines,
-        "events": f.events,
-        "quarantined": f.quarantined,
-        "duplicates": f.duplicates,
-        "message": f.message,
-        "problems": f.problems,
-        "per_stream": f.per_stream,
-    }
+    return f.summary() | {"per_stream": f.per_stream}
 
 
 # --- the engine ------------------------------------------------------------------------------

@@ -947,10 +947,17 @@ def _appendix_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
     return _listing([
         f"{local_time(f['ts'], zone):<23} {f['severity']:<8} {f['code']:<28} "
         f"{f['table'] or f['pit'] or '':<8} "
-        f"{(f['shoe'] + '/' + str(f['round'])) if f['shoe'] else '':<18} {f['seq'] or '':>7}  "
+        f"{_shoe_round(f):<18} {f['seq'] or '':>7}  "
         f"{f['id']:<13}  {f['message']}{_ack_text(f.get('ack'))}"
         for f in found
     ])
+
+
+def _shoe_round(f: dict) -> str:
+    """'SHOE/ROUND', or the shoe alone for a finding of a whole shoe."""
+    if not f["shoe"]:
+        return ""
+    return f["shoe"] if f["round"] is None else f"{f['shoe']}/{f['round']}"
 
 
 def local_time(ts: str | dt.datetime, zone: dt.tzinfo) -> str:

@@ -154,6 +154,32 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
     return name
 
 
+def replace_pass(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    name: str,
+    found: Sequence[Finding],
+    codes: Sequence[str],
+) -> tuple[int, int]:
+    """What a whole-database pass found, in one transaction: the new findings recorded, the
+    standing ones of its `codes` it no longer finds withdrawn (staged as temp table `name`).
+    Returns (new, withdrawn)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        staged(con, name, found)
+        new = record(con, run_id, f"SELECT * FROM {name}", staged=True)
+        owned = ", ".join("'" + c.replace("'", "''") + "'" for c in codes)
+        withdrawn = withdraw(
+            con, run_id,
+            f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM {name})",
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return new, withdrawn
+
+
 def withdraw(
     con: duckdb.DuckDBPyConnection,
     run_id: int,

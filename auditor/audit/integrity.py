@@ -132,8 +132,9 @@ def _waiting(
     con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]], finished_only: bool
 ) -> list[tuple[str, str]]:
     """The touched shoes and those left waiting before; with `finished_only`, only those that
-    are over (a shoe_end, or the table gone on to another shoe or closed after their last
-    card), the others left waiting."""
+    are over (a shoe_end, or the table gone on to another shoe or closed after their
+    shoe_start), the others left waiting. A shoe without its shoe_start waits for the
+    batch audit."""
     waiting = con.execute("SELECT table_id, shoe FROM shoe_index_pending").fetchall()
     shoes = sorted({*touched, *((t, s) for t, s in waiting)})
     con.execute("DELETE FROM shoe_index_pending").fetchall()
@@ -144,17 +145,24 @@ def _waiting(
         "shoe": pa.array([s for _, s in shoes], pa.string()),
     }))
     try:
+        # Shoe-level events only (a few a shoe), not the cards: this runs every sweep.
         over = {(t, s) for t, s in con.execute(
             """
-            WITH last_card AS (
-              SELECT table_id, shoe, max(seq) AS seq FROM events
-              SEMI JOIN _candidates USING (table_id, shoe) WHERE type = 'card' GROUP BY ALL
+            WITH marks AS (
+              SELECT table_id, shoe, type, seq FROM events
+              WHERE type IN ('shoe_start', 'shoe_end', 'table_close')
+                AND table_id IN (SELECT table_id FROM _candidates)
+            ), started AS (
+              SELECT table_id, shoe, min(seq) AS seq FROM marks
+              WHERE type = 'shoe_start' GROUP BY ALL
             )
-            SELECT c.table_id, c.shoe FROM last_card c
-            WHERE EXISTS (SELECT 1 FROM events e WHERE e.table_id = c.table_id
-                            AND e.type = 'shoe_end' AND e.shoe = c.shoe)
-               OR EXISTS (SELECT 1 FROM events e WHERE e.table_id = c.table_id
-                            AND e.type IN ('shoe_start', 'table_close') AND e.seq > c.seq)
+            SELECT c.table_id, c.shoe FROM _candidates c
+            WHERE EXISTS (SELECT 1 FROM marks m WHERE m.table_id = c.table_id
+                            AND m.type = 'shoe_end' AND m.shoe = c.shoe)
+               OR EXISTS (SELECT 1 FROM marks m JOIN started s
+                            ON s.table_id = c.table_id AND s.shoe = c.shoe
+                          WHERE m.table_id = c.table_id AND m.seq > s.seq
+                            AND (m.type = 'table_close' OR m.shoe IS DISTINCT FROM c.shoe))
             """
         ).fetchall()}
     finally:

@@ -109,6 +109,7 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     con.register("_changed_lines", pa.table({
         "source_id": pa.array([c[0] for c in changed], pa.int64()),
         "after": pa.array([c[1] for c in changed], pa.int64()),
+        "last_line": pa.array([c[2] for c in changed], pa.int64()),
     }))
     try:
         rows = con.execute(
@@ -119,12 +120,10 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
             ORDER BY ALL
             """
         ).fetchall()
+        con.execute("INSERT OR REPLACE INTO shoe_index_lines "
+                    "SELECT source_id, last_line FROM _changed_lines").fetchall()
     finally:
         con.unregister("_changed_lines")
-    con.executemany(
-        "INSERT OR REPLACE INTO shoe_index_lines VALUES (?, ?)",
-        [(c[0], c[2]) for c in changed],
-    )
     return [(t, s) for t, s in rows]
 
 
@@ -165,11 +164,18 @@ def _waiting(
                             AND (m.type = 'table_close' OR m.shoe IS DISTINCT FROM c.shoe))
             """
         ).fetchall()}
+        later = [x for x in shoes if x not in over]
+        if later:
+            con.register("_later", pa.table({
+                "table_id": pa.array([t for t, _ in later], pa.string()),
+                "shoe": pa.array([s for _, s in later], pa.string()),
+            }))
+            try:
+                con.execute("INSERT INTO shoe_index_pending SELECT * FROM _later").fetchall()
+            finally:
+                con.unregister("_later")
     finally:
         con.unregister("_candidates")
-    later = [x for x in shoes if x not in over]
-    if later:
-        con.executemany("INSERT INTO shoe_index_pending VALUES (?, ?)", later)
     return [x for x in shoes if x in over]
 
 

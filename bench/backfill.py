@@ -2,7 +2,8 @@
 and what a year of a jurisdiction would take on N machines.
 
     python bench/backfill.py [--tables 64] [--hours 24] [--partition-mb 16]
-                             [--workers 1,2] [--properties 40] [--tables-per-property 100]
+                             [--workers 1,2] [--repeat 3] [--properties 40]
+                             [--tables-per-property 100]
 
 Generates (once, cached under bench/out/) the logs of `--tables` NJ mini-baccarat tables open
 `--hours` hours with `bacc-audit simulate --bulk` (one table's gaming day is one file, about
@@ -12,11 +13,16 @@ backfills the logs into a fresh database with the same partitions. Prints each p
 cost, the throughput of each worker count and their ratio, the engine's overhead per
 partition measured two ways, and the estimate of a year of `--properties` properties of
 `--tables-per-property` tables on N machines, from the measured costs.
+
+The worker counts run `--repeat` times in turn, each round after a measure of the machine's
+own ceiling (the same pure-Python work in 1 and in 2 processes): on a shared machine the
+ratio moves from one minute to the next, and the rounds and their median say how much.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import shutil
@@ -118,6 +124,8 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--threads", type=int, default=1,
                     help="DuckDB and pyarrow threads a worker (1: a worker is a core)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="rounds of the worker counts, each after the machine's own ceiling")
     ap.add_argument("--properties", type=int, default=40)
     ap.add_argument("--tables-per-property", type=int, default=100)
     args = ap.parse_args()
@@ -138,9 +146,61 @@ def main() -> None:
         f"input: {len(files)} files, {size / 1e6:,.0f} MB ({args.tables} tables x "
         f"{args.hours:g} h, bulk simulator; ready in {time.perf_counter() - t:.1f} s)"
     )
-    runs_ = [
-        run(logs, int(w), args.partition_mb << 20, args.threads) for w in args.workers.split(",")
-    ]
+    counts = [int(w) for w in args.workers.split(",")]
+    rounds_of: list[tuple[float, float, float]] = []  # (machine ceiling, whole, workers)
+    first: list[dict[str, Any]] = []
+    for k in range(args.repeat):
+        ceiling = machine_ceiling(min(counts), max(counts))
+        runs_ = [run(logs, w, args.partition_mb << 20, args.threads) for w in counts]
+        if k == 0:
+            first = runs_
+            report(runs_, args)
+        a, b = runs_[0], runs_[-1]
+        rounds_of.append((ceiling, (a["wall"] / b["wall"]),
+                          a["result"].seconds["workers"] / b["result"].seconds["workers"]))
+    if len(counts) >= 2:
+        print(f"\n{max(counts)} workers / {min(counts)}, {args.repeat} rounds, each the "
+              "machine's own ceiling first (the same pure-Python work in that many processes):")
+        for i, (c, whole, part) in enumerate(rounds_of, 1):
+            print(f"  round {i}: machine {c:.2f}x; backfill {part:.2f}x on the workers, "
+                  f"{whole:.2f}x whole")
+        med = [statistics.median(x[i] for x in rounds_of) for i in range(3)]
+        print(f"  median: machine {med[0]:.2f}x; backfill {med[2]:.2f}x on the workers, "
+              f"{med[1]:.2f}x whole (target {TARGET_RATIO}x)")
+    estimate(first[0], args)
+
+
+def _spin(n: int) -> float:
+    """Pure-Python work of no I/O: what a core gives when nothing is shared."""
+    t = time.perf_counter()
+    h = b"x"
+    for _ in range(n):
+        h = hashlib.sha256(h).digest()
+        sum(range(50))
+    return time.perf_counter() - t
+
+
+def machine_ceiling(one: int, many: int, n: int = 1_500_000) -> float:
+    """How much faster `many` processes finish `many` equal pieces of pure-Python work than
+    `one` process does (`many`/`one` on a machine whose cores are its own; less on a shared
+    or oversubscribed one): the most a cluster of `many` workers can gain here."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(many) as pool:
+        pool.map(_spin, [1000] * many)  # started and warm
+        t = time.perf_counter()
+        pool.map(_spin, [n] * many, chunksize=1)
+        parallel = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(many // one):
+        _spin(n * one)
+    serial = time.perf_counter() - t
+    return serial / parallel
+
+
+def report(runs_: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The first round of runs in full: each partition's costs, the throughputs, the
+    engine's overhead."""
     for r in runs_:
         res = r["result"]
         costs = r["costs"]
@@ -199,7 +259,6 @@ def main() -> None:
             f"{b['idle_per_partition']:.2f} s (workers' time outside run_partition); target "
             f"< {TARGET_OVERHEAD_S} s"
         )
-    estimate(runs_[0], args)
 
 
 def estimate(r: dict[str, Any], args: argparse.Namespace) -> None:

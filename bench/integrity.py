@@ -66,17 +66,17 @@ def build(path: Path, tables: int, days: int, per_day: int, seed: int = 1) -> di
             "first_ts": pa.array([day0 + dt.timedelta(days=int(d), minutes=48 * int(s))
                                   for d, s in zip(day_of, k, strict=True)],
                                  pa.timestamp("us", tz="UTC")),
-            "decks": pa.array(np.full(n, 8, np.int32)),
+            "decks": pa.array(np.full(n, 8, np.int64)),
             "shuffle": pa.array(["manual"] * n),
             "batch": pa.array(["red"] * n),
             "codes": pa.array(list(codes.astype(np.uint8)), pa.list_(pa.uint8())),
-            "rounds": pa.array([list(np.arange(DEALT) // 5 + 1)] * n, pa.list_(pa.int32())),
+            "rounds": pa.array([list(np.arange(DEALT) // 5 + 1)] * n, pa.list_(pa.int64())),
         })
         shoe_ix, pos, gram = rules.grams(codes.ravel(), np.arange(0, n * DEALT + 1, DEALT),
                                          integrity.K)
         keep = pos % integrity.STEP == 0
         grams = pa.table({"gram": gram[keep], "shoe_no": nos[shoe_ix[keep]],
-                          "pos": pos[keep].astype(np.int16)})
+                          "pos": pos[keep].astype(np.int32)})
         con.register("_o", orders)
         con.register("_g", grams)
         con.execute("INSERT INTO shoe_orders BY NAME SELECT * FROM _o").fetchall()

@@ -4,6 +4,7 @@ orders the simulator plants, across tables and days, once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import random
@@ -332,3 +333,38 @@ def test_the_report_names_a_whole_shoe_without_a_round(planted, bacc_audit, tmp_
     assert re.search(r"critical shoe\.repeated_order MB-03 MB-03-1201-02 2026-12-08", text)
     assert re.search(r"table MB-03 shoe MB-03-1201-02 · seq \d+", text)
     assert re.search(r"shoe\.repeated_order +MB-03 +MB-03-1201-02 +\d+ ", text)
+
+
+def test_a_careless_shoe_does_not_stop_the_pass(tmp_path):
+    """A shoe whose id never changed (33,000 cards, past a SMALLINT) and a round number past
+    32 bits: indexed and searched, nothing cut short or wrapped."""
+    cards = [r + s for r in RANKS for s in SUITS]
+    rng = random.Random(5)
+    lines = [
+        {"type": "table_open", "pit": "P1", "game": "mini_baccarat", "jurisdiction": "NJ",
+         "variant": "standard", "procedure": 1, "seats": 7, "side_bets": ["tie"]},
+        {"type": "shoe_start", "shoe": "S1", "decks": 8, "shuffle": "manual", "batch": "red"},
+        {"type": "round_start", "shoe": "S1", "round": 3_000_000_000},
+        *({"type": "card", "shoe": "S1", "round": 3_000_000_000, "to": "player",
+           "card": rng.choice(cards)} for _ in range(33_000)),
+        {"type": "round_end", "shoe": "S1", "round": 3_000_000_000},
+        {"type": "shoe_end", "shoe": "S1"},
+    ]
+    start = dt.datetime(2026, 11, 28, 22, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "t.jsonl").write_text("".join(
+        json.dumps({"v": 1, "ts": (start + dt.timedelta(seconds=i)).isoformat(),
+                    "table": "MB-99", "seq": i + 1, **e}) + "\n"
+        for i, e in enumerate(lines)))
+    path = tmp_path / "a.duckdb"
+    _audit(path, logs)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        [(n, last_round)] = con.execute(
+            "SELECT len(codes), rounds[-1] FROM shoe_orders WHERE shoe = 'S1'").fetchall()
+        top = con.execute("SELECT max(pos) FROM shoe_grams").fetchall()[0][0]
+    finally:
+        con.close()
+    assert (n, last_round) == (33_000, 3_000_000_000)
+    assert top == 33_000 - I.SEED - (33_000 - I.SEED) % 2  # the last kept position

@@ -224,11 +224,11 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
         "table_id": pa.array([o.table for o in orders], pa.string()),
         "shoe": pa.array([o.shoe for o in orders], pa.string()),
         "first_ts": pa.array([o.first_ts for o in orders], pa.timestamp("us", tz="UTC")),
-        "decks": pa.array([o.decks for o in orders], pa.int32()),
+        "decks": pa.array([o.decks for o in orders], pa.int64()),
         "shuffle": pa.array([o.shuffle for o in orders], pa.string()),
         "batch": pa.array([o.batch for o in orders], pa.string()),
         "codes": pa.array([o.codes for o in orders], pa.list_(pa.uint8())),
-        "rounds": pa.array([o.rounds for o in orders], pa.list_(pa.int32())),
+        "rounds": pa.array([o.rounds for o in orders], pa.list_(pa.int64())),
     }))
     shoe_ix, pos, gram = _grams(orders)
     keep = pos % STEP == 0
@@ -236,7 +236,7 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
         "gram": pa.array(gram[keep], pa.int64()),
         "shoe_no": pa.array(np.array([o.shoe_no for o in orders], np.int64)[shoe_ix[keep]]
                             if orders else np.zeros(0, np.int64), pa.int64()),
-        "pos": pa.array(pos[keep].astype(np.int16), pa.int16()),
+        "pos": pa.array(pos[keep].astype(np.int32), pa.int32()),
     }))
     try:
         con.execute("INSERT INTO shoe_orders BY NAME SELECT * FROM _orders").fetchall()

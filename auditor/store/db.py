@@ -177,17 +177,17 @@ DDL = [
       table_id VARCHAR NOT NULL,
       shoe VARCHAR NOT NULL,
       first_ts TIMESTAMPTZ,
-      decks INTEGER,
+      decks BIGINT,
       shuffle VARCHAR,
       batch VARCHAR,
       codes UTINYINT[] NOT NULL,
-      rounds INTEGER[] NOT NULL
+      rounds BIGINT[] NOT NULL
     )""",
     """
     CREATE TABLE IF NOT EXISTS shoe_grams (
       gram BIGINT NOT NULL,
       shoe_no BIGINT NOT NULL,
-      pos SMALLINT NOT NULL
+      pos INTEGER NOT NULL
     )""",
     """
     CREATE TABLE IF NOT EXISTS shoe_index_lines (

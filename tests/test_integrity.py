@@ -340,7 +340,7 @@ def test_a_careless_shoe_does_not_stop_the_pass(tmp_path):
     32 bits: indexed and searched, nothing cut short or wrapped."""
     cards = [r + s for r in RANKS for s in SUITS]
     rng = random.Random(5)
-    lines = [
+    lines: list[dict[str, object]] = [
         {"type": "table_open", "pit": "P1", "game": "mini_baccarat", "jurisdiction": "NJ",
          "variant": "standard", "procedure": 1, "seats": 7, "side_bets": ["tie"]},
         {"type": "shoe_start", "shoe": "S1", "decks": 8, "shuffle": "manual", "batch": "red"},

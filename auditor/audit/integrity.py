@@ -112,11 +112,15 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
         "last_line": pa.array([c[2] for c in changed], pa.int64()),
     }))
     try:
+        # The sources as constants too: DuckDB then skips the row groups of every other
+        # source, so a year's database is not scanned for one night's lines.
+        sources = ", ".join(str(int(c[0])) for c in changed)
         rows = con.execute(
-            """
+            f"""
             SELECT DISTINCT e.table_id, e.shoe FROM events e
             JOIN _changed_lines c ON e.source_id = c.source_id AND e.line_no > c.after
-            WHERE e.type = 'card' AND e.shoe IS NOT NULL AND e.table_id IS NOT NULL
+            WHERE e.source_id IN ({sources})
+              AND e.type = 'card' AND e.shoe IS NOT NULL AND e.table_id IS NOT NULL
             ORDER BY ALL
             """
         ).fetchall()
@@ -125,6 +129,16 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     finally:
         con.unregister("_changed_lines")
     return [(t, s) for t, s in rows]
+
+
+def _sources_of(con: duckdb.DuckDBPyConnection, tables: set[str]) -> str:
+    """The ids of the sources that hold these tables' streams, as SQL constants: a read of
+    some shoes' events then skips the row groups of every other file (a year of them)."""
+    streams = [f"table:{t}" for t in sorted(tables)]
+    ids = [str(int(i)) for (i,) in con.execute(
+        "SELECT DISTINCT source_id FROM stream_sources WHERE stream IN (SELECT unnest(?))",
+        [streams]).fetchall()]
+    return ", ".join(ids) or "NULL"
 
 
 def _waiting(
@@ -145,11 +159,13 @@ def _waiting(
     }))
     try:
         # Shoe-level events only (a few a shoe), not the cards: this runs every sweep.
+        sources = _sources_of(con, {t for t, _ in shoes})
         over = {(t, s) for t, s in con.execute(
-            """
+            f"""
             WITH marks AS (
               SELECT table_id, shoe, type, seq FROM events
-              WHERE type IN ('shoe_start', 'shoe_end', 'table_close')
+              WHERE source_id IN ({sources})
+                AND type IN ('shoe_start', 'shoe_end', 'table_close')
                 AND table_id IN (SELECT table_id FROM _candidates)
             ), started AS (
               SELECT table_id, shoe, min(seq) AS seq FROM marks
@@ -185,18 +201,19 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
         "table_id": pa.array([t for t, _ in touched], pa.string()),
         "shoe": pa.array([s for _, s in touched], pa.string()),
     }))
+    sources = _sources_of(con, {t for t, _ in touched})
     try:
         rows = con.execute(
             f"""
             WITH cards AS (
               SELECT table_id, shoe, seq, ts, round, {_CODE_SQL} AS code FROM events
               SEMI JOIN _touched_shoes USING (table_id, shoe)
-              WHERE type = 'card'
+              WHERE source_id IN ({sources}) AND type = 'card'
             ), starts AS (
               SELECT table_id, shoe, arg_min(decks, seq) AS decks,
                      arg_min(shuffle, seq) AS shuffle, arg_min(batch, seq) AS batch
               FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
-              WHERE type = 'shoe_start' GROUP BY ALL
+              WHERE source_id IN ({sources}) AND type = 'shoe_start' GROUP BY ALL
             )
             SELECT c.table_id, c.shoe, min(c.ts), any_value(s.decks), any_value(s.shuffle),
                    any_value(s.batch), list(c.code ORDER BY c.seq),

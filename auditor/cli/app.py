@@ -29,7 +29,7 @@ from rich.table import Table as RichTable
 from typer import _click  # the click typer carries: its Context is what commands are given
 
 from auditor import __version__
-from auditor.cli.options import ConfigOption, DbOption
+from auditor.cli.options import ConfigOption, DbOption, files_sentence
 from auditor.cli.progress import progress_for
 from auditor.errors import (
     EXIT_FINDINGS,
@@ -237,15 +237,8 @@ def _print_ingest(result: IngestResult) -> None:
         out.print("events per stream:")
         for stream, n in sorted(per_stream.items()):
             out.print(f"  {stream.replace(':', ' '):<24} {n:>10,}")
-    counts = Counter(f.status for f in result.files)
-    empty = f", {counts['empty']} empty" if counts["empty"] else ""
-    out.print(
-        f"{count(len(result.files), 'file')}: {counts['ingested']} ingested, "
-        f"{counts['already_ingested']} already ingested, "
-        f"{counts['refused_altered']} refused, {counts['unreadable']} unreadable{empty}; "
-        f"{count(result.events, 'event')} loaded, "
-        f"{count(result.quarantined, 'line')} quarantined"
-    )
+    out.print(files_sentence(Counter(f.status for f in result.files), result.events,
+                             result.quarantined))
 
 
 

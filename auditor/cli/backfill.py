@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from auditor.cli.options import ConfigOption, DbOption
+from auditor.cli.options import ConfigOption, DbOption, files_sentence
 from auditor.errors import UserError
 from auditor.store import db
 from auditor.words import count
@@ -109,15 +110,8 @@ def backfill_cmd(
             err.print(f"quarantined: {line}")
         if f["status"] in ("unreadable", "refused_altered", "empty"):
             err.print(f"error: {f['message']}")
-    statuses = {s: sum(1 for f in result.files if f["status"] == s) for s in
-                ("ingested", "already_ingested", "refused_altered", "unreadable", "empty")}
-    out.print(
-        f"{count(len(result.files), 'file')}: {statuses['ingested']} ingested, "
-        f"{statuses['already_ingested']} already ingested, {statuses['refused_altered']} "
-        f"refused, {statuses['unreadable']} unreadable, {statuses['empty']} empty; "
-        f"{count(result.events, 'event')} loaded, {count(result.quarantined, 'line')} "
-        "quarantined"
-    )
+    out.print(files_sentence(Counter(f["status"] for f in result.files), result.events,
+                             result.quarantined))
     out.print(
         f"{count(len(result.partitions), 'partition')} on {count(result.workers, 'worker')}: "
         f"{result.merged} merged, {len(result.redone_locally)} ingested by the driver"

@@ -1746,18 +1746,8 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
     sources = _ids(
         con, f"SELECT DISTINCT source_id FROM stream_sources WHERE stream IN ({streams_sql})"
     )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE gaps AS
-        SELECT * FROM (
-          SELECT stream, seq, ts, source_id, line_no,
-                 lag(seq) OVER w AS prev_seq, lag(source_id) OVER w AS prev_source,
-                 lag(line_no) OVER w AS prev_line
-          FROM events WHERE source_id IN ({sources}) AND stream IN ({streams_sql})
-          WINDOW w AS (PARTITION BY stream ORDER BY seq)
-        ) WHERE seq > prev_seq + 1
-        """
-    )
+    find_gaps(con, f"SELECT stream, seq, ts, source_id, line_no FROM events "
+                   f"WHERE source_id IN ({sources}) AND stream IN ({streams_sql})")
     record_gaps(con, run_id)
     findings.withdraw(
         con,
@@ -1767,6 +1757,24 @@ def record_seq_gaps(con: duckdb.DuckDBPyConnection, run_id: int, streams_sql: st
               OR (pit IS NOT NULL AND 'pit:' || pit IN ({streams_sql})))
             AND fingerprint NOT IN (
               SELECT 'log.seq_gap|' || stream || '|' || prev_seq || '|' || seq FROM gaps)""",
+    )
+
+
+def find_gaps(con: duckdb.DuckDBPyConnection, rows_sql: str) -> None:
+    """Temp table `gaps`: each row of `rows_sql` (stream, seq, ts, source_id, line_no) whose
+    seq is more than one past the one before it in its stream, with that one's seq, source
+    and line (what record_gaps records)."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE gaps AS
+        SELECT * FROM (
+          SELECT stream, seq, ts, source_id, line_no,
+                 lag(seq) OVER w AS prev_seq, lag(source_id) OVER w AS prev_source,
+                 lag(line_no) OVER w AS prev_line
+          FROM ({rows_sql})
+          WINDOW w AS (PARTITION BY stream ORDER BY seq)
+        ) WHERE seq > prev_seq + 1
+        """
     )
 
 

@@ -851,20 +851,11 @@ def _new_gaps(
         "top": pa.array([t for t, _ in tops.values()], pa.int64()),
         "top_source": pa.array([s for _, s in tops.values()], pa.int64()),
     }))
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE gaps AS
-        SELECT * FROM (
-          SELECT stream, seq, ts, source_id, line_no,
-                 lag(seq) OVER w AS prev_seq, lag(source_id) OVER w AS prev_source,
-                 lag(line_no) OVER w AS prev_line
-          FROM (SELECT stream, seq, ts, source_id, line_no FROM staged
-                WHERE {good} AND stream IN (SELECT stream FROM tops)
-                UNION ALL
-                SELECT stream, top, NULL, top_source, NULL FROM tops WHERE top IS NOT NULL)
-          WINDOW w AS (PARTITION BY stream ORDER BY seq)
-        ) WHERE seq > prev_seq + 1
-        """
+    files.find_gaps(
+        con,
+        f"SELECT stream, seq, ts, source_id, line_no FROM staged "
+        f"WHERE {good} AND stream IN (SELECT stream FROM tops) "
+        "UNION ALL SELECT stream, top, NULL, top_source, NULL FROM tops WHERE top IS NOT NULL",
     )
     con.unregister("tops")
     # A gap right after the stream's highest seq names the line that holds it.

@@ -26,14 +26,8 @@ from auditor.audit import facts
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay import verdict
-from auditor.replay.chemin import (
-    CheminEvent,
-    CheminRules,
-    History,
-    RoundFacts,
-    replay_chemin_round,
-    round_facts,
-)
+from auditor.replay.chemin import replay_chemin_round, round_facts
+from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
 from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import RulePack, RulePackError, load_pack

@@ -26,7 +26,7 @@ import pyarrow as pa
 from auditor.config import PropertyConfig
 from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
-from auditor.replay.tables import iso
+from auditor.replay.text import iso
 from auditor.store import findings
 
 CODES = ("shoe.repeated_order", "shoe.unshuffled")

@@ -3,7 +3,7 @@ pit, undeclared changes, the shoe checks, table logs that stop without their clo
 end, and the irregularities' dispositions, over the whole database.
 
 `table_findings` reads what it needs (events, notices entered by hand, rule packs), lets the
-pure checks of `auditor.replay.tables` and `auditor.replay.shoes` decide, then records the
+pure checks of `auditor.replay.procedures`, `.tables` and `.shoes` decide, then records the
 findings and withdraws the standing ones of its own codes that no longer hold (a notice entered
 by hand later, a file that fills a gap or completes a table's night) in one transaction.
 Rerunning adds nothing.
@@ -24,10 +24,12 @@ import pyarrow as pa
 from auditor.audit import dealers, load
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
+from auditor.replay import procedures
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
-from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, Notice, ProcedureRules
+from auditor.replay.procedures import Notice, ProcedureRules
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
@@ -138,15 +140,15 @@ def compute(
                                   else shoe_checks.ShoeRules.of(pack, config.house_options))
         return shoe_rules_of[key]
 
-    timeline = table_checks.table_timeline(
+    timeline = procedures.table_timeline(
         load.load_table_events(con),
         config.pit_procedures,
         procedure_rules,
         load.load_last_ts(con),
     )
     notices = load.load_notices(con)
-    verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
-    found = table_checks.notice_findings(verdicts, zone)
+    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone)
+    found = procedures.notice_findings(verdicts, zone)
     # Changes a notice entered by hand clears (no finding left, a hand notice counted): a
     # notice finding of theirs withdrawn now says so (see _store).
     by_hand = {

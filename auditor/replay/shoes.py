@@ -24,7 +24,7 @@ import numpy as np
 
 from auditor.finding import Finding, fingerprint
 from auditor.replay.hands import Hands, deal_error, required_draws
-from auditor.replay.tables import iso, local
+from auditor.replay.text import iso, local
 from auditor.rules.cards import parse_card, rank_value
 from auditor.rules.pack import DrawTables, RulePack
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.replay.irregular import Irregularity
+from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
 from auditor.replay.shoes import (
     Excess,
@@ -29,8 +30,6 @@ from auditor.replay.shoes import (
     Shoe,
     ShoeEvent,
     ShoeRules,
-    StreamEvent,
-    TableStream,
     cited_rounds,
     opening_seq,
 )

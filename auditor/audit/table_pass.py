@@ -24,7 +24,7 @@ import pyarrow as pa
 from auditor.audit import dealers, load
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
-from auditor.replay import procedures
+from auditor.replay import log_ends, procedures
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
@@ -170,7 +170,7 @@ def compute(
     runs: list[table_checks.Run] = []
     counts: Counter[str] = Counter()
     latest = load.load_latest_ts(con)
-    days = shoe_checks.GamingDays(config.gaming_day_start, zone)
+    days = log_ends.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
         every_round = load.load_rounds(con, tables_in)
         suspects, n = load.tables_with_other_orders(
@@ -189,7 +189,7 @@ def compute(
         last_cards = load.load_last_round_cards(con, shoes)
         found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
         if latest is not None:
-            found += shoe_checks.log_end_findings(load.load_streams(con, tables_in), shoes,
+            found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
                                                   latest, days)
         counts["shoes"] += len(shoes)
         counts["no_pack"] += sum(1 for s in shoes if s.rules is None)

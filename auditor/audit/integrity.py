@@ -28,6 +28,7 @@ from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
 from auditor.replay.text import iso
 from auditor.store import findings
+from auditor.store.sql import stream_key
 
 CODES = ("shoe.repeated_order", "shoe.unshuffled")
 K, STEP = rules.seed_layout(rules.MIN_REPEAT)
@@ -134,7 +135,7 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
 def _sources_of(con: duckdb.DuckDBPyConnection, tables: set[str]) -> str:
     """The ids of the sources that hold these tables' streams, as SQL constants: a read of
     some shoes' events then skips the row groups of every other file (a year of them)."""
-    streams = [f"table:{t}" for t in sorted(tables)]
+    streams = [stream_key("table", t) for t in sorted(tables)]
     ids = [str(int(i)) for (i,) in con.execute(
         "SELECT DISTINCT source_id FROM stream_sources WHERE stream IN (SELECT unnest(?))",
         [streams]).fetchall()]

@@ -38,6 +38,7 @@ from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
 from auditor.store.db import table_range_sql
+from auditor.store.sql import stream_key
 
 # --- procedures and notices ---------------------------------------------------------------
 
@@ -84,7 +85,7 @@ def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
         """
     ).fetchall()
     out = [
-        Notice(f"pit:{pit}#{seq}", pit, tuple(tables) if tables else None, procedure,
+        Notice(f"{stream_key('pit', pit)}#{seq}", pit, tuple(tables) if tables else None, procedure,
                effective, recipient, bool(written), ts, source)
         for pit, seq, tables, procedure, effective, recipient, written, ts, source in rows
     ]

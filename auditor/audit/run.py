@@ -32,10 +32,10 @@ from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
-from auditor.store.db import q
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
-ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
+ROUND_TYPES = ", ".join(map(quote, ROUND_EVENTS))
 BATCH_ROWS = 200_000
 CHEMIN = "chemin_de_fer"
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
@@ -232,7 +232,7 @@ def _select_rounds(
     `contexts`: where the table_open and procedure_change events are read (`watch` keeps
     them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night each poll)."""
     pits = (
-        ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
+        ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
     )
     these = db.table_range_sql(tables_in)
@@ -247,7 +247,7 @@ def _select_rounds(
             params.append(since)
     # A round's round_end closes it, but at chemin de fer the bank's passing follows it
     # (bank_pass is a round event): there the table must have gone on past the round.
-    ended = f"(r.ended AND o.game IS DISTINCT FROM '{CHEMIN}')"
+    ended = f"(r.ended AND o.game IS DISTINCT FROM {quote(CHEMIN)})"
     closed = "true"
     if closed_before is not None:
         closed = f"({ended} OR r.last_seq < t.top OR r.ts < ?)"
@@ -278,8 +278,8 @@ def _select_rounds(
           WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
             AND {these}
         ), tops AS (
-          SELECT substr(stream, 7) AS table_id, max(max_seq) AS top FROM stream_sources
-          WHERE starts_with(stream, 'table:') GROUP BY ALL
+          SELECT {stream_name_sql("table", "stream")} AS table_id, max(max_seq) AS top
+          FROM stream_sources WHERE {is_stream_sql("table", "stream")} GROUP BY ALL
         ), baseline(pit, procedure) AS (VALUES {pits})
         SELECT r.* EXCLUDE (ended), o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
                coalesce(c.procedure, b.procedure) AS procedure,

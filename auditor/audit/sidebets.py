@@ -33,7 +33,7 @@ from auditor.replay.sidebets import (
 )
 from auditor.rules.counts import SideBetCount, load_counts
 from auditor.store import findings
-from auditor.store.db import q
+from auditor.store.sql import quote
 
 ZERO = Decimal(0)
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -44,7 +44,7 @@ def _ts(t: dt.datetime) -> str:
 
 
 def _windows_sql(windows: Sequence[Window]) -> str:
-    rows = ", ".join(f"({q(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
+    rows = ", ".join(f"({quote(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
     return f"(VALUES {rows}) AS w(label, ws, we)"
 
 
@@ -58,12 +58,12 @@ def load_seat_rounds(
     if not windows or not bets:
         return []
     per_bet = ", ".join(
-        f"sum(w.amount) FILTER (WHERE w.bet = {q(b)}) AS b{i}" for i, b in enumerate(bets)
+        f"sum(w.amount) FILTER (WHERE w.bet = {quote(b)}) AS b{i}" for i, b in enumerate(bets)
     )
     enough = " OR ".join(
         f"count(b{i}) OVER seat >= {MIN_SIDE_WAGERS}" for i in range(len(bets))
     )
-    in_bets = ", ".join(q(b) for b in bets)
+    in_bets = ", ".join(quote(b) for b in bets)
     return con.execute(
         f"""
         WITH side AS (
@@ -106,7 +106,7 @@ def load_segments(
     first card, every card dealt, a card found face up) and those burned unseen."""
     if not shoes:
         return {}
-    keys = ", ".join(f"({q(t)}, {q(s)})" for t, s in shoes)
+    keys = ", ".join(f"({quote(t)}, {quote(s)})" for t, s in shoes)
     rows = con.execute(
         f"""
         WITH e AS (

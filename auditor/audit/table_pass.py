@@ -34,6 +34,7 @@ from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
+from auditor.store.sql import quote
 
 # The codes this pass raises: the only ones it ever withdraws.
 OWNED_CODES = (
@@ -277,7 +278,7 @@ def _store(
     findings.staged(con, "table_pass_findings", found)
     new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", staged=True)
     withdrawn = _withdraw_answered_by_hand(con, run_id, by_hand or {})
-    owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
+    owned = ", ".join(map(quote, OWNED_CODES))
     withdrawn += findings.withdraw(
         con, run_id,
         f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
@@ -355,7 +356,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
     con.execute("BEGIN TRANSACTION")
     try:
         withdrawn = findings.withdraw(
-            con, run_id, f"code = '{MISMATCH}'",
+            con, run_id, f"code = {quote(MISMATCH)}",
             joined="JOIN covered_by_runs c USING (table_id, shoe, round)",
             because=("superseded_by", "c.run_fp"),
         )
@@ -368,7 +369,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
                    json_merge_patch(f.evidence, '{{"superseded_by": null}}'::JSON), f.dealer
             FROM (
               SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
-              FROM findings WHERE code = '{MISMATCH}'
+              FROM findings WHERE code = {quote(MISMATCH)}
             ) f
             WHERE f.rn = 1 AND f.status = 'withdrawn'
               AND json_extract_string(f.evidence, '$.superseded_by') IS NOT NULL

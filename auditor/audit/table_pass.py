@@ -15,7 +15,7 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -131,6 +131,84 @@ def compute(
         pack = packs.get(jurisdiction, game)
         return None if pack is None else ProcedureRules.of(pack)
 
+    timeline = procedures.table_timeline(
+        load.load_table_events(con),
+        config.pit_procedures,
+        procedure_rules,
+        load.load_last_ts(con),
+    )
+    notices = load.load_notices(con)
+    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone)
+    found = procedures.notice_findings(verdicts, zone)
+    pack_of, charged = _table_packs(con, packs)
+    if changeover_grace is None:
+        changeover_grace = _changeover_grace(pack_of)
+    episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
+    found += table_checks.pit_findings(episodes, zone)
+    batches = _by_batch(con, config, zone, packs, timeline, charged, min_undeclared_rounds)
+    found += batches.found
+    found += table_checks.undeclared_findings(batches.runs, timeline.pits, notices, zone)
+    irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
+    found += irregular
+    found = dealers.place_dealers(con, [_cited(f, pack_of) for f in found])
+    stats = {
+        "tables_with_procedures": len(timeline.rules),
+        "procedure_changes": len(timeline.changes),
+        "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
+        "notices": len(notices),
+        "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
+        "rounds_with_payout_order": batches.counts["rounds"],
+        "undeclared_runs": len(batches.runs),
+        "shoes": batches.counts["shoes"],
+        "shoes_without_rule_pack": batches.counts["no_pack"],
+        "shoes_with_seq_gap": batches.counts["gap"],
+        "irregularities_not_judged": unjudged,
+        "rule_packs_missing": sorted(packs.missing),
+    }
+    return found, stats, _answered_by_hand(verdicts)
+
+
+def _answered_by_hand(
+    verdicts: Sequence[procedures.NoticeVerdict],
+) -> dict[tuple[str, int], list[Notice]]:
+    """Changes a notice entered by hand clears (no finding left, a hand notice counted): a
+    notice finding of theirs withdrawn now says so (see _store)."""
+    return {
+        (v.change.table, v.change.seq): hand
+        for v in verdicts
+        if v.code is None
+        and (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
+    }
+
+
+def _changeover_grace(pack_of: Mapping[str, RulePack | None]) -> dt.timedelta:
+    """The packs' house option procedures.changeover_minutes (the longest, if they differ)."""
+    return dt.timedelta(minutes=max(
+        (int(p.value("procedures.changeover_minutes", 0)) for p in pack_of.values() if p),
+        default=0,
+    ))
+
+
+@dataclass
+class _Batches:
+    """What the batches of tables gave: shoe and log-end findings, undeclared runs, counts."""
+
+    found: list[Finding] = field(default_factory=list)
+    runs: list[table_checks.Run] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+def _by_batch(
+    con: duckdb.DuckDBPyConnection,
+    config: PropertyConfig,
+    zone: dt.tzinfo,
+    packs: _Packs,
+    timeline: procedures.Timeline,
+    charged: Mapping[str, bool | None],
+    min_undeclared_rounds: int,
+) -> _Batches:
+    """Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
+    table, and a day of millions of rounds would not fit in memory at once."""
     shoe_rules_of: dict[tuple[str | None, str | None], shoe_checks.ShoeRules | None] = {}
 
     def shoe_rules(jurisdiction: str | None, game: str | None) -> shoe_checks.ShoeRules | None:
@@ -141,35 +219,7 @@ def compute(
                                   else shoe_checks.ShoeRules.of(pack, config.house_options))
         return shoe_rules_of[key]
 
-    timeline = procedures.table_timeline(
-        load.load_table_events(con),
-        config.pit_procedures,
-        procedure_rules,
-        load.load_last_ts(con),
-    )
-    notices = load.load_notices(con)
-    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone)
-    found = procedures.notice_findings(verdicts, zone)
-    # Changes a notice entered by hand clears (no finding left, a hand notice counted): a
-    # notice finding of theirs withdrawn now says so (see _store).
-    by_hand = {
-        (v.change.table, v.change.seq): hand
-        for v in verdicts
-        if v.code is None
-        and (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
-    }
-    pack_of, charged = _table_packs(con, packs)
-    if changeover_grace is None:  # the packs' house option (the longest, if they differ)
-        changeover_grace = dt.timedelta(minutes=max(
-            (int(p.value("procedures.changeover_minutes", 0)) for p in pack_of.values() if p),
-            default=0,
-        ))
-    episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
-    found += table_checks.pit_findings(episodes, zone)
-    # Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
-    # table, and a day of millions of rounds would not fit in memory at once.
-    runs: list[table_checks.Run] = []
-    counts: Counter[str] = Counter()
+    out = _Batches()
     latest = load.load_latest_ts(con)
     days = log_ends.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
@@ -177,43 +227,25 @@ def compute(
         suspects, n = load.tables_with_other_orders(
             con, timeline, lambda t: charged.get(t), tables_in, every_round
         )
-        counts["rounds"] += n
+        out.counts["rounds"] += n
         if suspects:
             rounds = load.load_round_orders(
                 con, timeline, lambda t: charged.get(t), tables_in, only=suspects
             )
-            runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+            out.runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
         shoes = load.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
         excess, used = load.load_composition(con, tables_in)
         last_cards = load.load_last_round_cards(con, shoes)
-        found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+        out.found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
         if latest is not None:
-            found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
-                                                  latest, days)
-        counts["shoes"] += len(shoes)
-        counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
-        counts["gap"] += sum(1 for s in shoes if s.gap)
-    found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
-    irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
-    found += irregular
-    found = dealers.place_dealers(con, [_cited(f, pack_of) for f in found])
-    stats = {
-        "tables_with_procedures": len(timeline.rules),
-        "procedure_changes": len(timeline.changes),
-        "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
-        "notices": len(notices),
-        "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
-        "rounds_with_payout_order": counts["rounds"],
-        "undeclared_runs": len(runs),
-        "shoes": counts["shoes"],
-        "shoes_without_rule_pack": counts["no_pack"],
-        "shoes_with_seq_gap": counts["gap"],
-        "irregularities_not_judged": unjudged,
-        "rule_packs_missing": sorted(packs.missing),
-    }
-    return found, stats, by_hand
+            out.found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
+                                                   latest, days)
+        out.counts["shoes"] += len(shoes)
+        out.counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
+        out.counts["gap"] += sum(1 for s in shoes if s.gap)
+    return out
 
 
 def table_findings(

@@ -16,18 +16,14 @@ from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
 from auditor.rules.pack import load_pack
+from auditor.simulate.deal import Outcome, amount, panda8_due, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
     Night,
     NoticeChange,
-    Outcome,
     ShoePlan,
     TableNight,
     TableSpec,
-    _amount,
-    _panda8_due,
-    _qualifies,
-    _value,
     write_night,
 )
 
@@ -155,7 +151,7 @@ def table_kinds(spec: TableSpec) -> tuple[str, ...]:
     vig = bool(pack.variant(spec.variant).vigorish_rate)
     out = []
     for kind in BANKING_KINDS:
-        if kind == "panda8_missing" and not _panda8_due(pack, spec.variant):
+        if kind == "panda8_missing" and not panda8_due(pack, spec.variant):
             continue
         if kind == "irregular_disposition" and not pack.value("irregularities.player_extra_card"):
             continue
@@ -285,7 +281,7 @@ def simulated_night(
 class SimTableNight(TableNight):
     """A table whose rounds each get a deviation with probability `rate`, of a kind chosen at
     random among the table's kinds; one the round's cards cannot show cleanly waits for the
-    next round that can (`_qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
+    next round that can (`deal.qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
     are drawn per shoe and per table (see `simulate`). `planted` is the ground truth: where
     the audit must find each deviation, keyed as its finding is."""
 
@@ -435,14 +431,14 @@ class SimTableNight(TableNight):
             self.truth("past_cut", shoe_id, self.cut_round + 2)
 
     def order_truth(self, shoe_id: str, cards: list[str], pos: int) -> None:
-        burn = 1 + (_value(cards[0]) or 10)
+        burn = 1 + (value(cards[0]) or 10)
         dealt = pos - burn
         if self.order_now == "shoe_twice":
             _, source_pos = self.library[self.twice_of]
             if min(pos, source_pos) - burn >= ORDER_MIN_DEALT:
                 self.truth("shoe_twice", shoe_id)
         elif self.order_now == "weak_shuffle" and self.previous is not None:
-            before = self.previous[1] - 1 - (_value(self.previous[0][0]) or 10)
+            before = self.previous[1] - 1 - (value(self.previous[0][0]) or 10)
             if min(dealt, before) >= WEAK_MIN_DEALT:
                 self.truth("weak_shuffle", shoe_id)
         elif self.order_now == "pack_run" and dealt >= 20 + len(RANKS):
@@ -458,7 +454,7 @@ class SimTableNight(TableNight):
                 self.order_streak >= MIN_UNDECLARED_ROUNDS - 1 or self.stretch is not None
             ):
                 continue
-            if _qualifies(self.pack, d.kind, o, self.spec):
+            if qualifies(self.pack, d.kind, o):
                 self.pending.remove(d)
                 return d
         return None
@@ -553,7 +549,7 @@ class SimTableNight(TableNight):
         burned = 0
         if "face_up_last" in self.this_shoe and self.round_is_last:
             # 4.12(j): found face up and burned with its value; the last round must be void.
-            burned = 1 + _value(cards[pos])
+            burned = 1 + value(cards[pos])
             if pos + burned + 6 <= len(cards):
                 self.counter_unseen.update(range(pos + 1, pos + burned))
                 self.face_up = (cards[pos], cards[pos + 1:pos + burned])
@@ -606,7 +602,7 @@ class SimTableNight(TableNight):
             if pays:
                 i = rng.choice(pays)
                 changed = json.loads(lines[i])
-                changed["amount"] = _amount(Decimal(str(changed["amount"])) + 10)
+                changed["amount"] = amount(Decimal(str(changed["amount"])) + 10)
                 self.resent = [*lines[max(0, i - 2):i],
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)

@@ -16,13 +16,8 @@ from auditor.ingest.files import ingest
 from auditor.rules.cards import RANKS, SUITS, card_value
 from auditor.rules.draw import play_round
 from auditor.rules.pack import load_pack
-from auditor.simulate.bulk import (
-    BULK_CODES,
-    BULK_DATE,
-    BULK_KINDS,
-    SHOE_CARDS,
-    simulate_bulk,
-)
+from auditor.simulate.bulk import BULK_CODES, BULK_DATE, simulate_bulk
+from auditor.simulate.bulk_deal import BULK_KINDS, SHOE_CARDS
 from auditor.simulate.planted import KIND_CODES, SimulationResult, simulate
 from auditor.store import db, runs
 

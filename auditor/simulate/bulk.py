@@ -46,7 +46,8 @@ from auditor.simulate.bulk_deal import (
     K,
 )
 from auditor.simulate.generator import STAKES
-from auditor.simulate.planted import BANKING_KINDS, SimulationResult, prepare_out_dir
+from auditor.simulate.kinds import BANKING_KINDS
+from auditor.simulate.output import SimulationResult, prepare_out_dir, write_ground_truth
 
 BULK_CODES = {k: BANKING_KINDS[k] for k in BULK_KINDS}
 
@@ -686,8 +687,6 @@ def simulate_bulk(
         path.write_text("".join(line + "\n" for line in notices))
         files.append(path)
         events += len(notices)
-    truth = out / "ground_truth.ndjson"
-    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
-    return SimulationResult(files, truth, tables, rounds, events, deviations,
-                            time.perf_counter() - started)
+    return SimulationResult(files, write_ground_truth(out, deviations), tables, rounds, events,
+                            deviations, time.perf_counter() - started)
 

@@ -78,7 +78,7 @@ def integrity_findings(
             con.execute("COMMIT")
             return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
         orders = _index(con, touched)
-        found = _repeats(con, orders, config) + _unshuffled(con, orders)
+        found = repeats(con, orders, config) + _unshuffled(con, orders)
         new = 0
         if found:
             _locate(con, found)
@@ -274,7 +274,7 @@ def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # --- shoe.repeated_order --------------------------------------------------------------------
 
 
-def _repeats(
+def repeats(
     con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig
 ) -> list[Finding]:
     """Probe the index with every k-gram of the touched shoes; extend each seed hit along its

@@ -47,10 +47,12 @@ def _codes(scopes: Sequence[str]) -> str:
 
 
 def _ts(t: dt.datetime) -> str:
-    return f"TIMESTAMPTZ '{t.astimezone(dt.UTC).isoformat()}'"
+    return f"TIMESTAMPTZ {quote(t.astimezone(dt.UTC).isoformat())}"
 
 
-def _windows_sql(windows: Sequence[Window]) -> str:
+def windows_sql(windows: Sequence[Window]) -> str:
+    """The shift windows as SQL constants `w(label, ws, we)`, for the dealers' and the side
+    bets' passes to join rounds to their shift."""
     rows = ", ".join(f"({quote(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
     return f"(VALUES {rows}) AS w(label, ws, we)"
 
@@ -84,7 +86,7 @@ def count_rounds(
         return [], Counter()
     rows = con.execute(
         f"""
-        WITH {_ROUNDS_CTE.format(windows=_windows_sql(windows))}, bad AS (
+        WITH {_ROUNDS_CTE.format(windows=windows_sql(windows))}, bad AS (
           SELECT DISTINCT table_id, shoe, round FROM current_findings
           WHERE round IS NOT NULL AND code IN ({_codes(ROUND_SCOPES)})
         )
@@ -114,7 +116,7 @@ def findings_by_severity(
     if not windows:
         return {}
     out: dict[tuple[str, str | None], Counter[str]] = defaultdict(Counter)
-    ws = _windows_sql(windows)
+    ws = windows_sql(windows)
     for label, dealer, severity, n in con.execute(
         f"""
         WITH {_ROUNDS_CTE.format(windows=ws)}

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.audit.dealers import Window, shift_windows
+from auditor.audit.dealers import Window, shift_windows, windows_sql
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay.sidebets import (
@@ -37,15 +37,6 @@ from auditor.store.sql import quote
 
 ZERO = Decimal(0)
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def _ts(t: dt.datetime) -> str:
-    return f"TIMESTAMPTZ '{t.astimezone(dt.UTC).isoformat()}'"
-
-
-def _windows_sql(windows: Sequence[Window]) -> str:
-    rows = ", ".join(f"({quote(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
-    return f"(VALUES {rows}) AS w(label, ws, we)"
 
 
 def load_seat_rounds(
@@ -74,7 +65,7 @@ def load_seat_rounds(
                 AND ts >= ? AND ts < ?
           GROUP BY ALL
         ), r AS (
-          SELECT w.label, rs.* FROM rs JOIN {_windows_sql(windows)}
+          SELECT w.label, rs.* FROM rs JOIN {windows_sql(windows)}
           ON rs.ts >= w.ws AND rs.ts < w.we
         ), w AS (
           SELECT table_id, shoe, round, seat, bet, amount FROM events

@@ -20,6 +20,7 @@ from auditor.replay.chemin_cards import Play, judge_cards, kept_card_findings
 from auditor.replay.chemin_model import VOID, CheminRound, CheminRules, History, RoundFacts, attr
 from auditor.replay.hands import BANKER, PLAYER, TIE
 from auditor.replay.model import Event, TableContext
+from auditor.replay.round import misannounced
 from auditor.replay.settle import COLLECT, PAY, PUSH, ZERO
 from auditor.replay.text import DONE, money, round_finding
 
@@ -361,44 +362,23 @@ def _bank_pass_findings(rules: CheminRules, r: CheminRound, history: History) ->
     return []
 
 
-
 # --- Result, settlement, commission --------------------------------------------------------
 
 
 def _result_findings(rules: CheminRules, r: CheminRound, play: Play) -> list[Finding]:
     if play.winner in (None, VOID) or play.player is None or play.banker is None:
         return []
-    want = {"player": play.player, "banker": play.banker, "winner": play.winner}
-    if not r.results:
-        if not rules.result_due:
-            return []
-        return [
-            round_finding(
-                "result.misannounced",
-                r.end,
-                f"No result was announced; the cards make Player {play.player}, Banker "
-                f"{play.banker}.",
-                want,
-                None,
-            )
-        ]
-    found = []
-    for e in r.results:
-        got = {"player": e.player, "banker": e.banker, "winner": e.winner}
-        if got != want:
-            found.append(
-                round_finding(
-                    "result.misannounced",
-                    e,
-                    f"Announced Player {e.player}, Banker {e.banker}, winner {e.winner}; the "
-                    f"cards make Player {play.player}, Banker {play.banker}, winner "
-                    f"{play.winner}.",
-                    want,
-                    got,
-                )
-            )
-    return found
-
+    if not r.results and not rules.result_due:
+        return []
+    return misannounced(
+        r.results,
+        {"player": play.player, "banker": play.banker, "winner": play.winner},
+        r.end,
+        f"No result was announced; the cards make Player {play.player}, Banker "
+        f"{play.banker}.",
+        lambda e: f"Announced Player {e.player}, Banker {e.banker}, winner {e.winner}; the "
+        f"cards make Player {play.player}, Banker {play.banker}, winner {play.winner}.",
+    )
 
 
 def _expected(winner: str | None) -> str | None:

@@ -228,7 +228,6 @@ class CheminRules:
 _RULES: dict[tuple[str, str], CheminRules] = {}
 
 
-
 # --- The round sorted by what the checks need ----------------------------------------------
 
 

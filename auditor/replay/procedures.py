@@ -287,7 +287,6 @@ def _one_table(
         out.declared[table] = declared
 
 
-
 def declared_at(declared: Sequence[tuple[int, int]], seqs: np.ndarray) -> np.ndarray:
     """The procedure in force just before each of `seqs` (-1 for none): the declaration before
     the first one whose seq is not below it (a running maximum keeps that a search), for the

@@ -9,7 +9,7 @@ findings out. A correct round gives [].
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -307,34 +307,36 @@ def _third_card(parts: _Parts, hand: str) -> Event:
 # --- result and announcements ------------------------------------------------------------
 
 
-def _result_findings(parts: _Parts, result: Outcome) -> list[Finding]:
-    want = {"player": result.player_count, "banker": result.banker_count, "winner": result.winner}
-    announced = parts.announces.get("result", [])
+def misannounced(
+    announced: Sequence[Event],
+    want: dict[str, Any],
+    end: Event | None,
+    none_said: str,
+    wrong: Callable[[Event], str],
+) -> list[Finding]:
+    """result.misannounced, in both games alike: one at the round's `end` (`none_said`) when no
+    result was announced, else one per announcement that is not `want` (`wrong(e)`)."""
     if not announced:
-        return [
-            round_finding(
-                "result.misannounced",
-                parts.end,
-                f"No result was announced; the cards make {_result_text(result)}.",
-                want,
-                None,
-            )
-        ]
+        return [round_finding("result.misannounced", end, none_said, want, None)]
     found = []
     for e in announced:
         got = {"player": e.player, "banker": e.banker, "winner": e.winner}
         if got != want:
-            found.append(
-                round_finding(
-                    "result.misannounced",
-                    e,
-                    f"Announced Player {e.player}, Banker {e.banker}, {_winner_text(e.winner)}; "
-                    f"the cards make Player {result.player_count}, Banker "
-                    f"{result.banker_count}, {_winner_text(result.winner)}.",
-                    want,
-                    got,
-                )
-            )
+            found.append(round_finding("result.misannounced", e, wrong(e), want, got))
+    return found
+
+
+def _result_findings(parts: _Parts, result: Outcome) -> list[Finding]:
+    want = {"player": result.player_count, "banker": result.banker_count, "winner": result.winner}
+    found = misannounced(
+        parts.announces.get("result", []),
+        want,
+        parts.end,
+        f"No result was announced; the cards make {_result_text(result)}.",
+        lambda e: f"Announced Player {e.player}, Banker {e.banker}, {_winner_text(e.winner)}; "
+        f"the cards make Player {result.player_count}, Banker "
+        f"{result.banker_count}, {_winner_text(result.winner)}.",
+    )
     if result.winner != TIE:
         for e in parts.announces.get("tie_hand", []):
             found.append(

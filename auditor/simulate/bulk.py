@@ -224,8 +224,6 @@ class _Pieces:
         self.array = _objects(parts)
 
 
-
-
 class _Table:
     """One table's random draws, from Generators keyed by (seed, table) only."""
 

@@ -163,7 +163,6 @@ def with_card_kept_aside(o: Outcome, shoe: list[str], pos: int) -> Outcome:
     return Outcome(o.player, banker, o.order, o.player_count, bc, winner, kept_aside=shoe[pos + 4])
 
 
-
 def deal_chemin(
     pack: RulePack,
     shoe: list[str],

@@ -32,8 +32,6 @@ def mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
     return TableSpec(name, pit, **nj, **layouts[k % len(layouts)])  # type: ignore[arg-type]
 
 
-
-
 def simulated_night(
     tables: int,
     hours: float,

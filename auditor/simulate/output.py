@@ -53,7 +53,6 @@ def prepare_out_dir(out: Path, replace: bool = False) -> list[Path]:
     return removed
 
 
-
 def write_ground_truth(out: Path, deviations: list[dict]) -> Path:
     """ground_truth.ndjson: one line per finding the planted deviations must raise, JSON Lines
     under another suffix, so that `bacc-audit ingest DIR` takes only the logs."""

@@ -8,7 +8,7 @@ Builds (once, cached as bench/out/integrity-<tables>x<days>.duckdb) the index a 
 k-grams of every `step`-th position), written straight into the tables the audit keeps.
 Then one night of new shoes (`tables` x `shoes-per-day`, one of them dealt in the order of
 a shoe from the first day) is searched against it, through the audit's own search
-(auditor.audit.integrity._repeats). Prints the index's rows and size, the build rate, the
+(auditor.audit.integrity.repeats). Prints the index's rows and size, the build rate, the
 search time and what it found: the planted shoe, and nothing else.
 """
 
@@ -110,7 +110,7 @@ def search(path: Path, tables: int, per_day: int, seed: int = 2) -> dict:
                   for i in range(n)]
         con.execute("BEGIN TRANSACTION")
         started = time.perf_counter()
-        found = integrity._repeats(con, orders, PropertyConfig(time_zone="UTC"))
+        found = integrity.repeats(con, orders, PropertyConfig(time_zone="UTC"))
         seconds = time.perf_counter() - started
         con.execute("ROLLBACK")
     finally:

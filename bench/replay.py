@@ -4,12 +4,12 @@
 
 Generates (once, cached as bench/out/replay-<rounds>.duckdb) an ingested audit database of
 simulated mini-baccarat tables with at least the asked number of rounds, then times, from the
-same `todo` table that auditor.audit.run._select_rounds builds (so none pays for finding the
+same `todo` table that auditor.audit.run.select_rounds builds (so none pays for finding the
 rounds):
   facts:   auditor.audit.facts.build, the per-round facts aggregated by DuckDB (one row per
            round, one per round and settlement key);
   verdict: auditor.replay.verdict.clean over those facts (numpy), the target figure;
-  audit:   auditor.audit.run._verdict, what the audit does before check_round (contexts,
+  audit:   auditor.audit.run.clean_rounds, what the audit does before check_round (contexts,
            facts, verdict, the clean rounds as a table);
   python:  what auditor/audit/run.py does per round it does not call clean: the round's
            events fetched through Arrow, Event values, check_round (on the first
@@ -44,11 +44,11 @@ from auditor.audit.run import (  # noqa: E402
     BATCH_ROWS,
     Known,
     _context,
-    _event,
-    _select_rounds,
-    _verdict,
+    clean_rounds,
+    event_at,
     fast_rounds,
     round_events_sql,
+    select_rounds,
 )
 from auditor.config import PropertyConfig  # noqa: E402
 from auditor.ingest.files import ingest  # noqa: E402
@@ -237,7 +237,7 @@ def python_reference(con: duckdb.DuckDBPyConnection, rounds: str) -> tuple[int, 
                     )
                 )
                 events = []
-            events.append(_event(cols, i))
+            events.append(event_at(cols, i))
     flush()
     return replayed, found, in_check
 
@@ -256,7 +256,7 @@ def bench(path: Path, args: argparse.Namespace) -> None:
         con.execute(f"SET threads = {int(args.threads)}")
     threads = con.execute("SELECT current_setting('threads')").fetchall()[0][0]
     t = time.perf_counter()
-    _select_rounds(con, PropertyConfig(), None)
+    select_rounds(con, PropertyConfig(), None)
     select_s = time.perf_counter() - t
     rounds, events = con.execute("SELECT count(*), sum(n) FROM todo").fetchall()[0]
     print(
@@ -266,7 +266,7 @@ def bench(path: Path, args: argparse.Namespace) -> None:
     )
     print(
         f"database: {path.name}, {rounds:,} rounds, {events:,} round events "
-        f"(finding them, _select_rounds: {select_s:.2f} s)"
+        f"(finding them, select_rounds: {select_s:.2f} s)"
     )
 
     sub = args.python_rounds or rounds
@@ -288,7 +288,7 @@ def bench(path: Path, args: argparse.Namespace) -> None:
     )
 
     # What the audit does before check_round, best of --repeat; then its parts alone.
-    best_audit = min(_timed(lambda: _verdict(con, Known())) for _ in range(args.repeat))
+    best_audit = min(_timed(lambda: clean_rounds(con, Known())) for _ in range(args.repeat))
     clean_n = con.execute("SELECT count(*) FROM todo_clean").fetchall()[0][0]
     all_terms = fast_rounds(con, Known())
     n = con.execute("SELECT count(*) FROM todo_fast").fetchall()[0][0]

@@ -45,7 +45,7 @@ from auditor.replay.sidebets import (  # noqa: E402
 )
 from auditor.rules.counts import load_counts  # noqa: E402
 from auditor.simulate.generator import Night, write_night  # noqa: E402
-from auditor.simulate.planted import SIM_DATE, _mini_specs  # noqa: E402
+from auditor.simulate.layout import SIM_DATE, mini_specs  # noqa: E402
 from auditor.store import db, runs  # noqa: E402
 
 SIDE_RATE = 0.12  # as the generator's regular bettors (TableNight.wagers)
@@ -93,7 +93,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-side-bets-"))
     logs = work / "logs"
     for k in range(args.nights):
-        spec = _mini_specs(f"D{k:03d}", "P1", 1, 1)
+        spec = mini_specs(f"D{k:03d}", "P1", 1, 1)
         spec.opens, spec.closes = "22:00", f"{(22 + args.hours) % 24:02d}:00"
         write_night(Night(SIM_DATE, dt.timedelta(hours=-5), [spec]), logs,
                     seed=args.seed * 100_000 + k)

@@ -29,7 +29,9 @@ from auditor.ingest.files import ingest
 from auditor.jobs import backfill
 from auditor.report import gather, render
 from auditor.rules.codes import REGISTRY
-from auditor.simulate.planted import GAMES, KIND_CODES, simulate
+from auditor.simulate.kinds import KIND_CODES
+from auditor.simulate.layout import GAMES
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 pytestmark = pytest.mark.slow

@@ -15,15 +15,8 @@ from typing import Any
 
 import pytest
 
-from auditor.replay.chemin import (
-    CheminEvent,
-    CheminRules,
-    History,
-    RoundFacts,
-    check_chemin_round,
-    replay_chemin_round,
-    round_facts,
-)
+from auditor.replay.chemin import check_chemin_round, replay_chemin_round, round_facts
+from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
 from auditor.replay.hands import count
 from auditor.replay.model import TableContext
 from auditor.rules.pack import RulePack, RulePackError, load_pack, load_pack_file

@@ -22,7 +22,8 @@ from auditor.replay.dealers import (
     error_rate_findings,
     p_chart,
 )
-from auditor.simulate.planted import GAMES, simulate
+from auditor.simulate.layout import GAMES
+from auditor.simulate.planted import simulate
 from auditor.store import db, findings, runs
 
 SHIFT = "2026-12-01/grave"

@@ -19,7 +19,8 @@ from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
 from auditor.replay import integrity as I
 from auditor.rules.cards import RANKS, SUITS
-from auditor.simulate.planted import ORDER_KINDS, simulate
+from auditor.simulate.kinds import ORDER_KINDS
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 # --- the sums -------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from auditor.finding import Finding
-from auditor.replay.chemin import CheminEvent, History, replay_chemin_round
+from auditor.replay.chemin import replay_chemin_round
+from auditor.replay.chemin_model import CheminEvent, History
 from auditor.replay.round import Event, TableContext, check_round
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, load_pack

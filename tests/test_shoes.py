@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers.tablelog import DECK, Log, TablePassDb, at, deal_rounds
 
+from auditor.replay.log_ends import GamingDays
 from auditor.replay.shoes import (
-    GamingDays,
     ShoeRules,
     card_excess,
     face_up_burn_size,

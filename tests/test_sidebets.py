@@ -34,7 +34,8 @@ from auditor.replay.sidebets import (
 from auditor.rules.counts import counts_path, load_counts
 from auditor.rules.pack import list_packs
 from auditor.simulate.generator import Night, write_night
-from auditor.simulate.planted import SIM_DATE, _mini_specs, simulate
+from auditor.simulate.layout import SIM_DATE, mini_specs
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 CODE = "play.side_bet_counting"
@@ -246,7 +247,7 @@ def test_clean_nights_raise_no_more_than_the_stated_false_alarm_rate(tmp_path):
     tested, which over these ~1,000 tests is none."""
     logs = tmp_path / "logs"
     for k in range(100):
-        spec = _mini_specs(f"D{k:03d}", "P1", 1, 1)
+        spec = mini_specs(f"D{k:03d}", "P1", 1, 1)
         assert "dragon7" in spec.side_bets
         spec.opens, spec.closes = "22:00", "00:00"
         write_night(Night(SIM_DATE, dt.timedelta(hours=-5), [spec]), logs, seed=k)

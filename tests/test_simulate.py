@@ -17,18 +17,17 @@ from auditor.audit.run import audit
 from auditor.ingest.files import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import load_pack
-from auditor.simulate.planted import (
+from auditor.simulate.kinds import (
     BANKING_KINDS,
     CHEMIN_KINDS,
-    GAMES,
     KIND_CODES,
     SHOE_KINDS,
-    SimulationResult,
     shoe_kinds,
-    simulate,
-    simulated_night,
     table_kinds,
 )
+from auditor.simulate.layout import GAMES, simulated_night
+from auditor.simulate.output import SimulationResult
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 ALL_GAMES = GAMES  # mini_baccarat, punto_banco, chemin_de_fer, nz
@@ -268,19 +267,19 @@ def test_log_deviations_are_where_the_ground_truth_says(tmp_path):
 
 
 def test_payments_show_the_order_only_when_procedures_differ():
-    from auditor.simulate.planted import _shows_order
+    from auditor.simulate.planted import shows_order
 
     def lines(*moves: tuple[str, int]) -> list[str]:
         return [json.dumps({"type": kind, "seat": seat}) for kind, seat in moves]
 
     one_seat = lines(("pay", 5), ("vig", 5))
-    assert _shows_order(one_seat, 1) == "none"
-    assert _shows_order(lines(("pay", 7), ("pay", 4)), 3) == "none"  # no vigorish
+    assert shows_order(one_seat, 1) == "none"
+    assert shows_order(lines(("pay", 7), ("pay", 4)), 3) == "none"  # no vigorish
     by_seat = lines(("pay", 7), ("vig", 7), ("pay", 4), ("vig", 4))
-    assert _shows_order(by_seat, 3) == "declared" and _shows_order(by_seat, 1) == "other"
+    assert shows_order(by_seat, 3) == "declared" and shows_order(by_seat, 1) == "other"
     # A side wager paid at another seat: procedures 1 and 3 give the same order.
     side = lines(("pay", 5), ("pay", 1), ("vig", 1))
-    assert _shows_order(side, 1) == _shows_order(side, 3) == "declared"
+    assert shows_order(side, 1) == shows_order(side, 3) == "declared"
 
 
 # --- the output folder and the gaming day (issue 19) ----------------------------------------
@@ -399,8 +398,8 @@ def test_cli_simulate_help_tells_both_generators_apart():
     assert "*.jsonl, *.jsonl.gz and ground_truth.ndjson" in helps["replace"]
     assert "nothing else is touched" in helps["replace"]
     # The help's figures are the generators' own.
-    from auditor.simulate import bulk, planted
+    from auditor.simulate import bulk, layout
 
-    told = (planted.SIM_DATE, bulk.BULK_DATE, planted.SIM_OPENS, planted.MAX_HOURS,
+    told = (layout.SIM_DATE, bulk.BULK_DATE, layout.SIM_OPENS, layout.MAX_HOURS,
             bulk.MAX_HOURS, bulk.BULK_OPENS)
     assert told == (dt.date(2026, 12, 1), dt.date(2026, 12, 1), "22:00", 13, 24, dt.time(6))

@@ -16,14 +16,11 @@ from auditor.ingest.files import ingest
 from auditor.rules.cards import RANKS, SUITS, card_value
 from auditor.rules.draw import play_round
 from auditor.rules.pack import load_pack
-from auditor.simulate.bulk import (
-    BULK_CODES,
-    BULK_DATE,
-    BULK_KINDS,
-    SHOE_CARDS,
-    simulate_bulk,
-)
-from auditor.simulate.planted import KIND_CODES, SimulationResult, simulate
+from auditor.simulate.bulk import BULK_CODES, BULK_DATE, simulate_bulk
+from auditor.simulate.bulk_deal import BULK_KINDS, SHOE_CARDS
+from auditor.simulate.kinds import KIND_CODES
+from auditor.simulate.output import SimulationResult
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 DRAW_KINDS = {"banker_missed", "player_extra", "player_missed", "banker_extra"}

@@ -16,15 +16,9 @@ from auditor.audit.run import audit
 from auditor.audit.table_pass import OWNED_CODES, covered_rounds, supersede_round_mismatches
 from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
-from auditor.replay.tables import (
-    Change,
-    Notice,
-    ProcedureRules,
-    RoundOrder,
-    judge_change,
-    minutes,
-    undeclared_runs,
-)
+from auditor.replay.procedures import Change, Notice, ProcedureRules, judge_change
+from auditor.replay.tables import RoundOrder, undeclared_runs
+from auditor.replay.text import minutes
 from auditor.rules.pack import load_pack
 from auditor.store import notices, runs
 

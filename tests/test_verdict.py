@@ -34,11 +34,11 @@ from auditor.audit import facts
 from auditor.audit.run import (
     ROUND_TYPES,
     Known,
-    _event,
-    _select_rounds,
-    _verdict,
     audit,
+    clean_rounds,
+    event_at,
     round_events_sql,
+    select_rounds,
 )
 from auditor.config import PropertyConfig
 from auditor.ingest.files import ingest
@@ -113,7 +113,7 @@ def reference(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Ref
         while end < n and (cols["table_id"][end], cols["shoe"][end], cols["round"][end]) == key:
             end += 1
         head = {c: cols[c][start] for c in cols}
-        events = [_event(cols, i) for i in range(start, end)]
+        events = [event_at(cols, i) for i in range(start, end)]
         start = end
         ctx = _context(head, packs or {})
         if isinstance(ctx, str):
@@ -161,7 +161,7 @@ class Judgement:
 def judge(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Judgement:
     """The verdict over `todo`, and the reference over the same rounds; asserts the contract:
     no round called clean has a finding, and no round the reference skips is called clean."""
-    _verdict(con, Known(packs=dict(packs or {})))
+    clean_rounds(con, Known(packs=dict(packs or {})))
     clean = {
         (t, s, r)
         for t, s, r in con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall()
@@ -180,7 +180,7 @@ def _audit_db(path: Path, logs: list[Path]) -> duckdb.DuckDBPyConnection:
     con = db.connect(path)
     run = runs.start(con, "test", {})
     ingest(con, logs, run)
-    _select_rounds(con, PropertyConfig(), None)
+    select_rounds(con, PropertyConfig(), None)
     return con
 
 
@@ -764,7 +764,7 @@ def test_a_few_rounds_among_many_are_judged_alone(faulty_con) -> None:
     shoes, in which other rounds' events lie too; those must not count."""
     cur = faulty_con.cursor()  # its own temp tables
     cur.execute("SET TimeZone = 'UTC'")
-    _select_rounds(cur, PropertyConfig(), None)
+    select_rounds(cur, PropertyConfig(), None)
     cur.execute("DELETE FROM todo WHERE hash(table_id, shoe, round) % 7 <> 0")
     j = judge(cur)
     assert 200 < len(j.clean) < 700 and len(j.ref.findings) > 50

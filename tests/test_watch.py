@@ -26,7 +26,8 @@ from auditor.ingest.files import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.rules.codes import REGISTRY
 from auditor.simulate.feed import Feed, Line, schedule
-from auditor.simulate.planted import GAMES, simulate
+from auditor.simulate.layout import GAMES
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"

@@ -23,7 +23,7 @@ from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay.dealers import DealerCount, DealerRate, error_rate_findings, p_chart
 from auditor.rules.codes import REGISTRY, SEVERITIES
-from auditor.store.db import q
+from auditor.store.sql import quote
 
 # An error round is a round with at least one standing finding of these scopes: what the
 # round replay writes (docs/dealers.md). Shoe findings are counted per dealer but do not make
@@ -43,15 +43,17 @@ class Window:
 
 
 def _codes(scopes: Sequence[str]) -> str:
-    return ", ".join(q(c.code) for c in REGISTRY.values() if c.scope in scopes)
+    return ", ".join(quote(c.code) for c in REGISTRY.values() if c.scope in scopes)
 
 
 def _ts(t: dt.datetime) -> str:
-    return f"TIMESTAMPTZ '{t.astimezone(dt.UTC).isoformat()}'"
+    return f"TIMESTAMPTZ {quote(t.astimezone(dt.UTC).isoformat())}"
 
 
-def _windows_sql(windows: Sequence[Window]) -> str:
-    rows = ", ".join(f"({q(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
+def windows_sql(windows: Sequence[Window]) -> str:
+    """The shift windows as SQL constants `w(label, ws, we)`, for the dealers' and the side
+    bets' passes to join rounds to their shift."""
+    rows = ", ".join(f"({quote(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
     return f"(VALUES {rows}) AS w(label, ws, we)"
 
 
@@ -84,7 +86,7 @@ def count_rounds(
         return [], Counter()
     rows = con.execute(
         f"""
-        WITH {_ROUNDS_CTE.format(windows=_windows_sql(windows))}, bad AS (
+        WITH {_ROUNDS_CTE.format(windows=windows_sql(windows))}, bad AS (
           SELECT DISTINCT table_id, shoe, round FROM current_findings
           WHERE round IS NOT NULL AND code IN ({_codes(ROUND_SCOPES)})
         )
@@ -114,7 +116,7 @@ def findings_by_severity(
     if not windows:
         return {}
     out: dict[tuple[str, str | None], Counter[str]] = defaultdict(Counter)
-    ws = _windows_sql(windows)
+    ws = windows_sql(windows)
     for label, dealer, severity, n in con.execute(
         f"""
         WITH {_ROUNDS_CTE.format(windows=ws)}
@@ -183,7 +185,7 @@ def place_dealers(con: duckdb.DuckDBPyConnection, found: Sequence[Finding]) -> l
     shoes = sorted({(f.table, f.shoe) for f in found if f.dealer is None and f.table and f.shoe})
     if not shoes:
         return list(found)
-    shoe_keys = ", ".join(f"({q(t)}, {q(s)})" for t, s in shoes)
+    shoe_keys = ", ".join(f"({quote(t)}, {quote(s)})" for t, s in shoes)
     of_shoe = {
         (t, s): d
         for t, s, d in con.execute(
@@ -197,7 +199,7 @@ def place_dealers(con: duckdb.DuckDBPyConnection, found: Sequence[Finding]) -> l
     of_round: dict[tuple, str] = {}
     if rounds:
         round_keys = ", ".join(
-            f"({q(t)}, {q(s)}, {int(r)})" for t, s, r in rounds
+            f"({quote(t)}, {quote(s)}, {int(r)})" for t, s, r in rounds
         )
         of_round = {
             (t, s, r): d

@@ -32,6 +32,7 @@ from auditor.replay.verdict import (
     field_names,
 )
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import quote
 
 OTHER_TYPES = tuple(t for t in ROUND_EVENTS if t not in UNDERSTOOD)
 ROUND_KEY = 1 << 24  # rounds numbered this high or higher are not keyed (not clean)
@@ -39,7 +40,7 @@ SEAT_KEYS = 1 << 20  # settlement keys are seat * 16 + bet; higher seats get key
 
 
 def _types(types: tuple[str, ...]) -> str:
-    return ", ".join(f"'{t}'" for t in types) or "NULL"
+    return ", ".join(map(quote, types)) or "NULL"
 
 
 _SHOES = """
@@ -116,7 +117,7 @@ SELECT {_RK}, count(*) AS n_other FROM {_SPAN}
 WHERE e.type IN ({_types(OTHER_TYPES)}) GROUP BY ALL
 """
 _CENTS = "CAST(e.amount * 100 AS BIGINT)"  # exact: amounts are DECIMAL(18,2)
-_BETS = " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BET_CODES))
+_BETS = " ".join(f"WHEN {quote(b)} THEN {i}" for i, b in enumerate(BET_CODES))
 _STAKES = f"""
 CREATE OR REPLACE TEMP TABLE _rf_k AS
 SELECT rh.rid - 1 AS pos, k.kidx, k.kc,

@@ -26,8 +26,9 @@ import pyarrow as pa
 from auditor.config import PropertyConfig
 from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
-from auditor.replay.tables import iso
+from auditor.replay.text import iso
 from auditor.store import findings
+from auditor.store.sql import stream_key
 
 CODES = ("shoe.repeated_order", "shoe.unshuffled")
 K, STEP = rules.seed_layout(rules.MIN_REPEAT)
@@ -77,7 +78,7 @@ def integrity_findings(
             con.execute("COMMIT")
             return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
         orders = _index(con, touched)
-        found = _repeats(con, orders, config) + _unshuffled(con, orders)
+        found = repeats(con, orders, config) + _unshuffled(con, orders)
         new = 0
         if found:
             _locate(con, found)
@@ -134,7 +135,7 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
 def _sources_of(con: duckdb.DuckDBPyConnection, tables: set[str]) -> str:
     """The ids of the sources that hold these tables' streams, as SQL constants: a read of
     some shoes' events then skips the row groups of every other file (a year of them)."""
-    streams = [f"table:{t}" for t in sorted(tables)]
+    streams = [stream_key("table", t) for t in sorted(tables)]
     ids = [str(int(i)) for (i,) in con.execute(
         "SELECT DISTINCT source_id FROM stream_sources WHERE stream IN (SELECT unnest(?))",
         [streams]).fetchall()]
@@ -273,7 +274,7 @@ def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # --- shoe.repeated_order --------------------------------------------------------------------
 
 
-def _repeats(
+def repeats(
     con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig
 ) -> list[Finding]:
     """Probe the index with every k-gram of the touched shoes; extend each seed hit along its

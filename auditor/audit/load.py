@@ -1,5 +1,6 @@
 """The table pass's edge with the database: it reads the events, notices and rounds that the
-pure checks of `auditor.replay` (tables, shoes, irregular) judge, as their small frozen values.
+pure checks of `auditor.replay` (procedures, tables, shoes, irregular) judge, as their small
+frozen values.
 
 Kept out of `replay/` so that replay stays pure functions over plain values; every query here
 filters to one batch of tables (`db.table_batches`) where it can, so a day of millions of
@@ -9,6 +10,7 @@ rounds is read a batch at a time.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,30 +22,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.replay.irregular import Irregularity
+from auditor.replay.log_ends import StreamEvent, TableStream
+from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
 from auditor.replay.shoes import (
     Excess,
     Rounds,
     Shoe,
     ShoeEvent,
     ShoeRules,
-    StreamEvent,
-    TableStream,
     cited_rounds,
     opening_seq,
 )
-from auditor.replay.tables import (
-    Notice,
-    RoundOrder,
-    TableEvent,
-    Timeline,
-    declared_at,
-    iso,
-    order_facts,
-    round_order,
-)
+from auditor.replay.tables import RoundOrder, order_facts, round_order
+from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
 from auditor.store.db import table_range_sql
+from auditor.store.sql import stream_key
 
 # --- procedures and notices ---------------------------------------------------------------
 
@@ -90,7 +85,7 @@ def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
         """
     ).fetchall()
     out = [
-        Notice(f"pit:{pit}#{seq}", pit, tuple(tables) if tables else None, procedure,
+        Notice(f"{stream_key('pit', pit)}#{seq}", pit, tuple(tables) if tables else None, procedure,
                effective, recipient, bool(written), ts, source)
         for pit, seq, tables, procedure, effective, recipient, written, ts, source in rows
     ]
@@ -198,7 +193,7 @@ def tables_with_other_orders(
         if charged is None:
             continue
         rounds += hi - lo
-        declared = _declared_at(timeline.declared[table], first_seq[lo:hi])
+        declared = declared_at(timeline.declared[table], first_seq[lo:hi])
         known = declared >= 0
         seen = np.unique(declared[known] * len(orders) + m_idx[lo:hi][known])
         for d, m in (divmod(k, len(orders)) for k in seen.tolist()):
@@ -210,14 +205,6 @@ def tables_with_other_orders(
                 suspects.add(table)
                 break
     return sorted(suspects), rounds
-
-
-def _declared_at(declared: Sequence[tuple[int, int]], seqs: np.ndarray) -> np.ndarray:
-    """tables.declared_at for many seqs at once (-1 for none): the declaration before the
-    first one whose seq is not below the round's (a running maximum keeps that a search)."""
-    at = np.maximum.accumulate(np.array([s for s, _ in declared], np.int64))
-    procedures = np.array([-1] + [p for _, p in declared], np.int64)
-    return procedures[np.searchsorted(at, seqs, side="left")]
 
 
 def load_round_orders(
@@ -251,29 +238,26 @@ def load_round_orders(
         """,
         [tables],
     ).fetchall()
-    out: list[RoundOrder] = []
-    key: tuple | None = None
-    moves: list[tuple[str, int, int, dt.datetime, str]] = []
-
-    def flush() -> None:
-        if key is None:
-            return
-        table, shoe, rnd, first_seq = key
-        charged = vig_charged(table)
-        if charged is None:
-            return
-        declared = declared_at(timeline.declared[table], first_seq, None)
-        r = round_order(table, shoe, rnd, first_seq, moves, declared, charged)
-        if r is not None:
-            out.append(r)
-
+    keys: list[tuple[str, str, int, int]] = []  # (table, shoe, round, first seq)
+    moves: list[list[tuple[str, int, int, dt.datetime, str]]] = []
     for table, shoe, rnd, first_seq, kind, seat, seq, ts, source in rows:
         k = (table, shoe, rnd, first_seq)
-        if k != key:
-            flush()
-            key, moves = k, []
-        moves.append((kind, seat or 0, seq, ts, source))
-    flush()
+        if not keys or k != keys[-1]:
+            keys.append(k)
+            moves.append([])
+        moves[-1].append((kind, seat or 0, seq, ts, source))
+    out: list[RoundOrder] = []
+    for table, group in itertools.groupby(range(len(keys)), key=lambda i: keys[i][0]):
+        charged = vig_charged(table)
+        if charged is None:
+            continue
+        at = list(group)
+        declared = declared_at(timeline.declared[table], np.array([keys[i][3] for i in at]))
+        for i, d in zip(at, declared.tolist(), strict=True):
+            _, shoe, rnd, first_seq = keys[i]
+            r = round_order(table, shoe, rnd, first_seq, moves[i], None if d < 0 else d, charged)
+            if r is not None:
+                out.append(r)
     return out
 
 

@@ -26,22 +26,16 @@ from auditor.audit import facts
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay import verdict
-from auditor.replay.chemin import (
-    CheminEvent,
-    CheminRules,
-    History,
-    RoundFacts,
-    replay_chemin_round,
-    round_facts,
-)
+from auditor.replay.chemin import replay_chemin_round, round_facts
+from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
 from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
-from auditor.store.db import q
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
-ROUND_TYPES = ", ".join(f"'{t}'" for t in ROUND_EVENTS)
+ROUND_TYPES = ", ".join(map(quote, ROUND_EVENTS))
 BATCH_ROWS = 200_000
 CHEMIN = "chemin_de_fer"
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
@@ -108,7 +102,7 @@ def audit(
 ) -> AuditResult:
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
     started in it; with `closed_before` (`watch`), only the rounds that can get no more
-    events (see _select_rounds). One transaction: a crash leaves no partial audit behind.
+    events (see select_rounds). One transaction: a crash leaves no partial audit behind.
     Then, unless `tables` is false, the table, pit and shoe pass.
 
     `progress` is told after each batch of tables and around the table pass: a 10M-round
@@ -130,7 +124,7 @@ def audit(
         for i, tables_in in enumerate(batches):
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
-            _select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
+            select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
             _replay(con, run_id, result, known)
     if not tables:
         if progress:
@@ -176,12 +170,12 @@ def audit_rounds(
     `since` bounds the events read (no event of these rounds is older): the events table is
     appended in time order while watching, so DuckDB skips the row groups before it and a
     poll's cost follows the new rounds, not the night so far. `known` carries contexts, packs
-    and Terms from one call to the next. `contexts`: see _select_rounds. One transaction,
+    and Terms from one call to the next. `contexts`: see select_rounds. One transaction,
     as `audit`.
     """
     result = AuditResult(run_id)
     with _rounds_transaction(con, run_id):
-        _select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
+        select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
         _replay(con, run_id, result, known or Known())
     return result
 
@@ -190,7 +184,7 @@ def audit_rounds(
 def _rounds_transaction(con: duckdb.DuckDBPyConnection, run_id: int) -> Iterator[None]:
     """One transaction for a run of _replay calls, whose audited rounds are gathered in
     temp table `audited_rounds` and stored once at the end: rows appended to round_audits
-    inside the transaction would be read back in full by every later batch's _select_rounds
+    inside the transaction would be read back in full by every later batch's select_rounds
     (no zonemaps until commit). A crash leaves no partial audit behind."""
     con.execute("BEGIN TRANSACTION")
     try:
@@ -213,7 +207,7 @@ def _batch_step(i: int, n: int) -> str:
     return f"rounds, tables batch {i + 1} of {n}" if n > 1 else "rounds"
 
 
-def _select_rounds(
+def select_rounds(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
     rerun: tuple[dt.datetime, dt.datetime] | None,
@@ -238,7 +232,7 @@ def _select_rounds(
     `contexts`: where the table_open and procedure_change events are read (`watch` keeps
     them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night each poll)."""
     pits = (
-        ", ".join(f"({q(p)}, {int(n)})" for p, n in config.pit_procedures.items())
+        ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
     )
     these = db.table_range_sql(tables_in)
@@ -253,7 +247,7 @@ def _select_rounds(
             params.append(since)
     # A round's round_end closes it, but at chemin de fer the bank's passing follows it
     # (bank_pass is a round event): there the table must have gone on past the round.
-    ended = f"(r.ended AND o.game IS DISTINCT FROM '{CHEMIN}')"
+    ended = f"(r.ended AND o.game IS DISTINCT FROM {quote(CHEMIN)})"
     closed = "true"
     if closed_before is not None:
         closed = f"({ended} OR r.last_seq < t.top OR r.ts < ?)"
@@ -284,8 +278,8 @@ def _select_rounds(
           WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
             AND {these}
         ), tops AS (
-          SELECT substr(stream, 7) AS table_id, max(max_seq) AS top FROM stream_sources
-          WHERE starts_with(stream, 'table:') GROUP BY ALL
+          SELECT {stream_name_sql("table", "stream")} AS table_id, max(max_seq) AS top
+          FROM stream_sources WHERE {is_stream_sql("table", "stream")} GROUP BY ALL
         ), baseline(pit, procedure) AS (VALUES {pits})
         SELECT r.* EXCLUDE (ended), o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
                coalesce(c.procedure, b.procedure) AS procedure,
@@ -371,7 +365,7 @@ def _replay(
     contexts, packs = known.contexts, known.packs
     todo_rounds = con.execute("SELECT count(*) FROM todo").fetchall()[0][0]
     if todo_rounds >= VERDICT_MIN_ROUNDS:
-        clean = _verdict(con, known)
+        clean = clean_rounds(con, known)
     else:  # a few rounds (watch, as they end): the verdict's fixed cost is not worth it
         con.execute(
             "CREATE OR REPLACE TEMP TABLE todo_clean AS "
@@ -441,7 +435,7 @@ def _replay(
                 dealer = None
             if dealer is None and cols["type"][i] == "round_start":
                 dealer = cols["event_dealer"][i]
-            events.append(_chemin_event(cols, i) if head[6] == CHEMIN else _event(cols, i))
+            events.append(_chemin_event(cols, i) if head[6] == CHEMIN else event_at(cols, i))
     flush()
     _store(con, run_id, rows, audited, result)
 
@@ -462,7 +456,7 @@ def _shoe_dealers(con: duckdb.DuckDBPyConnection, rounds: str) -> dict[tuple[str
     }
 
 
-def _verdict(con: duckdb.DuckDBPyConnection, known: Known) -> int:
+def clean_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> int:
     """Temp table `todo_clean`: the rounds of `todo` the verdict calls exactly right (they
     need no replay and have no findings). Returns their number."""
     all_terms = fast_rounds(con, known)
@@ -541,7 +535,7 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
 
 def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
     """The Event with the fields only chemin de fer events carry (option, bank_pass)."""
-    base = _event(cols, i)
+    base = event_at(cols, i)
     return CheminEvent(
         **{f.name: getattr(base, f.name) for f in fields(Event)},
         hand=cols["hand"][i],
@@ -551,7 +545,9 @@ def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
     )
 
 
-def _event(cols: dict[str, list], i: int) -> Event:
+def event_at(cols: dict[str, list], i: int) -> Event:
+    """Row `i` of a batch's event columns as the replay's Event (the verdict's witness in
+    tests/test_verdict.py builds its rounds the same way)."""
     amount = cols["amount"][i]
     return Event(
         seq=cols["seq"][i],

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.audit.dealers import Window, shift_windows
+from auditor.audit.dealers import Window, shift_windows, windows_sql
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay.sidebets import (
@@ -33,19 +33,10 @@ from auditor.replay.sidebets import (
 )
 from auditor.rules.counts import SideBetCount, load_counts
 from auditor.store import findings
-from auditor.store.db import q
+from auditor.store.sql import quote
 
 ZERO = Decimal(0)
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def _ts(t: dt.datetime) -> str:
-    return f"TIMESTAMPTZ '{t.astimezone(dt.UTC).isoformat()}'"
-
-
-def _windows_sql(windows: Sequence[Window]) -> str:
-    rows = ", ".join(f"({q(w.label)}, {_ts(w.start)}, {_ts(w.end)})" for w in windows)
-    return f"(VALUES {rows}) AS w(label, ws, we)"
 
 
 def load_seat_rounds(
@@ -58,12 +49,12 @@ def load_seat_rounds(
     if not windows or not bets:
         return []
     per_bet = ", ".join(
-        f"sum(w.amount) FILTER (WHERE w.bet = {q(b)}) AS b{i}" for i, b in enumerate(bets)
+        f"sum(w.amount) FILTER (WHERE w.bet = {quote(b)}) AS b{i}" for i, b in enumerate(bets)
     )
     enough = " OR ".join(
         f"count(b{i}) OVER seat >= {MIN_SIDE_WAGERS}" for i in range(len(bets))
     )
-    in_bets = ", ".join(q(b) for b in bets)
+    in_bets = ", ".join(quote(b) for b in bets)
     return con.execute(
         f"""
         WITH side AS (
@@ -74,7 +65,7 @@ def load_seat_rounds(
                 AND ts >= ? AND ts < ?
           GROUP BY ALL
         ), r AS (
-          SELECT w.label, rs.* FROM rs JOIN {_windows_sql(windows)}
+          SELECT w.label, rs.* FROM rs JOIN {windows_sql(windows)}
           ON rs.ts >= w.ws AND rs.ts < w.we
         ), w AS (
           SELECT table_id, shoe, round, seat, bet, amount FROM events
@@ -106,7 +97,7 @@ def load_segments(
     first card, every card dealt, a card found face up) and those burned unseen."""
     if not shoes:
         return {}
-    keys = ", ".join(f"({q(t)}, {q(s)})" for t, s in shoes)
+    keys = ", ".join(f"({quote(t)}, {quote(s)})" for t, s in shoes)
     rows = con.execute(
         f"""
         WITH e AS (

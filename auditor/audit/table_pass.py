@@ -3,7 +3,7 @@ pit, undeclared changes, the shoe checks, table logs that stop without their clo
 end, and the irregularities' dispositions, over the whole database.
 
 `table_findings` reads what it needs (events, notices entered by hand, rule packs), lets the
-pure checks of `auditor.replay.tables` and `auditor.replay.shoes` decide, then records the
+pure checks of `auditor.replay.procedures`, `.tables` and `.shoes` decide, then records the
 findings and withdraws the standing ones of its own codes that no longer hold (a notice entered
 by hand later, a file that fills a gap or completes a table's night) in one transaction.
 Rerunning adds nothing.
@@ -15,7 +15,7 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -24,14 +24,17 @@ import pyarrow as pa
 from auditor.audit import dealers, load
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
+from auditor.replay import log_ends, procedures
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
-from auditor.replay.tables import MIN_UNDECLARED_ROUNDS, Notice, ProcedureRules
+from auditor.replay.procedures import Notice, ProcedureRules
+from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, RulePackError, load_pack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
+from auditor.store.sql import quote
 
 # The codes this pass raises: the only ones it ever withdraws.
 OWNED_CODES = (
@@ -128,6 +131,84 @@ def compute(
         pack = packs.get(jurisdiction, game)
         return None if pack is None else ProcedureRules.of(pack)
 
+    timeline = procedures.table_timeline(
+        load.load_table_events(con),
+        config.pit_procedures,
+        procedure_rules,
+        load.load_last_ts(con),
+    )
+    notices = load.load_notices(con)
+    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone)
+    found = procedures.notice_findings(verdicts, zone)
+    pack_of, charged = _table_packs(con, packs)
+    if changeover_grace is None:
+        changeover_grace = _changeover_grace(pack_of)
+    episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
+    found += table_checks.pit_findings(episodes, zone)
+    batches = _by_batch(con, config, zone, packs, timeline, charged, min_undeclared_rounds)
+    found += batches.found
+    found += table_checks.undeclared_findings(batches.runs, timeline.pits, notices, zone)
+    irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
+    found += irregular
+    found = dealers.place_dealers(con, [_cited(f, pack_of) for f in found])
+    stats = {
+        "tables_with_procedures": len(timeline.rules),
+        "procedure_changes": len(timeline.changes),
+        "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
+        "notices": len(notices),
+        "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
+        "rounds_with_payout_order": batches.counts["rounds"],
+        "undeclared_runs": len(batches.runs),
+        "shoes": batches.counts["shoes"],
+        "shoes_without_rule_pack": batches.counts["no_pack"],
+        "shoes_with_seq_gap": batches.counts["gap"],
+        "irregularities_not_judged": unjudged,
+        "rule_packs_missing": sorted(packs.missing),
+    }
+    return found, stats, _answered_by_hand(verdicts)
+
+
+def _answered_by_hand(
+    verdicts: Sequence[procedures.NoticeVerdict],
+) -> dict[tuple[str, int], list[Notice]]:
+    """Changes a notice entered by hand clears (no finding left, a hand notice counted): a
+    notice finding of theirs withdrawn now says so (see _store)."""
+    return {
+        (v.change.table, v.change.seq): hand
+        for v in verdicts
+        if v.code is None
+        and (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
+    }
+
+
+def _changeover_grace(pack_of: Mapping[str, RulePack | None]) -> dt.timedelta:
+    """The packs' house option procedures.changeover_minutes (the longest, if they differ)."""
+    return dt.timedelta(minutes=max(
+        (int(p.value("procedures.changeover_minutes", 0)) for p in pack_of.values() if p),
+        default=0,
+    ))
+
+
+@dataclass
+class _Batches:
+    """What the batches of tables gave: shoe and log-end findings, undeclared runs, counts."""
+
+    found: list[Finding] = field(default_factory=list)
+    runs: list[table_checks.Run] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+def _by_batch(
+    con: duckdb.DuckDBPyConnection,
+    config: PropertyConfig,
+    zone: dt.tzinfo,
+    packs: _Packs,
+    timeline: procedures.Timeline,
+    charged: Mapping[str, bool | None],
+    min_undeclared_rounds: int,
+) -> _Batches:
+    """Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
+    table, and a day of millions of rounds would not fit in memory at once."""
     shoe_rules_of: dict[tuple[str | None, str | None], shoe_checks.ShoeRules | None] = {}
 
     def shoe_rules(jurisdiction: str | None, game: str | None) -> shoe_checks.ShoeRules | None:
@@ -138,79 +219,33 @@ def compute(
                                   else shoe_checks.ShoeRules.of(pack, config.house_options))
         return shoe_rules_of[key]
 
-    timeline = table_checks.table_timeline(
-        load.load_table_events(con),
-        config.pit_procedures,
-        procedure_rules,
-        load.load_last_ts(con),
-    )
-    notices = load.load_notices(con)
-    verdicts = table_checks.notice_verdicts(timeline.changes, notices, zone)
-    found = table_checks.notice_findings(verdicts, zone)
-    # Changes a notice entered by hand clears (no finding left, a hand notice counted): a
-    # notice finding of theirs withdrawn now says so (see _store).
-    by_hand = {
-        (v.change.table, v.change.seq): hand
-        for v in verdicts
-        if v.code is None
-        and (hand := [n for n in v.counted.values() if n.key.startswith("hand:")])
-    }
-    pack_of, charged = _table_packs(con, packs)
-    if changeover_grace is None:  # the packs' house option (the longest, if they differ)
-        changeover_grace = dt.timedelta(minutes=max(
-            (int(p.value("procedures.changeover_minutes", 0)) for p in pack_of.values() if p),
-            default=0,
-        ))
-    episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
-    found += table_checks.pit_findings(episodes, zone)
-    # Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
-    # table, and a day of millions of rounds would not fit in memory at once.
-    runs: list[table_checks.Run] = []
-    counts: Counter[str] = Counter()
+    out = _Batches()
     latest = load.load_latest_ts(con)
-    days = shoe_checks.GamingDays(config.gaming_day_start, zone)
+    days = log_ends.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
         every_round = load.load_rounds(con, tables_in)
         suspects, n = load.tables_with_other_orders(
             con, timeline, lambda t: charged.get(t), tables_in, every_round
         )
-        counts["rounds"] += n
+        out.counts["rounds"] += n
         if suspects:
             rounds = load.load_round_orders(
                 con, timeline, lambda t: charged.get(t), tables_in, only=suspects
             )
-            runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
+            out.runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
         shoes = load.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
         excess, used = load.load_composition(con, tables_in)
         last_cards = load.load_last_round_cards(con, shoes)
-        found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+        out.found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
         if latest is not None:
-            found += shoe_checks.log_end_findings(load.load_streams(con, tables_in), shoes,
-                                                  latest, days)
-        counts["shoes"] += len(shoes)
-        counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
-        counts["gap"] += sum(1 for s in shoes if s.gap)
-    found += table_checks.undeclared_findings(runs, timeline.pits, notices, zone)
-    irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
-    found += irregular
-    found = dealers.place_dealers(con, [_cited(f, pack_of) for f in found])
-    stats = {
-        "tables_with_procedures": len(timeline.rules),
-        "procedure_changes": len(timeline.changes),
-        "changes_duly_notified": sum(1 for v in verdicts if v.code is None),
-        "notices": len(notices),
-        "notices_entered_by_hand": sum(1 for n in notices if n.key.startswith("hand:")),
-        "rounds_with_payout_order": counts["rounds"],
-        "undeclared_runs": len(runs),
-        "shoes": counts["shoes"],
-        "shoes_without_rule_pack": counts["no_pack"],
-        "shoes_with_seq_gap": counts["gap"],
-        "irregularities_not_judged": unjudged,
-        "rule_packs_missing": sorted(packs.missing),
-    }
-    return found, stats, by_hand
+            out.found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
+                                                   latest, days)
+        out.counts["shoes"] += len(shoes)
+        out.counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
+        out.counts["gap"] += sum(1 for s in shoes if s.gap)
+    return out
 
 
 def table_findings(
@@ -275,7 +310,7 @@ def _store(
     findings.staged(con, "table_pass_findings", found)
     new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", staged=True)
     withdrawn = _withdraw_answered_by_hand(con, run_id, by_hand or {})
-    owned = ", ".join(f"'{c}'" for c in OWNED_CODES)
+    owned = ", ".join(map(quote, OWNED_CODES))
     withdrawn += findings.withdraw(
         con, run_id,
         f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
@@ -353,7 +388,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
     con.execute("BEGIN TRANSACTION")
     try:
         withdrawn = findings.withdraw(
-            con, run_id, f"code = '{MISMATCH}'",
+            con, run_id, f"code = {quote(MISMATCH)}",
             joined="JOIN covered_by_runs c USING (table_id, shoe, round)",
             because=("superseded_by", "c.run_fp"),
         )
@@ -366,7 +401,7 @@ def supersede_round_mismatches(con: duckdb.DuckDBPyConnection, run_id: int) -> d
                    json_merge_patch(f.evidence, '{{"superseded_by": null}}'::JSON), f.dealer
             FROM (
               SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
-              FROM findings WHERE code = '{MISMATCH}'
+              FROM findings WHERE code = {quote(MISMATCH)}
             ) f
             WHERE f.rn = 1 AND f.status = 'withdrawn'
               AND json_extract_string(f.evidence, '$.superseded_by') IS NOT NULL

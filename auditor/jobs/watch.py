@@ -37,7 +37,7 @@ from auditor.audit.run import CONTEXT_EVENTS_SQL, AuditResult, Known, audit, aud
 from auditor.config import PropertyConfig
 from auditor.ingest.files import discover
 from auditor.ingest.follow import Follower, Poll
-from auditor.replay.shoes import GamingDays
+from auditor.replay.log_ends import GamingDays
 from auditor.store.events import ROUND_EVENTS
 
 # A round's events are read from this long before the first event of the poll that ended it;

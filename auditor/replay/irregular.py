@@ -28,7 +28,7 @@ from typing import Any
 from auditor.finding import Finding, fingerprint
 from auditor.replay.hands import BANKER, PLAYER, Hands, count, deal_error
 from auditor.replay.model import Event
-from auditor.replay.tables import iso
+from auditor.replay.text import iso
 from auditor.rules.pack import CHEMIN, RulePack
 
 PLAYER_EXTRA_CARD = "player_extra_card"

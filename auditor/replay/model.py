@@ -8,7 +8,7 @@ audit builds them from rows, the tests from hand-written rounds, and both get th
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -76,6 +76,15 @@ class Event:
             amount=None if amount is None else Decimal(str(amount)),
             **fields,
         )
+
+
+def round_end(events: Sequence[Event]) -> Event | None:
+    """A round's round_end event, where what is still missing at the end shows (else the
+    round's last event; None for no events)."""
+    for e in reversed(events):
+        if e.type == "round_end":
+            return e
+    return events[-1] if events else None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ findings out. A correct round gives [].
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -23,22 +23,23 @@ from auditor.replay.hands import (
     DealError,
     Hands,
     Outcome,
-    count,
     deal_error,
     outcome,
     required_draws,
 )
 from auditor.replay.irregular import listed_kinds, round_irregularities
-from auditor.replay.model import Event, TableContext
+from auditor.replay.model import Event, TableContext, round_end
 from auditor.replay.settle import (
     COLLECT,
     PAY,
     PUSH,
+    ZERO,
     Settlement,
     cents,
     expected_settlement,
     vigorish_owed,
 )
+from auditor.replay.text import DONE, hand_text, money, round_finding
 
 __all__ = [
     "Event",
@@ -52,7 +53,6 @@ __all__ = [
 consistent_procedures = order_rules.consistent_procedures
 
 SETTLE_TYPES = (COLLECT, PAY, PUSH)
-ZERO = Decimal("0.00")
 
 
 @dataclass
@@ -92,10 +92,7 @@ class _Parts:
     @property
     def end(self) -> Event | None:
         """The round_end event, where anything still missing shows (else the last event)."""
-        for e in reversed(self.events):
-            if e.type == "round_end":
-                return e
-        return self.events[-1] if self.events else None
+        return round_end(self.events)
 
 
 def check_round(ctx: TableContext, events: Sequence[Event]) -> list[Finding]:
@@ -180,23 +177,6 @@ def in_round(
 # --- helpers for messages ----------------------------------------------------------------
 
 
-def _finding(
-    code: str, at: Event | None, message: str, expected: Any, observed: Any
-) -> Finding:
-    return Finding(
-        code,
-        None if at is None else at.seq,
-        message,
-        expected,
-        observed,
-        None if at is None else at.source,
-    )
-
-
-def _money(amount: Decimal) -> str:
-    return f"{amount:.2f}"
-
-
 _BET_NAMES = {
     "player": "Player",
     "banker": "Banker",
@@ -212,11 +192,6 @@ def _bet_name(bet: str | None) -> str:
     if bet.startswith("total_cards_"):
         return f"Total Cards {bet.removeprefix('total_cards_')}"
     return _BET_NAMES.get(bet, bet)
-
-
-def _hand(name: str, cards: Sequence[str]) -> str:
-    """'Player 4d Th 2h (6)'."""
-    return f"{name} {' '.join(cards)} ({count(cards)})" if cards else f"{name} (no cards)"
 
 
 def _winner_text(winner: str | None) -> str:
@@ -249,7 +224,7 @@ def _irregularities(ctx: TableContext, parts: _Parts) -> list[Finding]:
     kinds = sorted(listed_kinds(ctx.pack))
     listed = f"lists {', '.join(repr(k) for k in kinds)}" if kinds else "lists none"
     return [
-        _finding(
+        round_finding(
             "irregularity.unknown_kind",
             e,
             f"The dealer declared an irregularity of kind {e.kind!r}, which the rule pack "
@@ -267,7 +242,7 @@ def _irregularities(ctx: TableContext, parts: _Parts) -> list[Finding]:
 
 def _deal_order_finding(parts: _Parts, hands: Hands, error: DealError) -> Finding:
     at = parts.end if error.at is None else parts.cards[error.at]
-    return _finding(
+    return round_finding(
         "deal.order",
         at,
         f"Cards dealt out of order: {error.problem} "
@@ -283,8 +258,8 @@ def _draw_findings(ctx: TableContext, parts: _Parts, hands: Hands) -> list[Findi
     found = []
     player_drew = len(hands.player) == 3
     banker_drew = len(hands.banker) == 3
-    p2 = _hand("Player", hands.player[:2])
-    b2 = _hand("Banker", hands.banker[:2])
+    p2 = hand_text("Player", hands.player[:2])
+    b2 = hand_text("Banker", hands.banker[:2])
     if required.player != player_drew:
         if required.player:
             code, at = "draw.player_missed", parts.cards[-1]
@@ -293,7 +268,7 @@ def _draw_findings(ctx: TableContext, parts: _Parts, hands: Hands) -> list[Findi
             code, at = "draw.player_extra", _third_card(parts, PLAYER)
             text = f"{p2} had to stand ({b2}) but was given a third card, {hands.player[2]}."
         found.append(
-            _finding(
+            round_finding(
                 code,
                 at,
                 text,
@@ -314,7 +289,7 @@ def _draw_findings(ctx: TableContext, parts: _Parts, hands: Hands) -> list[Findi
             code, at = "draw.banker_extra", _third_card(parts, BANKER)
             text = f"{b2} had to stand {after} but was given a third card, {hands.banker[2]}."
         found.append(
-            _finding(
+            round_finding(
                 code,
                 at,
                 text,
@@ -332,38 +307,40 @@ def _third_card(parts: _Parts, hand: str) -> Event:
 # --- result and announcements ------------------------------------------------------------
 
 
-def _result_findings(parts: _Parts, result: Outcome) -> list[Finding]:
-    want = {"player": result.player_count, "banker": result.banker_count, "winner": result.winner}
-    announced = parts.announces.get("result", [])
+def misannounced(
+    announced: Sequence[Event],
+    want: dict[str, Any],
+    end: Event | None,
+    none_said: str,
+    wrong: Callable[[Event], str],
+) -> list[Finding]:
+    """result.misannounced, in both games alike: one at the round's `end` (`none_said`) when no
+    result was announced, else one per announcement that is not `want` (`wrong(e)`)."""
     if not announced:
-        return [
-            _finding(
-                "result.misannounced",
-                parts.end,
-                f"No result was announced; the cards make {_result_text(result)}.",
-                want,
-                None,
-            )
-        ]
+        return [round_finding("result.misannounced", end, none_said, want, None)]
     found = []
     for e in announced:
         got = {"player": e.player, "banker": e.banker, "winner": e.winner}
         if got != want:
-            found.append(
-                _finding(
-                    "result.misannounced",
-                    e,
-                    f"Announced Player {e.player}, Banker {e.banker}, {_winner_text(e.winner)}; "
-                    f"the cards make Player {result.player_count}, Banker "
-                    f"{result.banker_count}, {_winner_text(result.winner)}.",
-                    want,
-                    got,
-                )
-            )
+            found.append(round_finding("result.misannounced", e, wrong(e), want, got))
+    return found
+
+
+def _result_findings(parts: _Parts, result: Outcome) -> list[Finding]:
+    want = {"player": result.player_count, "banker": result.banker_count, "winner": result.winner}
+    found = misannounced(
+        parts.announces.get("result", []),
+        want,
+        parts.end,
+        f"No result was announced; the cards make {_result_text(result)}.",
+        lambda e: f"Announced Player {e.player}, Banker {e.banker}, {_winner_text(e.winner)}; "
+        f"the cards make Player {result.player_count}, Banker "
+        f"{result.banker_count}, {_winner_text(result.winner)}.",
+    )
     if result.winner != TIE:
         for e in parts.announces.get("tie_hand", []):
             found.append(
-                _finding(
+                round_finding(
                     "result.misannounced",
                     e,
                     f'"Tie Hand" was announced but the cards make {_result_text(result)}.',
@@ -429,7 +406,7 @@ def _announcement_findings(ctx: TableContext, parts: _Parts, result: Outcome) ->
             if kind == "total_cards":
                 expected["count"] = result.total_cards
             found.append(
-                _finding(
+                round_finding(
                     _MISSING_CODE[kind],
                     parts.end,
                     f"{_sentence(_why_due(kind, result))}, but {_SPOKEN[kind]} was not announced.",
@@ -440,7 +417,7 @@ def _announcement_findings(ctx: TableContext, parts: _Parts, result: Outcome) ->
     for e in parts.announces.get("total_cards", []):
         if e.count != result.total_cards:
             found.append(
-                _finding(
+                round_finding(
                     "announce.total_cards_wrong",
                     e,
                     f"{e.count} cards were announced; {result.total_cards} were dealt.",
@@ -483,11 +460,8 @@ def _expected_settlements(
     return wagers
 
 
-_DONE = {PAY: "paid", COLLECT: "collected", PUSH: "returned"}
-
-
 def _settled_json(events: Sequence[Event]) -> list[dict[str, Any]]:
-    return [{"type": e.type, "amount": _money(e.amount or ZERO), "seq": e.seq} for e in events]
+    return [{"type": e.type, "amount": money(e.amount or ZERO), "seq": e.seq} for e in events]
 
 
 def _settlement_findings(
@@ -499,10 +473,10 @@ def _settlement_findings(
     found = []
     for key, w in wagers.items():
         settled = by_wager.get(key, [])
-        name = f"Seat {w.seat}'s {_money(w.stake)} {_bet_name(w.bet)} wager"
+        name = f"Seat {w.seat}'s {money(w.stake)} {_bet_name(w.bet)} wager"
         if not settled:
             found.append(
-                _finding(
+                round_finding(
                     "settle.unsettled",
                     parts.end,
                     f"{name} was never collected, paid or returned before the round ended.",
@@ -516,12 +490,12 @@ def _settlement_findings(
         how, amount = w.expected
         wrong = [e for e in settled if e.type != how]
         if wrong:
-            did = " and ".join(sorted({_DONE[e.type] for e in settled}))
+            did = " and ".join(sorted({DONE[e.type] for e in settled}))
             found.append(
-                _finding(
+                round_finding(
                     "settle.wrong_outcome",
                     wrong[0],
-                    f"{name} should have been {_DONE[how]} {_money(amount)} but was {did}.",
+                    f"{name} should have been {DONE[how]} {money(amount)} but was {did}.",
                     _settlement_json(w, w.expected),
                     {"seat": w.seat, "bet": w.bet, "settlements": _settled_json(settled)},
                 )
@@ -530,13 +504,13 @@ def _settlement_findings(
         total = sum((e.amount or ZERO for e in settled), ZERO)
         if total != amount:
             found.append(
-                _finding(
+                round_finding(
                     "settle.wrong_amount",
                     settled[-1],
-                    f"{name} should have been {_DONE[how]} {_money(amount)} "
-                    f"and was {_DONE[how]} {_money(total)}.",
+                    f"{name} should have been {DONE[how]} {money(amount)} "
+                    f"and was {DONE[how]} {money(total)}.",
                     _settlement_json(w, w.expected),
-                    {"seat": w.seat, "bet": w.bet, "outcome": how, "amount": _money(total)},
+                    {"seat": w.seat, "bet": w.bet, "outcome": how, "amount": money(total)},
                 )
             )
     for key, settled in by_wager.items():
@@ -544,11 +518,11 @@ def _settlement_findings(
             continue
         seat, bet = key
         found.append(
-            _finding(
+            round_finding(
                 "settle.wrong_outcome",
                 settled[0],
                 f"Seat {seat} had no {_bet_name(bet)} wager but one was "
-                f"{_DONE[settled[0].type]} ({_money(settled[0].amount or ZERO)}).",
+                f"{DONE[settled[0].type]} ({money(settled[0].amount or ZERO)}).",
                 None,
                 {"seat": seat, "bet": bet, "settlements": _settled_json(settled)},
             )
@@ -560,9 +534,9 @@ def _settlement_json(w: _Wager, s: Settlement) -> dict[str, Any]:
     return {
         "seat": w.seat,
         "bet": w.bet,
-        "wager": _money(w.stake),
+        "wager": money(w.stake),
         "outcome": s.how,
-        "amount": _money(s.amount),
+        "amount": money(s.amount),
     }
 
 
@@ -581,13 +555,13 @@ def _vigorish_findings(
     variant = ctx.rules
     if not variant.vig_charged.value:
         return [
-            _finding(
+            round_finding(
                 "vig.not_allowed",
                 taken[0],
-                f"Vigorish of {_money(_sum(taken))} was {_vig_verb(taken)} at seat {seat}; "
+                f"Vigorish of {money(_sum(taken))} was {_vig_verb(taken)} at seat {seat}; "
                 f"this table's variant ({variant.name}) charges none.",
-                {"seat": seat, "vigorish": _money(ZERO)},
-                {"seat": seat, "vigorish": _money(_sum(taken)), "seqs": [e.seq for e in taken]},
+                {"seat": seat, "vigorish": money(ZERO)},
+                {"seat": seat, "vigorish": money(_sum(taken)), "seqs": [e.seq for e in taken]},
             )
             for seat, taken in vigs.items()
         ]
@@ -604,7 +578,7 @@ def _vigorish_findings(
         owed = vigorish_owed(w.expected.amount, variant) if w and w.expected else cents(ZERO)
         taken = vigs.get(seat, [])
         owes = (
-            f"Seat {seat} owed {_money(owed)} vigorish on its winning {_money(w.stake)} "
+            f"Seat {seat} owed {money(owed)} vigorish on its winning {money(w.stake)} "
             "Banker wager"
             if w
             else f"Seat {seat} had no winning Banker wager and owed no vigorish"
@@ -612,11 +586,11 @@ def _vigorish_findings(
         if not taken:
             if owed > 0:
                 found.append(
-                    _finding(
+                    round_finding(
                         "vig.missing",
                         _pay_event(parts, seat) or parts.end,
                         f"{owes}; none was collected or marked.",
-                        {"seat": seat, "vigorish": _money(owed)},
+                        {"seat": seat, "vigorish": money(owed)},
                         {"seat": seat, "vigorish": None},
                     )
                 )
@@ -624,12 +598,12 @@ def _vigorish_findings(
         got = _sum(taken)
         if got != owed:
             found.append(
-                _finding(
+                round_finding(
                     "vig.wrong_amount",
                     taken[0],
-                    f"{owes}; {_money(got)} was {_vig_verb(taken)}.",
-                    {"seat": seat, "vigorish": _money(owed)},
-                    {"seat": seat, "vigorish": _money(got), "seqs": [e.seq for e in taken]},
+                    f"{owes}; {money(got)} was {_vig_verb(taken)}.",
+                    {"seat": seat, "vigorish": money(owed)},
+                    {"seat": seat, "vigorish": money(got), "seqs": [e.seq for e in taken]},
                 )
             )
     return found
@@ -665,10 +639,10 @@ def _order_findings(ctx: TableContext, parts: _Parts) -> list[Finding]:
             paid = moves[first_paid]
             what = "paid" if paid.type == PAY else "charged vigorish"
             found.append(
-                _finding(
+                round_finding(
                     "order.collect_after_pay",
                     late[0],
-                    f"Seat {late[0].seat}'s losing {_money(late[0].amount or ZERO)} "
+                    f"Seat {late[0].seat}'s losing {money(late[0].amount or ZERO)} "
                     f"{_bet_name(late[0].bet)} wager was collected after seat {paid.seat} "
                     f"was {what}; losing wagers are collected first.",
                     {"collect_before_seq": paid.seq},
@@ -677,7 +651,7 @@ def _order_findings(ctx: TableContext, parts: _Parts) -> list[Finding]:
                             {
                                 "seat": e.seat,
                                 "bet": e.bet,
-                                "amount": _money(e.amount or ZERO),
+                                "amount": money(e.amount or ZERO),
                                 "seq": e.seq,
                             }
                             for e in late
@@ -701,7 +675,7 @@ def _order_findings(ctx: TableContext, parts: _Parts) -> list[Finding]:
         f"fits procedure {', '.join(map(str, sorted(fits)))}" if fits else "fits no procedure"
     )
     found.append(
-        _finding(
+        round_finding(
             "order.procedure_mismatch",
             at,
             f"Procedure {procedure} is in force, but the dealer {_steps_text(observed)} "

@@ -14,11 +14,13 @@ from typing import NamedTuple
 from auditor.replay.hands import BANKER, PLAYER, TIE, Outcome
 from auditor.rules.pack import RulePack, Variant
 
+ZERO = Decimal("0.00")
 CENT = Decimal("0.01")
 PAY, COLLECT, PUSH = "pay", "collect", "push"
-# Vigorish rounding house options (rulepack.VIG_ROUNDING); amounts are never negative, so
-# rounding toward zero is rounding down.
-_VIG_ROUNDING = {
+# The rounding house options of a share of winnings, the vigorish or chemin de fer's
+# commission (rules.pack.VIG_ROUNDING); amounts are never negative, so rounding toward zero
+# is rounding down.
+ROUNDING = {
     "exact_cents": ROUND_HALF_UP,
     "down_to_cent": ROUND_DOWN,
     "up_to_cent": ROUND_UP,
@@ -103,4 +105,10 @@ def vigorish_owed(winnings: Decimal, variant: Variant) -> Decimal:
     if not variant.vig_charged.value or variant.vig_rate is None:
         return Decimal(0).quantize(CENT)
     rounding = variant.vig_rounding.value if variant.vig_rounding else "exact_cents"
-    return (winnings * variant.vig_rate.value).quantize(CENT, rounding=_VIG_ROUNDING[rounding])
+    return share(winnings, variant.vig_rate.value, rounding)
+
+
+def share(winnings: Decimal, rate: Decimal, rounding: str) -> Decimal:
+    """`rate` of `winnings` rounded to the cent by the house option `rounding` (ROUNDING): the
+    house's share, vigorish in the banking games and commission at chemin de fer alike."""
+    return (winnings * rate).quantize(CENT, rounding=ROUNDING[rounding])

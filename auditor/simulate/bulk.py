@@ -8,7 +8,7 @@ format) from numpy arrays:
 - every table draws its randomness from its own numpy Generators, keyed by (seed, table), so
   the bytes do not depend on how tables are batched;
 - all the shoes of a batch are dealt in lockstep, one numpy step per round of a shoe, by the
-  pack's draw tables (the same tuples `auditor.rules.draw` reads);
+  pack's draw tables (the same tuples `auditor.rules.draw` reads; auditor.simulate.bulk_deal);
 - each round is a fixed row of event slots (table_open ... table_close), the settlement
   slots put in the procedure's order by a permutation, compressed by a validity mask into
   the table's event stream, so no sort is needed;
@@ -34,25 +34,22 @@ from pathlib import Path
 import numpy as np
 
 from auditor.rules.cards import RANKS, SUITS
-from auditor.rules.pack import load_pack
-from auditor.simulate.generator import STAKES
-from auditor.simulate.planted import BANKING_KINDS, SimulationResult, prepare_out_dir
-
-# Kinds planted here, in a fixed order (their index is what the arrays carry).
-BULK_KINDS = (
-    "banker_missed",
-    "player_extra",
-    "player_missed",
-    "banker_extra",
-    "pay_short",
-    "vig_missing",
-    "vig_short",
-    "collect_after_pay",
-    "wrong_winner",
-    "tie_missing",
+from auditor.simulate.bulk_deal import (
+    BANKER,
+    BULK_KINDS,
+    DECKS,
+    MAX_ROUNDS_PER_SHOE,
+    PLAYER,
+    SHOE_CARDS,
+    TIE,
+    Deal,
+    K,
 )
+from auditor.simulate.generator import STAKES
+from auditor.simulate.kinds import BANKING_KINDS
+from auditor.simulate.output import SimulationResult, prepare_out_dir, write_ground_truth
+
 BULK_CODES = {k: BANKING_KINDS[k] for k in BULK_KINDS}
-K = {k: i for i, k in enumerate(BULK_KINDS)}
 
 BULK_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
 BULK_OPENS = dt.time(6, 0)  # the default config's gaming day starts at 06:00
@@ -60,19 +57,14 @@ UTC_OFFSET = dt.timedelta(hours=-5)
 MAX_HOURS = 24.0
 PIT_SIZE = 4
 SEATS = 7
-DECKS = 8
-SHOE_CARDS = 52 * DECKS
-MAX_ROUNDS_PER_SHOE = 110  # 4 cards a round at least: (416 - 2 - 14) / 4 + 1 < 110
 LAST_ROUND_MARGIN_MS = 120_000  # the last round starts this long before the day ends
 CHANGE_MIN_HOURS = 2.0  # shorter days have no procedure change
 NOTICE_LEAD_MS = 45 * 60 * 1000  # written notices this long before the change (30 required)
 MS = 1000
 JOIN_LINES = 2048  # lines joined and written at a time
 
-VALUES = np.array([min(i + 1, 10) % 10 for i in range(len(RANKS)) for _ in SUITS], np.int8)
 CARD_NAMES = [r + s for r in RANKS for s in SUITS]  # id = rank index * 4 + suit index
 BETS = ("banker", "player", "tie")
-BANKER, PLAYER, TIE = 0, 1, 2
 STAKE_VALUES = np.array(STAKES, np.int64)
 
 # Event types; the index is the type code the arrays carry.
@@ -232,109 +224,6 @@ class _Pieces:
         self.array = _objects(parts)
 
 
-def _draw_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The NJ mini-baccarat pack's third-card tables as arrays (the replay's own tuples)."""
-    draw = load_pack("NJ", "mini_baccarat").draw
-    return (np.array(draw.natural, bool), np.array(draw.player, bool),
-            np.array(draw.banker, bool))
-
-
-def _outcome(p2: np.ndarray, b2: np.ndarray, v: np.ndarray, pd: np.ndarray, bd: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Final counts and winner of rounds whose hands drew as `pd` / `bd` (the Player's third
-    card is the fifth out of the shoe, the Banker's the next one)."""
-    pc = (p2 + np.where(pd, v[:, 4], 0)) % 10
-    bc = (b2 + np.where(bd, np.where(pd, v[:, 5], v[:, 4]), 0)) % 10
-    return pc, bc, np.where(pc > bc, PLAYER, np.where(bc > pc, BANKER, TIE))
-
-
-class _Deal:
-    """All shoes of a batch dealt in lockstep; per (shoe, round) arrays."""
-
-    def __init__(self, cards: np.ndarray, cut_from_end: np.ndarray, dev_u: np.ndarray,
-                 rate: float) -> None:
-        natural, player_t, banker_t = _draw_tables()
-        n_shoes = cards.shape[0]
-        shape = (n_shoes, MAX_ROUNDS_PER_SHOE)
-        values = np.zeros((n_shoes, SHOE_CARDS + 8), np.int8)
-        values[:, :SHOE_CARDS] = VALUES[cards]
-        exposed = values[:, 0].astype(np.int64)
-        self.burn_n = 1 + np.where(exposed == 0, 10, exposed)
-        cut_at = SHOE_CARDS - cut_from_end
-        pos = self.burn_n.copy()
-        self.first_card = np.zeros(shape, np.int16)
-        self.n_cards = np.zeros(shape, np.int8)
-        self.p_drew = np.zeros(shape, bool)
-        self.p_count = np.zeros(shape, np.int8)
-        self.b_count = np.zeros(shape, np.int8)
-        self.winner = np.zeros(shape, np.int8)
-        self.kind = np.full(shape, -1, np.int8)
-        self.pos_after = np.zeros(shape, np.int16)
-        self.rounds = np.zeros(n_shoes, np.int64)
-        self.cut_round = np.full(n_shoes, -1, np.int64)
-        active = np.ones(n_shoes, bool)
-        rows = np.arange(n_shoes)[:, None]
-        six = np.arange(6)
-        for r in range(MAX_ROUNDS_PER_SHOE):
-            active &= pos + 6 <= SHOE_CARDS
-            if not active.any():
-                break
-            v = values[rows, pos[:, None] + six].astype(np.int64)
-            p2, b2 = (v[:, 0] + v[:, 2]) % 10, (v[:, 1] + v[:, 3]) % 10
-            nat = natural[p2] | natural[b2]
-            pd = ~nat & player_t[p2]
-            bd = ~nat & banker_t[b2 * 11 + np.where(pd, v[:, 4], 10)]
-            pc, bc, win = _outcome(p2, b2, v, pd, bd)
-            kind = np.full(n_shoes, -1, np.int64)
-            c = np.nonzero(active & (dev_u[:, r] < rate))[0]
-            if len(c):  # the rounds drawn for a deviation: a kind their cards show cleanly
-                kind[c] = _choose_kind(dev_u[c, r] / rate, nat[c], pd[c], bd[c], b2[c],
-                                       bc[c], win[c], banker_t)
-                # A planted draw error: the hand's decision is reversed and the Banker's
-                # follows the table from the new Player's hand, as the reference deals it.
-                k = kind[c]
-                pd2 = pd[c] ^ ((k == K["player_extra"]) | (k == K["player_missed"]))
-                bd2 = (~nat[c] & banker_t[b2[c] * 11 + np.where(pd2, v[c, 4], 10)]) ^ (
-                    (k == K["banker_missed"]) | (k == K["banker_extra"]))
-                pd[c], bd[c] = pd2, bd2
-                pc[c], bc[c], win[c] = _outcome(p2[c], b2[c], v[c], pd2, bd2)
-            used = 4 + pd + bd
-            self.first_card[:, r] = pos
-            self.n_cards[:, r] = used
-            self.p_drew[:, r] = pd
-            self.p_count[:, r], self.b_count[:, r], self.winner[:, r] = pc, bc, win
-            self.kind[:, r] = kind
-            was_cut = self.cut_round >= 0
-            pos = np.where(active, pos + used, pos)
-            self.pos_after[:, r] = pos
-            self.rounds += active
-            newly = active & ~was_cut & (pos >= cut_at)
-            self.cut_round[newly] = r
-            active &= ~was_cut  # the round after the cutting card's is the shoe's last
-        self.cards = cards
-
-
-def _choose_kind(share: np.ndarray, nat: np.ndarray, pd: np.ndarray, bd: np.ndarray,
-                 b2: np.ndarray, bc: np.ndarray, win: np.ndarray, banker_t: np.ndarray
-                 ) -> np.ndarray:
-    """Per round, the kind at `share` (in [0, 1)) of the kinds its clean deal lets show as
-    exactly their own finding (`_qualifies` in auditor.simulate.generator); -1 when none does."""
-    dragon = bd & (bc == 7) & (win == BANKER)
-    q = np.zeros((len(share), len(BULK_KINDS)), bool)
-    q[:, K["banker_missed"]] = ~nat & bd & ~pd
-    q[:, K["player_extra"]] = ~nat & ~pd & (b2 == 7)
-    q[:, K["player_missed"]] = ~nat & pd & (banker_t[b2 * 11 + 10] == bd)
-    q[:, K["banker_extra"]] = ~nat & ~bd
-    for k in ("pay_short", "collect_after_pay"):
-        q[:, K[k]] = win == PLAYER
-    for k in ("vig_missing", "vig_short", "wrong_winner"):
-        q[:, K[k]] = (win == BANKER) & ~dragon
-    q[:, K["tie_missing"]] = win == TIE
-    n = q.sum(axis=1)
-    j = np.floor(share * n).astype(np.int64)
-    return np.where(n > 0, np.argmax(q.cumsum(axis=1) > j[:, None], axis=1), -1)
-
-
 class _Table:
     """One table's random draws, from Generators keyed by (seed, table) only."""
 
@@ -379,7 +268,7 @@ class _Batch:
         tables = [_Table(sim.seed, first + i, ms_shoes, rmax, sim.rate > 0)
                   for i in range(count)]
         self.tables = tables
-        deal = _Deal(
+        deal = Deal(
             np.concatenate([t.cards for t in tables]),
             np.concatenate([t.cut_from_end for t in tables]),
             np.concatenate([t.dev_u for t in tables]),
@@ -796,7 +685,6 @@ def simulate_bulk(
         path.write_text("".join(line + "\n" for line in notices))
         files.append(path)
         events += len(notices)
-    truth = out / "ground_truth.ndjson"
-    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
-    return SimulationResult(files, truth, tables, rounds, events, deviations,
-                            time.perf_counter() - started)
+    return SimulationResult(files, write_ground_truth(out, deviations), tables, rounds, events,
+                            deviations, time.perf_counter() - started)
+

@@ -9,15 +9,27 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
-from fractions import Fraction
+from decimal import Decimal
 from pathlib import Path
 
-from auditor.rules.cards import RANKS, SUITS, rank_value
-from auditor.rules.draw import banker_draws, is_natural, player_draws
-from auditor.rules.pack import RulePack, load_pack
+from auditor.rules.draw import is_natural, player_draws
+from auditor.rules.pack import load_pack
+from auditor.simulate.deal import (
+    Outcome,
+    amount,
+    deal,
+    deal_chemin,
+    hand_count,
+    is_panda8,
+    money,
+    panda8_due,
+    qualifies,
+    shuffled_shoe,
+    times,
+    value,
+    with_card_kept_aside,
+)
 
-CENT = Decimal("0.01")
 STAKES = (25, 25, 50, 50, 100, 100, 100, 200, 250, 500, 1000)
 
 
@@ -76,31 +88,6 @@ class Night:
     seq_jump: tuple[str, int] | None = None  # (table, how many seq numbers are skipped)
 
 
-def _shoe(rng: random.Random, decks: int) -> list[str]:
-    cards = [r + s for r in RANKS for s in SUITS] * decks
-    rng.shuffle(cards)
-    return cards
-
-
-def _value(card: str) -> int:
-    return rank_value(card[0])
-
-
-def _money(x: Decimal | Fraction | int) -> Decimal:
-    if isinstance(x, Fraction):
-        x = Decimal(x.numerator) / Decimal(x.denominator)
-    return Decimal(x).quantize(CENT, rounding=ROUND_HALF_UP)
-
-
-def _times(stake: Decimal, odds: Fraction) -> Decimal:
-    return _money(Fraction(stake) * odds)
-
-
-def _amount(x: Decimal) -> int | str:
-    """Whole amounts as JSON numbers, cents as strings (both are valid v1)."""
-    return int(x) if x == x.to_integral_value() else str(x)
-
-
 class Stream:
     """One table's (or pit's) events in seq order, with their times."""
 
@@ -119,119 +106,6 @@ class Stream:
         event.update({k: v for k, v in fields.items() if v is not None})
         self.lines.append(json.dumps(event, separators=(",", ":")))
         return event
-
-
-@dataclass
-class Outcome:
-    player: list[str]
-    banker: list[str]
-    order: list[str]  # hand of each card in shoe order
-    player_count: int
-    banker_count: int
-    winner: str
-    options: list[tuple[str, str]] = field(default_factory=list)  # chemin de fer decisions
-    kept_aside: str | None = None  # a card dealt in error before the Banker's third card
-
-    @property
-    def cards(self) -> int:
-        """The cards of the two hands."""
-        return len(self.player) + len(self.banker)
-
-    @property
-    def out_of_shoe(self) -> int:
-        """The cards the round took from the shoe, a card kept aside included."""
-        return self.cards + (self.kept_aside is not None)
-
-
-def _count(cards: list[str]) -> int:
-    return sum(_value(c) for c in cards) % 10
-
-
-def deal(pack: RulePack, shoe: list[str], pos: int, deviation: str = "") -> Outcome | None:
-    """The round the next cards make under the pack's tables, with an optional draw error."""
-    if pos + 6 > len(shoe):
-        return None
-    p, b = [shoe[pos], shoe[pos + 2]], [shoe[pos + 1], shoe[pos + 3]]
-    order = ["player", "banker", "player", "banker"]
-    nxt = pos + 4
-    pc, bc = _count(p), _count(b)
-    if not (is_natural(pack, pc) or is_natural(pack, bc)):
-        third: int | None = None
-        p_draws = player_draws(pack, pc)
-        if deviation in ("player_extra", "player_missed"):
-            p_draws = not p_draws
-        if p_draws:
-            p.append(shoe[nxt])
-            order.append("player")
-            third = _value(shoe[nxt])
-            nxt += 1
-        b_draws = banker_draws(pack, bc, third)
-        if deviation in ("banker_missed", "banker_extra"):
-            b_draws = not b_draws
-        if b_draws:
-            b.append(shoe[nxt])
-            order.append("banker")
-    pc, bc = _count(p), _count(b)
-    winner = "player" if pc > bc else "banker" if bc > pc else "tie"
-    return Outcome(p, b, order, pc, bc, winner)
-
-
-def _qualifies(pack: RulePack, kind: str, o: Outcome, spec: TableSpec) -> bool:
-    """Whether a round's cards let the deviation show cleanly (and nothing else with it)."""
-    pc2 = _count(o.player[:2])
-    bc2 = _count(o.banker[:2])
-    natural = is_natural(pack, pc2) or is_natural(pack, bc2)
-    if kind == "banker_missed":
-        return not natural and len(o.banker) == 3 and not player_draws(pack, pc2)
-    if kind == "player_extra":
-        return not natural and len(o.player) == 2 and bc2 == 7
-    if kind == "player_missed":  # the Banker's decision is the same with the Player standing
-        return (
-            not natural
-            and len(o.player) == 3
-            and banker_draws(pack, bc2, None) == (len(o.banker) == 3)
-        )
-    if kind == "banker_extra":
-        return not natural and len(o.banker) == 2
-    if kind == "unsettled":  # the Tie wager loses and is left on the layout
-        return o.winner != "tie"
-    if kind in ("tie_missing", "push_collected"):
-        return o.winner == "tie"
-    if kind == "dragon_missing":
-        return o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
-    if kind in ("vig_short", "vig_not_allowed", "vig_missing", "wrong_winner",
-                "procedure_order"):
-        return o.winner == "banker" and not (len(o.banker) == 3 and o.banker_count == 7)
-    if kind in ("pay_short", "collect_after_pay", "total_cards_missing"):
-        return o.winner == "player"
-    if kind == "panda8_missing":
-        return _is_panda8(o)
-    if kind == "irregular_disposition":  # the Player stands and the Banker must draw
-        return not natural and len(o.player) == 2 and len(o.banker) == 3
-    return True
-
-
-def _is_panda8(o: Outcome) -> bool:
-    return o.winner == "player" and len(o.player) == 3 and o.player_count == 8
-
-
-def _panda8_due(pack: RulePack, variant: str) -> bool:
-    """Whether the pack makes "panda 8" due at this variant (no shipped pack does; a house
-    pack may)."""
-    rule = pack.announcements.get("panda_8")
-    return rule is not None and rule.value == "panda8_hand" and (
-        rule.variants is None or variant in rule.variants
-    )
-
-
-def _with_card_kept_aside(o: Outcome, shoe: list[str], pos: int) -> Outcome:
-    """The round with a card dealt to the Player in error before the Banker's third card, and
-    kept aside (NZ rule 12.2 wants it to be the Banker's third card, the Banker having to
-    draw): the Banker draws the card after it, and the hands are settled without it."""
-    banker = [*o.banker[:2], shoe[pos + 5]]
-    bc = _count(banker)
-    winner = "player" if o.player_count > bc else "banker" if bc > o.player_count else "tie"
-    return Outcome(o.player, banker, o.order, o.player_count, bc, winner, kept_aside=shoe[pos + 4])
 
 
 @dataclass
@@ -355,7 +229,7 @@ class TableNight:
         s, rng = self.spec, self.rng
         self.between_shoes(t, changes)
         plan = self.plan_shoe(shoe_id)
-        cards = _shoe(rng, plan.decks)  # drawn even when planted: the rest stays as it was
+        cards = shuffled_shoe(rng, plan.decks)  # drawn even when planted: the rest stays as it was
         if plan.cards is not None:
             cards = list(plan.cards)
         self.out.emit(
@@ -369,7 +243,7 @@ class TableNight:
             origin="shoe",
         )
         t += dt.timedelta(seconds=rng.randint(20, 40))
-        exposed = _value(cards[0])
+        exposed = value(cards[0])
         burn_n = 1 + (exposed if exposed else 10) + plan.burn_delta
         self.out.emit(
             t, "burn", shoe=shoe_id, cards=cards[:burn_n], dealer=self.dealer(t), origin="shoe"
@@ -408,7 +282,7 @@ class TableNight:
 
     def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
         for d in self.pending:
-            if t >= self.at(d.after) and _qualifies(self.pack, d.kind, o, self.spec):
+            if t >= self.at(d.after) and qualifies(self.pack, d.kind, o):
                 self.pending.remove(d)
                 return d
         return None
@@ -427,7 +301,7 @@ class TableNight:
             o = deal(self.pack, cards, pos, kind)
             assert o is not None
         if kind == "irregular_disposition":  # a card to the Player in error, kept aside
-            o = _with_card_kept_aside(o, cards, pos)
+            o = with_card_kept_aside(o, cards, pos)
         if dev:
             dev.planted = f"{self.spec.table} shoe {shoe_id} round {rnd}"
         self.banking_round(shoe_id, rnd, o, t, kind)
@@ -481,19 +355,19 @@ class TableNight:
                 for ex in v.banker_exceptions:
                     if ex.applies(o.banker_count, len(o.banker)):
                         return (
-                            ("push", stake) if ex.pays is None else ("pay", _times(stake, ex.pays))
+                            ("push", stake) if ex.pays is None else ("pay", times(stake, ex.pays))
                         )
-            return "pay", _times(stake, v.pays(bet))
+            return "pay", times(stake, v.pays(bet))
         if bet == "tie":
             return (
-                ("pay", _times(stake, v.pays("tie"))) if o.winner == "tie" else ("collect", stake)
+                ("pay", times(stake, v.pays("tie"))) if o.winner == "tie" else ("collect", stake)
             )
         pays = self.pack.side_bets[bet].pays.value
         won = {
             "dragon7": o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7,
             "panda8": o.winner == "player" and len(o.player) == 3 and o.player_count == 8,
         }.get(bet, bet.startswith("total_cards_") and int(bet[-1]) == o.cards)
-        return ("pay", _times(stake, pays)) if won else ("collect", stake)
+        return ("pay", times(stake, pays)) if won else ("collect", stake)
 
     def banking_round(self, shoe_id: str, rnd: int, o: Outcome, t: dt.datetime, kind: str) -> None:
         rng, s = self.rng, self.spec
@@ -508,7 +382,7 @@ class TableNight:
         emit(0, "round_start")
         wagers = self.wagers(kind)
         for seat, bet, amt in wagers:
-            emit(rng.uniform(0.5, 3), "wager", seat=seat, bet=bet, amount=_amount(amt))
+            emit(rng.uniform(0.5, 3), "wager", seat=seat, bet=bet, amount=amount(amt))
         emit(2, "no_more_bets")
         if self.face_up is not None:  # simulate: found face up, burned with its value
             card, burned = self.face_up
@@ -542,7 +416,7 @@ class TableNight:
         dragon = o.winner == "banker" and len(o.banker) == 3 and o.banker_count == 7
         if dragon and s.variant == "no_vig_dragon7" and kind != "dragon_missing":
             emit(0.5, "announce", kind="dragon_7")
-        if _panda8_due(self.pack, s.variant) and _is_panda8(o) and kind != "panda8_missing":
+        if panda8_due(self.pack, s.variant) and is_panda8(o) and kind != "panda8_missing":
             emit(0.5, "announce", kind="panda_8")
         if any(b.startswith("total_cards") for b in s.side_bets) and kind != "total_cards_missing":
             count = o.cards
@@ -565,7 +439,7 @@ class TableNight:
             pays.setdefault(seat, []).append((bet, amt))
             if bet == "banker" and self.variant.vigorish_rate:
                 rate = self.variant.vigorish_rate
-                vigs[seat] = vigs.get(seat, Decimal(0)) + _times(stake, rate)
+                vigs[seat] = vigs.get(seat, Decimal(0)) + times(stake, rate)
         if kind == "vig_short":
             seat = max(vigs)
             vigs[seat] -= Decimal(1)
@@ -574,7 +448,7 @@ class TableNight:
         if kind == "vig_not_allowed":
             for seat, bet, stake, how, _ in results:
                 if bet == "banker" and how == "pay":
-                    vigs[seat] = _money(stake * Decimal("0.05"))
+                    vigs[seat] = money(stake * Decimal("0.05"))
         if kind == "push_collected":  # the returned Banker wager is taken instead
             losers += [p for p in pushes if p[1] == "banker"]
             pushes = [p for p in pushes if p[1] != "banker"]
@@ -582,7 +456,7 @@ class TableNight:
             losers = [x for x in losers if x[1] != "tie"]
         if kind != "collect_after_pay":
             for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
-                emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
+                emit(1.5, "collect", seat=seat, bet=bet, amount=amount(amt))
         procedure = self.procedure or 3
         if kind == "procedure_order" or self.other_order:
             procedure = {1: 3, 2: 4, 3: 1, 4: 2}[procedure]
@@ -590,7 +464,7 @@ class TableNight:
 
         def pay(seat: int) -> None:
             for bet, amt in pays.get(seat, []):
-                emit(2, "pay", seat=seat, bet=bet, amount=_amount(amt))
+                emit(2, "pay", seat=seat, bet=bet, amount=amount(amt))
 
         def vig(seat: int) -> None:
             if seat in vigs:
@@ -598,7 +472,7 @@ class TableNight:
                     1.5,
                     "vig",
                     seat=seat,
-                    amount=_amount(vigs[seat]),
+                    amount=amount(vigs[seat]),
                     mode=rng.choice(("collect", "collect", "mark")),
                 )
 
@@ -618,9 +492,9 @@ class TableNight:
                 (vig, pay)[procedure == 4](seat)
         if kind == "collect_after_pay":
             for seat, bet, amt in sorted(losers, key=lambda x: -x[0]):
-                emit(1.5, "collect", seat=seat, bet=bet, amount=_amount(amt))
+                emit(1.5, "collect", seat=seat, bet=bet, amount=amount(amt))
         for seat, bet, amt in sorted(pushes, key=lambda x: -x[0]):
-            emit(1, "push", seat=seat, bet=bet, amount=_amount(amt))
+            emit(1, "push", seat=seat, bet=bet, amount=amount(amt))
         emit(3, "round_end")
 
     # --- chemin de fer -----------------------------------------------------------------------
@@ -661,7 +535,7 @@ class TableNight:
 
     def chemin_qualifies(self, kind: str, o: Outcome) -> bool:
         """Whether a round lets a chemin de fer deviation show cleanly (and nothing else)."""
-        p2, b2 = _count(o.player[:2]), _count(o.banker[:2])
+        p2, b2 = hand_count(o.player[:2]), hand_count(o.banker[:2])
         natural = is_natural(self.pack, p2) or is_natural(self.pack, b2)
         if kind == "option_not_allowed":
             return not natural and player_draws(self.pack, p2)
@@ -683,7 +557,7 @@ class TableNight:
         rng, s, bank = self.rng, self.spec, self.bank
         others = [(self.bank_seat + k - 1) % s.seats + 1 for k in range(1, s.seats)]
         if kind == "over_bank":  # two partial wagers together 200 over the bank
-            half = _money(bank / 2)
+            half = money(bank / 2)
             return [(others[0], "partial", half), (others[1], "partial", bank - half + 200)]
         if kind == "suivi_not_entitled":
             return [(others[rng.randrange(len(others))], "suivi", bank)]
@@ -722,14 +596,14 @@ class TableNight:
             self.out.emit(t, event_type, shoe=shoe_id, round=rnd, dealer=d, origin="tms", **f)
 
         emit(0, "round_start")
-        emit(2, "bank", seat=self.bank_seat, amount=_amount(self.bank))
+        emit(2, "bank", seat=self.bank_seat, amount=amount(self.bank))
         against = self.chemin_wagers(kind)
         late = against[-1:] if kind == "late_wager" else []
         for seat, how, amt in against[: len(against) - len(late)]:
-            emit(2, "banco", seat=seat, kind=how, amount=_amount(amt))
+            emit(2, "banco", seat=seat, kind=how, amount=amount(amt))
         emit(2, "no_more_bets")
         for seat, how, amt in late:  # accepted after "No more bets"
-            emit(2, "banco", seat=seat, kind=how, amount=_amount(amt))
+            emit(2, "banco", seat=seat, kind=how, amount=amount(amt))
         options = dict(o.options)
         pi = bi = 0
         for i, hand in enumerate(o.order):
@@ -762,17 +636,17 @@ class TableNight:
         won = Decimal(0)
         for seat, _, amt in against:
             if o.winner == "player":
-                emit(1.5, "pay", seat=seat, bet="player", amount=_amount(amt))
+                emit(1.5, "pay", seat=seat, bet="player", amount=amount(amt))
             elif o.winner == "banker":
-                emit(1.5, "collect", seat=seat, bet="player", amount=_amount(amt))
+                emit(1.5, "collect", seat=seat, bet="player", amount=amount(amt))
                 won += amt
             else:
-                emit(1, "push", seat=seat, bet="player", amount=_amount(amt))
-        commission = _money(won * Decimal("0.05"))
+                emit(1, "push", seat=seat, bet="player", amount=amount(amt))
+        commission = money(won * Decimal("0.05"))
         if kind == "commission_short":  # 4% taken instead of 5%
-            commission = _money(won * Decimal("0.04"))
+            commission = money(won * Decimal("0.04"))
         if won:
-            emit(1.5, "commission", seat=self.bank_seat, amount=_amount(commission))
+            emit(1.5, "commission", seat=self.bank_seat, amount=amount(commission))
         emit(2, "round_end")
         if o.winner == "player":
             nxt = self.bank_seat % s.seats + 1
@@ -800,53 +674,6 @@ CHEMIN_IRREGULARITIES = {
     "unknown_irregularity": ("shoe_dropped", "burned"),
     "disposition_wrong_h": ("card_drawn_disclosed", "burn_one_face_down"),
 }
-
-
-def deal_chemin(
-    pack: RulePack,
-    shoe: list[str],
-    pos: int,
-    player_choice: bool,
-    banker_choice: bool,
-    force_player: bool | None = None,
-) -> Outcome | None:
-    """The round the next cards make under a chemin de fer pack's tableau: mandatory cells
-    are followed, option cells decided by `player_choice` / `banker_choice` (True: card) and
-    recorded in `options`; `force_player` overrides the Player's decision (a planted
-    deviation), declared as if it were an option."""
-    if pos + 6 > len(shoe):
-        return None
-    tables = pack.draw
-    p, b = [shoe[pos], shoe[pos + 2]], [shoe[pos + 1], shoe[pos + 3]]
-    order = ["player", "banker", "player", "banker"]
-    options: list[tuple[str, str]] = []
-    nxt = pos + 4
-    pc, bc = _count(p), _count(b)
-    if not (is_natural(pack, pc) or is_natural(pack, bc)):
-        p_draws = player_draws(pack, pc)
-        if tables.player_option and tables.player_option[pc]:
-            p_draws = player_choice
-            options.append(("player", "card" if p_draws else "stay"))
-        if force_player is not None:
-            p_draws = force_player
-            options = [("player", "card" if p_draws else "stay")]
-        third: int | None = None
-        if p_draws:
-            p.append(shoe[nxt])
-            order.append("player")
-            third = _value(shoe[nxt])
-            nxt += 1
-        cell = bc * 11 + (10 if third is None else third)
-        b_draws = banker_draws(pack, bc, third)
-        if tables.banker_option and tables.banker_option[cell]:
-            b_draws = banker_choice
-            options.append(("banker", "card" if b_draws else "stay"))
-        if b_draws:
-            b.append(shoe[nxt])
-            order.append("banker")
-    pc, bc = _count(p), _count(b)
-    winner = "player" if pc > bc else "banker" if bc > pc else "tie"
-    return Outcome(p, b, order, pc, bc, winner, options)
 
 
 def notices(night: Night) -> list[str]:

@@ -15,277 +15,51 @@ from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
-from auditor.rules.pack import load_pack
+from auditor.simulate.deal import Outcome, amount, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
     Night,
     NoticeChange,
-    Outcome,
     ShoePlan,
     TableNight,
     TableSpec,
-    _amount,
-    _panda8_due,
-    _qualifies,
-    _value,
     write_night,
 )
+from auditor.simulate.kinds import (
+    DEALER_KINDS,
+    KIND_CODES,
+    SIDE_BET_KINDS,
+    shoe_kinds,
+    table_kinds,
+)
+from auditor.simulate.layout import DEFAULT_GAMES, SIM_DATE, simulated_night
+from auditor.simulate.output import SimulationResult, prepare_out_dir, write_ground_truth
 
-# The deviation kinds the generator can plant, with the finding code the audit must raise.
-BANKING_KINDS = {
-    "banker_missed": "draw.banker_missed",
-    "player_extra": "draw.player_extra",
-    "player_missed": "draw.player_missed",
-    "banker_extra": "draw.banker_extra",
-    "deal_order": "deal.order",
-    "wrong_winner": "result.misannounced",
-    "tie_missing": "announce.tie_missing",
-    "dragon_missing": "announce.dragon7_missing",
-    "total_cards_missing": "announce.total_cards_missing",
-    "total_cards_wrong": "announce.total_cards_wrong",
-    "pay_short": "settle.wrong_amount",
-    "push_collected": "settle.wrong_outcome",
-    "unsettled": "settle.unsettled",
-    "vig_short": "vig.wrong_amount",
-    "vig_not_allowed": "vig.not_allowed",
-    "vig_missing": "vig.missing",
-    "collect_after_pay": "order.collect_after_pay",
-    "procedure_order": "order.procedure_mismatch",
-    "panda8_missing": "announce.panda8_missing",  # only where a (house) pack makes it due
-    "irregular_disposition": "irregularity.disposition",  # NZ rule 12.2
-}
-CHEMIN_KINDS = {
-    "partial_order": "chemin.priority",
-    "over_bank": "chemin.over_bank",
-    "late_wager": "chemin.late_wager",
-    "option_not_allowed": "chemin.option",
-    "commission_short": "chemin.commission",
-    "suivi_not_entitled": "chemin.priority",
-    "option_flipped": "chemin.option_not_followed",
-    "bank_unlogged": "chemin.bank_pass",
-    "unknown_irregularity": "irregularity.unknown_kind",
-    "disposition_wrong_h": "irregularity.chemin_disposition",
-}
-# Shoe-level kinds: each one, independently, in a shoe with probability R.
-SHOE_KINDS = {
-    "few_decks": "shoe.too_few_decks",  # two decks fewer than the pack requires
-    "extra_card": "shoe.composition",  # decks + 1 copies of one card early in the shoe
-    "batch_repeated": "shoe.batch_not_alternated",  # the previous shoe's batch again
-    "burn_wrong": "shoe.burn",  # one card short of, or one or two beyond, the burn
-    "cut_misplaced": "shoe.cut_card",  # the cutting card 40-60 cards from the end
-    "past_cut": "shoe.end_of_shoe",  # two rounds after the cutting card's instead of one
-    "face_up_last": "shoe.void_required",  # a card face up in the last round, settled
-}
-# Table- and pit-level kinds: per NJ pit (the notices, one table changing alone) or per table
-# (a run of rounds paid in another procedure's order), each with probability R.
-PROCEDURE_KINDS = {
-    "notice_missing": "procedure.notice_missing",  # the pit's change notified to one recipient
-    "notice_late": "procedure.notice_late",  # its notices 20 minutes ahead
-    "lone_change": "procedure.pit_inconsistent",  # one table changes a quarter in, notified
-    "undeclared": "procedure.undeclared_change",  # three paying rounds in another order
-}
-# Log-level kinds: each one, independently, per table file with probability R.
-LOG_KINDS = {
-    "seq_skipped": "log.seq_gap",  # a seq number skipped before table_close
-    "bad_line": "log.malformed",  # a round_start written first without its UTC offset
-    "resent_changed": "log.altered",  # a second file resends events, one payout changed
-    "night_cut": "log.table_unclosed",  # the night stops after its last round, unclosed
-    "shoe_end_lost": "log.shoe_unfinished",  # a shoe_end never written, the next shoe follows
-}
-# A dealer pattern, planted only when asked (`simulate(error_prone_dealer=True)`): one dealer
-# makes DEALER_FACTOR times the deviations of the others during the grave shift.
-DEALER_KINDS = {"error_prone_dealer": "dealer.error_rate"}
+# A dealer pattern (DEALER_KINDS), planted only when asked (`simulate(error_prone_dealer=True)`):
+# one dealer makes DEALER_FACTOR times the deviations of the others during the grave shift.
 DEALER_FACTOR = 10
-# A seat that counts, planted only when asked (`simulate(counting_seat=True)`): at the first
-# Dragon 7 table, seat COUNTING_SEAT wagers on the Banker every round of the grave shift, and
-# on Dragon 7 by the true count of Jacobson's count (docs/side-bets.md): nothing below 2,
-# COUNTER_STAKES[0] from 2, COUNTER_STAKES[1] from 4, its published betting point.
-SIDE_BET_KINDS = {"counting_seat": "play.side_bet_counting"}
+# A seat that counts (SIDE_BET_KINDS), planted only when asked (`simulate(counting_seat=True)`):
+# at the first Dragon 7 table, seat COUNTING_SEAT wagers on the Banker every round of the grave
+# shift, and on Dragon 7 by the true count of Jacobson's count (docs/side-bets.md): nothing
+# below 2, COUNTER_STAKES[0] from 2, COUNTER_STAKES[1] from 4, its published betting point.
 COUNTING_SEAT = 2
 COUNTER_STAKES = (Decimal(10), Decimal(50))
 # Jacobson's Dragon 7 tags by rank, written out here rather than read from
 # rules/surveillance/side_bet_counts.toml: the simulator is a witness of its own.
 DRAGON7_TAGS = {"A": 0, "2": 0, "3": 0, "4": -1, "5": -1, "6": -1, "7": -1, "8": 2, "9": 2,
                 "T": 0, "J": 0, "Q": 0, "K": 0}
-# Shoe orders, planted only when asked (`simulate(shoe_twice=True, unshuffled=True)`), each
-# once a night at manual-shuffle banking tables (docs/shoe-integrity.md): a shoe dealt again,
-# card for card, at another table; a shoe shuffled with two riffles only; the thirteen cards
-# of one suit, ace to king, twenty cards into a shoe.
-ORDER_KINDS = {
-    "shoe_twice": "shoe.repeated_order",
-    "weak_shuffle": "shoe.unshuffled",
-    "pack_run": "shoe.unshuffled",
-}
+# Planted shoe orders (ORDER_KINDS):
 ORDER_MIN_DEALT = 40  # cards that must come out for a planted order to count as shown
 WEAK_MIN_DEALT = 150  # of each shoe, for two riffles to show against the previous order
 PLANTED_SHIFT = "grave"  # the default shifts' 22:00-06:00: the simulated night's first
 MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: its next opening
-KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
-              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS)
-GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer", "nz")
-DEFAULT_GAMES = ("mini_baccarat", "punto_banco", "chemin_de_fer")
-SIM_DATE = dt.date(2026, 12, 1)  # the gaming day simulated unless one is given
-SIM_OPENS = "22:00"
-MAX_HOURS = 13  # the night runs 22:00 to at most 11:00 the next morning
-PIT_SIZE = 4  # banking tables per pit (one procedure per pit)
 MAX_PENDING = 8  # deviations waiting at a table for a round that shows them cleanly
-# What a simulation writes into its folder, and all that `replace` may remove there.
-OUTPUT_PATTERNS = ("*.jsonl", "*.jsonl.gz", "ground_truth.ndjson")
-
-
-def _mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
-    """The k-th mini-baccarat layout, in turn: the sample night's four NJ layouts."""
-    nj = dict(game="mini_baccarat", jurisdiction="NJ", seats=7, procedure=procedure)
-    layouts = (
-        dict(variant="standard", side_bets=("tie",)),
-        dict(variant="no_vig_dragon7", side_bets=("tie", "dragon7", "panda8")),
-        dict(variant="standard", side_bets=("tie", "total_cards_4", "total_cards_5",
-                                             "total_cards_6")),
-        dict(variant="standard", side_bets=("tie",), decks=6, shuffle="automated",
-             batches=("red", "blue")),
-    )
-    return TableSpec(name, pit, **nj, **layouts[k % len(layouts)])  # type: ignore[arg-type]
-
-
-def table_kinds(spec: TableSpec) -> tuple[str, ...]:
-    """The deviation kinds the generator can plant at a table of this layout."""
-    if spec.game == "chemin_de_fer":
-        return tuple(CHEMIN_KINDS)
-    pack = load_pack(spec.jurisdiction, spec.game)
-    vig = bool(pack.variant(spec.variant).vigorish_rate)
-    out = []
-    for kind in BANKING_KINDS:
-        if kind == "panda8_missing" and not _panda8_due(pack, spec.variant):
-            continue
-        if kind == "irregular_disposition" and not pack.value("irregularities.player_extra_card"):
-            continue
-        if kind == "dragon_missing" and spec.variant != "no_vig_dragon7":
-            continue
-        if kind in ("total_cards_missing", "total_cards_wrong") and (
-            "total_cards_5" not in spec.side_bets
-        ):
-            continue
-        if kind in ("vig_short", "vig_missing", "procedure_order") and not vig:
-            continue
-        if kind == "vig_not_allowed" and vig:
-            continue
-        if kind == "procedure_order" and spec.procedure is None:
-            continue
-        out.append(kind)
-    return tuple(out)
-
-
-def shoe_kinds(spec: TableSpec) -> tuple[str, ...]:
-    """The shoe-level kinds the generator can plant at a table of this layout."""
-    rules = ShoeRules.of(load_pack(spec.jurisdiction, spec.game))
-    out = ["few_decks", "extra_card"]
-    if spec.shuffle == "automated" and rules.alternate_batches and len(spec.batches) > 1:
-        out.append("batch_repeated")
-    if rules.burn is not None and rules.burn.get("burn") == "card_value":
-        out.append("burn_wrong")
-    if rules.cut_from_end is not None:
-        out.append("cut_misplaced")
-    if rules.end_of_shoe == "finish_round_then_one_more":
-        out.append("past_cut")
-    if rules.face_up_rule and spec.game != "chemin_de_fer":
-        out.append("face_up_last")
-    return tuple(out)
-
-
-def simulated_night(
-    tables: int,
-    hours: float,
-    seed: int,
-    games: tuple[str, ...],
-    rate: float = 0.0,
-    day: dt.date = SIM_DATE,
-) -> Night:
-    """The tables (games in turn, NJ banking tables PIT_SIZE to a pit with one procedure,
-    chemin de fer and NZ tables in pits of their own) and one procedure change per NJ pit at
-    half time, with written notices 45 minutes before (on time).
-
-    With `rate`, each NJ pit's change is, with probability `rate`, notified to the Division
-    only (notice_missing) or 20 minutes ahead (notice_late); and, independently with
-    probability `rate`, one table of a pit of two or more changes alone a quarter into the
-    night, duly notified (lone_change: the pit is inconsistent until the others follow).
-    The tables open at SIM_OPENS on `day` (local, UTC-05:00)."""
-    if tables < 1:
-        raise ValueError("tables must be at least 1")
-    if not 0 < hours <= MAX_HOURS:
-        raise ValueError(f"hours must be more than 0 and at most {MAX_HOURS}")
-    unknown = [g for g in games if g not in GAMES]
-    if unknown or not games:
-        raise ValueError(f"unknown games {unknown}; choose among {', '.join(GAMES)}")
-    rng = random.Random(f"{seed}:night")
-    h0, m0 = map(int, SIM_OPENS.split(":"))
-    close_min = h0 * 60 + m0 + round(hours * 60)
-    closes = f"{close_min // 60 % 24:02d}:{close_min % 60:02d}"
-    half = h0 * 60 + m0 + round(hours * 30)
-    effective = f"{half // 60 % 24:02d}:{half % 60:02d}"
-    prefix = {"mini_baccarat": "MB", "punto_banco": "PB", "chemin_de_fer": "CF", "nz": "NZ"}
-    count: dict[str, int] = {}
-    pits: dict[str, list[str]] = {}  # pit -> tables
-    pit_procedure: dict[str, int] = {}
-    specs: list[TableSpec] = []
-
-    def pit_for(group: str) -> str:
-        open_pits = [p for p in pits if p.startswith(group) and len(pits[p]) < PIT_SIZE]
-        if open_pits:
-            return open_pits[0]
-        name = f"{group}{sum(p.startswith(group) for p in pits) + 1}"
-        pits[name] = []
-        return name
-
-    for i in range(tables):
-        game = games[i % len(games)]
-        n = count[game] = count.get(game, 0) + 1
-        name = f"{prefix[game]}-{n:02d}"
-        if game in ("mini_baccarat", "punto_banco"):
-            pit = pit_for("P")
-            procedure = pit_procedure.setdefault(pit, rng.randint(1, 4))
-            if game == "mini_baccarat":
-                spec = _mini_specs(name, pit, procedure, n - 1)
-            else:
-                spec = TableSpec(name, pit, "punto_banco", "NJ", "standard", 12, procedure,
-                                 ("tie",), seconds_per_round=(55, 90))
-        elif game == "chemin_de_fer":
-            pit = pit_for("C")
-            spec = TableSpec(name, pit, "chemin_de_fer", "NJ", "standard", 9, None, (), decks=6,
-                             seconds_per_round=(70, 110))
-        else:
-            pit = pit_for("Z")
-            spec = TableSpec(name, pit, "mini_baccarat", "NZ", "standard", 7, None, ("tie",))
-        spec.opens, spec.closes = SIM_OPENS, closes
-        pits[pit].append(name)
-        specs.append(spec)
-    changes = [
-        NoticeChange(pit, tuple(pits[pit]), rng.choice([p for p in (1, 2, 3, 4) if p != proc]),
-                     effective, 45)
-        for pit, proc in pit_procedure.items()
-    ]
-    dev = random.Random(f"{seed}:night:deviations")
-    quarter = h0 * 60 + m0 + round(hours * 15)
-    lone: list[NoticeChange] = []  # first: their notices come first in the pit's stream
-    for c in changes:
-        if dev.random() < rate:
-            c.kind = dev.choice(("notice_missing", "notice_late"))
-            if c.kind == "notice_missing":
-                c.recipients = ("division",)
-            else:
-                c.lead_minutes = 20
-        # The lone table must differ from the others for longer than the 3-minute changeover.
-        if dev.random() < rate and len(c.tables) > 1 and half - quarter >= 10:
-            lone.append(NoticeChange(
-                c.pit, (dev.choice(c.tables),), c.procedure,
-                f"{quarter // 60 % 24:02d}:{quarter % 60:02d}", 45, kind="lone_change",
-            ))
-    return Night(day, dt.timedelta(hours=-5), specs, [], lone + changes)
 
 
 class SimTableNight(TableNight):
     """A table whose rounds each get a deviation with probability `rate`, of a kind chosen at
     random among the table's kinds; one the round's cards cannot show cleanly waits for the
-    next round that can (`_qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
+    next round that can (`deal.qualifies`, `chemin_qualifies`). Shoe-, table- and log-level kinds
     are drawn per shoe and per table (see `simulate`). `planted` is the ground truth: where
     the audit must find each deviation, keyed as its finding is."""
 
@@ -435,14 +209,14 @@ class SimTableNight(TableNight):
             self.truth("past_cut", shoe_id, self.cut_round + 2)
 
     def order_truth(self, shoe_id: str, cards: list[str], pos: int) -> None:
-        burn = 1 + (_value(cards[0]) or 10)
+        burn = 1 + (value(cards[0]) or 10)
         dealt = pos - burn
         if self.order_now == "shoe_twice":
             _, source_pos = self.library[self.twice_of]
             if min(pos, source_pos) - burn >= ORDER_MIN_DEALT:
                 self.truth("shoe_twice", shoe_id)
         elif self.order_now == "weak_shuffle" and self.previous is not None:
-            before = self.previous[1] - 1 - (_value(self.previous[0][0]) or 10)
+            before = self.previous[1] - 1 - (value(self.previous[0][0]) or 10)
             if min(dealt, before) >= WEAK_MIN_DEALT:
                 self.truth("weak_shuffle", shoe_id)
         elif self.order_now == "pack_run" and dealt >= 20 + len(RANKS):
@@ -458,7 +232,7 @@ class SimTableNight(TableNight):
                 self.order_streak >= MIN_UNDECLARED_ROUNDS - 1 or self.stretch is not None
             ):
                 continue
-            if _qualifies(self.pack, d.kind, o, self.spec):
+            if qualifies(self.pack, d.kind, o):
                 self.pending.remove(d)
                 return d
         return None
@@ -506,7 +280,7 @@ class SimTableNight(TableNight):
         super().banking_round(shoe_id, rnd, o, t, kind)
         self.other_order = False
         if self.stretch is not None:
-            shows = _shows_order(self.out.lines[first:], self.stretch_declared or 3)
+            shows = shows_order(self.out.lines[first:], self.stretch_declared or 3)
             if shows == "other":
                 self.stretch.append((shoe_id, rnd))
             elif shows == "declared":  # several winners, yet both orders agree: the run breaks
@@ -553,7 +327,7 @@ class SimTableNight(TableNight):
         burned = 0
         if "face_up_last" in self.this_shoe and self.round_is_last:
             # 4.12(j): found face up and burned with its value; the last round must be void.
-            burned = 1 + _value(cards[pos])
+            burned = 1 + value(cards[pos])
             if pos + burned + 6 <= len(cards):
                 self.counter_unseen.update(range(pos + 1, pos + burned))
                 self.face_up = (cards[pos], cards[pos + 1:pos + burned])
@@ -606,7 +380,7 @@ class SimTableNight(TableNight):
             if pays:
                 i = rng.choice(pays)
                 changed = json.loads(lines[i])
-                changed["amount"] = _amount(Decimal(str(changed["amount"])) + 10)
+                changed["amount"] = amount(Decimal(str(changed["amount"])) + 10)
                 self.resent = [*lines[max(0, i - 2):i],
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)
@@ -697,7 +471,7 @@ def _alternation_broken(batches: list[str]) -> bool:
     return len(batches) >= 3 and batches[-1] != batches[-3]
 
 
-def _shows_order(lines: list[str], declared: int) -> str:
+def shows_order(lines: list[str], declared: int) -> str:
     """What a round's payments (its `lines`) say of the procedure followed: "none" with fewer
     than two seats paid or charged vigorish, or no vigorish (every procedure looks alike);
     else "declared" when they are in the declared procedure's order, "other" when not."""
@@ -716,47 +490,6 @@ def _shows_order(lines: list[str], declared: int) -> str:
     else:  # seat by seat, both kinds
         want = [m for seat in seats for m in at(seat, first) + at(seat, then)]
     return "declared" if moves == want else "other"
-
-
-@dataclass
-class SimulationResult:
-    files: list[Path]  # the event logs (one per table, the pits' notices, then files resent)
-    ground_truth: Path
-    tables: int
-    rounds: int
-    events: int
-    deviations: list[dict]  # as in ground_truth.ndjson
-    seconds: float = 0.0
-
-    @property
-    def rounds_per_second(self) -> float:
-        return self.rounds / self.seconds if self.seconds else 0.0
-
-
-def prepare_out_dir(out: Path, replace: bool = False) -> list[Path]:
-    """Make `out` ready for a simulation: a new or empty folder, else refused (ValueError),
-    because logs of two nights side by side would be ingested as one and the ground truth
-    would describe only the newer. With `replace`, first remove what a simulation writes
-    there (OUTPUT_PATTERNS, not in subfolders) and keep everything else; returns what went."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} is a file; --out takes a folder to write the logs into")
-    if not out.is_dir():
-        return []
-    if not replace:
-        if any(out.iterdir()):
-            raise ValueError(
-                f"{out} is not empty: simulated logs would mix with what is there; choose an "
-                "empty or new folder, or add --replace to remove the logs and ground truth "
-                "already there (other files are kept)"
-            )
-        return []
-    removed = sorted(
-        {p for pattern in OUTPUT_PATTERNS for p in out.glob(pattern)
-         if p.is_file() or p.is_symlink()}
-    )
-    for p in removed:
-        p.unlink()
-    return removed
 
 
 def simulate(
@@ -827,42 +560,93 @@ def simulate(
 
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
-    if not 0 <= deviation_rate <= 1:
+    return simulate_night(Path(out_dir), NightSettings(
+        tables, hours, seed, deviation_rate, tuple(games), day,
+        error_prone_dealer, counting_seat, shoe_twice, unshuffled,
+    ), replace)
+
+
+def simulate_night(out: Path, settings: NightSettings, replace: bool = False) -> SimulationResult:
+    """`simulate` once its arguments are gathered: the night laid out, the folder made
+    ready, every table played and written, then the files resent and the ground truth."""
+    if not 0 <= settings.deviation_rate <= 1:
         raise ValueError("deviation_rate must be between 0 and 1")
     started = time.perf_counter()
-    out = Path(out_dir)
-    night = simulated_night(tables, hours, seed, tuple(games), deviation_rate, day)
+    night = simulated_night(settings.tables, settings.hours, settings.seed, settings.games,
+                            settings.deviation_rate, settings.day)
     prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
-    players: list[SimTableNight] = []
-    banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
-    bad_table = banking[0] if error_prone_dealer and banking else None
-    counter_table = next((s.table for s in night.tables if "dragon7" in s.side_bets
-                          and s.game != "chemin_de_fer"), None) if counting_seat else None
-    order_at = _order_plan(night, shoe_twice, unshuffled)
-    library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
-    shift_label, shift_end = "", None
-    if bad_table is not None or counter_table is not None:
-        zone = dt.timezone(night.utc_offset)
-        shift_end = PropertyConfig().shift_window(night.date, PLANTED_SHIFT, zone)[1]
-        shift_label = f"{night.date:%Y-%m-%d}/{PLANTED_SHIFT}"
+    cast = _Cast(night, settings)
+    written, _ = write_night(night, out, settings.seed, cast.make)
+    files = _files(night, written, cast.players, out)
+    events = sum(len(f.read_text().splitlines()) for f in files)
+    deviations = _ground_truth(night, cast)
+    return SimulationResult(
+        files, write_ground_truth(out, deviations), len(night.tables),
+        sum(p.rounds for p in cast.players), events, deviations, time.perf_counter() - started,
+    )
 
-    def make(night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
+
+@dataclass(frozen=True)
+class NightSettings:
+    """A planted night as `simulate` takes it: its size, seed, rate, games and day, and the
+    patterns asked for beyond the round, shoe, table and log deviations."""
+
+    tables: int
+    hours: float
+    seed: int = 1
+    deviation_rate: float = 0.0
+    games: tuple[str, ...] = DEFAULT_GAMES
+    day: dt.date = SIM_DATE
+    error_prone_dealer: bool = False
+    counting_seat: bool = False
+    shoe_twice: bool = False
+    unshuffled: bool = False
+
+
+class _Cast:
+    """The night's players: a SimTableNight per table, with the patterns the settings ask for
+    placed at their tables (the error-prone dealer, the counting seat, the planted shoe
+    orders, which share one library of the night's shoes)."""
+
+    def __init__(self, night: Night, settings: NightSettings) -> None:
+        self.settings = settings
+        self.players: list[SimTableNight] = []
+        banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
+        self.bad_table = banking[0] if settings.error_prone_dealer and banking else None
+        self.counter_table = next(
+            (s.table for s in night.tables if "dragon7" in s.side_bets
+             and s.game != "chemin_de_fer"), None) if settings.counting_seat else None
+        self.order_at = _order_plan(night, settings.shoe_twice, settings.unshuffled)
+        self.library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
+        self.shift_label, self.shift_end = "", None  # type: tuple[str, dt.datetime | None]
+        if self.bad_table is not None or self.counter_table is not None:
+            zone = dt.timezone(night.utc_offset)
+            self.shift_end = PropertyConfig().shift_window(night.date, PLANTED_SHIFT, zone)[1]
+            self.shift_label = f"{night.date:%Y-%m-%d}/{PLANTED_SHIFT}"
+
+    def make(self, night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
+        """write_night's maker of table `i`'s player."""
+        seed = self.settings.seed
         dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
         ends_rng = random.Random(f"{seed}:{i}:{spec.table}:ends")
-        player = SimTableNight(night, spec, rng, dev_rng, deviation_rate, ends_rng)
-        if spec.table == bad_table:
-            player.bad_dealer, player.bad_until = player.dealers[0], shift_end
-        if spec.table == counter_table:
-            player.counter_seat, player.counter_until = COUNTING_SEAT, shift_end
-        player.library = library
-        for (table, shoe_no), (kind, source) in order_at.items():
+        player = SimTableNight(night, spec, rng, dev_rng, self.settings.deviation_rate, ends_rng)
+        if spec.table == self.bad_table:
+            player.bad_dealer, player.bad_until = player.dealers[0], self.shift_end
+        if spec.table == self.counter_table:
+            player.counter_seat, player.counter_until = COUNTING_SEAT, self.shift_end
+        player.library = self.library
+        for (table, shoe_no), (kind, source) in self.order_at.items():
             if table == spec.table:
                 player.order_kinds[shoe_no] = kind
                 player.twice_of = source or player.twice_of
-        players.append(player)
+        self.players.append(player)
         return player
 
-    written, _ = write_night(night, out, seed, make)
+
+def _files(night: Night, written: dict[str, Path], players: list[SimTableNight],
+           out: Path) -> list[Path]:
+    """The logs in the result's order: one per table, the pits' notices, then the files
+    resent (written here, each after its table's file in name order)."""
     files = [written[s.table] for s in night.tables] + ([written["pits"]] if "pits" in written
                                                         else [])
     for p in players:
@@ -870,25 +654,26 @@ def simulate(
             path = out / f"{night.date:%Y-%m-%d}_{p.spec.table}.resent.jsonl"
             path.write_text("\n".join(p.resent) + "\n")
             files.append(path)
-    events = sum(len(f.read_text().splitlines()) for f in files)
+    return files
+
+
+def _ground_truth(night: Night, cast: _Cast) -> list[dict]:
+    """Every planted deviation, keyed as its finding is: the tables' own, the pits' changes,
+    then the dealer and counting-seat patterns."""
+    players = cast.players
     deviations = [d for p in players for d in p.planted] + _notice_truth(night, players)
     deviations += [
         {"code": DEALER_KINDS["error_prone_dealer"], "table": None, "shoe": None, "round": None,
-         "kind": "error_prone_dealer", "dealer": p.bad_dealer, "shift": shift_label}
+         "kind": "error_prone_dealer", "dealer": p.bad_dealer, "shift": cast.shift_label}
         for p in players if p.bad_dealer is not None
     ]
     deviations += [
         {"code": SIDE_BET_KINDS["counting_seat"], "table": p.spec.table, "shoe": None,
          "round": None, "kind": "counting_seat", "seat": p.counter_seat, "bet": "dragon7",
-         "shift": shift_label}
+         "shift": cast.shift_label}
         for p in players if p.counter_seat is not None
     ]
-    truth = out / "ground_truth.ndjson"
-    truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))
-    return SimulationResult(
-        files, truth, len(night.tables), sum(p.rounds for p in players), events, deviations,
-        time.perf_counter() - started,
-    )
+    return deviations
 
 
 def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:
@@ -904,3 +689,5 @@ def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:
         out += [{"code": KIND_CODES[c.kind], "table": table, "shoe": None, "round": None,
                  "kind": c.kind} for table in made]
     return out
+
+

@@ -24,6 +24,7 @@ from auditor.store import (
     shared,
 )
 from auditor.store.events import FIELDS
+from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
 DEFAULT_DB = "bacc-audit.duckdb"
 SCHEMA_VERSION = 1
@@ -472,8 +473,8 @@ def table_batches(
     last = ""
     size = 0
     for table_id, n in con.execute(
-        "SELECT substr(stream, 7) AS t, sum(events) FROM stream_sources "
-        "WHERE starts_with(stream, 'table:') GROUP BY t ORDER BY t"
+        f"SELECT {stream_name_sql('table', 'stream')} AS t, sum(events) FROM stream_sources "
+        f"WHERE {is_stream_sql('table', 'stream')} GROUP BY t ORDER BY t"
     ).fetchall():
         if first is not None and size + n > limit:
             batches.append((first, last))
@@ -486,9 +487,8 @@ def table_batches(
     return batches or [None]
 
 
-def q(text: str) -> str:
-    """A SQL string literal, for the names (pits, codes, tables) that SQL built as text holds."""
-    return "'" + text.replace("'", "''") + "'"
+# ingest/validate.py's name for sql.quote, until it imports sql.quote itself.
+q = quote
 
 
 def table_range_sql(tables_in: tuple[str, str] | None, column: str = "table_id") -> str:
@@ -497,4 +497,4 @@ def table_range_sql(tables_in: tuple[str, str] | None, column: str = "table_id")
     if tables_in is None:
         return "true"
     lo, hi = tables_in
-    return f"{column} BETWEEN {q(lo)} AND {q(hi)}"
+    return f"{column} BETWEEN {quote(lo)} AND {quote(hi)}"

@@ -19,6 +19,7 @@ import pyarrow as pa
 from auditor.finding import Finding
 from auditor.rules.codes import REGISTRY
 from auditor.store.db import single
+from auditor.store.sql import quote
 
 FINDING_COLUMNS = (
     "fingerprint",
@@ -46,7 +47,7 @@ _EXTRA = ("severity", "rule", "dealer")
 def _registry_values() -> str:
     rows = ", ".join(
         "("
-        + ", ".join("'" + v.replace("'", "''") + "'" for v in (c.code, c.severity, c.rule))
+        + ", ".join(map(quote, (c.code, c.severity, c.rule)))
         + ")"
         for c in REGISTRY.values()
     )
@@ -168,7 +169,7 @@ def replace_pass(
     try:
         staged(con, name, found)
         new = record(con, run_id, f"SELECT * FROM {name}", staged=True)
-        owned = ", ".join("'" + c.replace("'", "''") + "'" for c in codes)
+        owned = ", ".join(map(quote, codes))
         withdrawn = withdraw(
             con, run_id,
             f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM {name})",

@@ -60,6 +60,7 @@ from auditor.config import PropertyConfig
 from auditor.errors import UserError
 from auditor.report.render import environment
 from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.rules.pack import PackCache
 from auditor.shipped import shipped
 from auditor.store import db, findings
 
@@ -106,7 +107,7 @@ class Board:
     hub: Hub
     zones: ZoneCache
     env: jinja2.Environment
-    packs: views.Packs = field(default_factory=views.Packs)
+    packs: PackCache = field(default_factory=PackCache)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself
     busy: int = 0  # reads and writes running in worker threads

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -20,12 +19,11 @@ import duckdb
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
 from auditor.report.gather import _card_face, _counts, evidence_text, money
-from auditor.rules.cards import RANKS, parse_card, rank_value
+from auditor.rules.cards import parse_card
 from auditor.rules.codes import REGISTRY, SEVERITIES
-from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
 
-DEFAULT_RETENTION_DAYS = 7  # as the report: the pack's surveillance.video_retention_days, else 7
 # Event columns a round page shows, in this order, with the words they read as.
 EVENT_FIELDS = (
     ("seat", "seat"),
@@ -46,25 +44,6 @@ EVENT_FIELDS = (
     ("void_reason", "reason"),
     ("disposition", "disposition"),
 )
-
-
-@dataclass
-class Packs:
-    """Rule packs by (jurisdiction, game), loaded once: the video retention and card values
-    of a table come from its own pack."""
-
-    loaded: dict[tuple[str, str], RulePack | None] = field(default_factory=dict)
-
-    def get(self, jurisdiction: str | None, game: str | None) -> RulePack | None:
-        if not jurisdiction or not game:
-            return None
-        key = (jurisdiction, game)
-        if key not in self.loaded:
-            try:
-                self.loaded[key] = load_pack(jurisdiction, game)
-            except (RulePackError, FileNotFoundError, KeyError, TypeError, ValueError):
-                self.loaded[key] = None
-        return self.loaded[key]
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
@@ -104,12 +83,8 @@ def card_faces(cards: list[tuple[int, str, str]]) -> list[dict[str, str]]:
     return out
 
 
-def _values(pack: RulePack | None) -> dict[str, int]:
-    return pack.value("cards.values") if pack else {r: rank_value(r) for r in RANKS}
-
-
 def _table_pack(
-    con: duckdb.DuckDBPyConnection, packs: Packs, table: str | None, pit: str | None,
+    con: duckdb.DuckDBPyConnection, packs: PackCache, table: str | None, pit: str | None,
     at: dt.datetime,
 ) -> RulePack | None:
     """The rule pack of the table (or, for a pit-level finding, of a table of the pit) as its
@@ -146,15 +121,14 @@ def detail(
     rec: dict[str, Any],
     at: dt.datetime,
     zone: dt.tzinfo,
-    packs: Packs,
+    packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any]:
     """A finding as its page shows it: the record, what its code means, its round's cards,
     expected against observed, and the date the surveillance video must be pulled by."""
     code = REGISTRY.get(rec["code"])
     pack = _table_pack(con, packs, rec["table"], rec["pit"], at)
-    retention = int(pack.value("surveillance.video_retention_days", DEFAULT_RETENTION_DAYS)
-                    if pack else DEFAULT_RETENTION_DAYS)
+    retention = video_retention_days(pack)
     cards: list[tuple[int, str, str]] = []
     if rec["table"] and rec["shoe"] is not None and rec["round"] is not None:
         cards = _round_cards(con, rec["table"], rec["shoe"], rec["round"])
@@ -170,14 +144,14 @@ def detail(
         "retention_days": retention,
         "retention_from_pack": pack is not None,
         "cards": card_faces(cards),
-        "counts": _counts(cards, _values(pack)),
+        "counts": _counts(cards, card_values(pack)),
         "expected_text": evidence_text(rec["expected"], zone),
         "observed_text": evidence_text(rec["observed"], zone),
     }
 
 
 def finding_page(
-    con: duckdb.DuckDBPyConnection, fingerprint: str, zone: dt.tzinfo, packs: Packs,
+    con: duckdb.DuckDBPyConnection, fingerprint: str, zone: dt.tzinfo, packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any] | None:
     """The finding's latest row with its details, every row it has had (recorded,
@@ -226,7 +200,7 @@ def round_page(
     shoe: str,
     rnd: int,
     zone: dt.tzinfo,
-    packs: Packs,
+    packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any] | None:
     """A round: its events in seq order with the file and line each came from, the cards
@@ -297,7 +271,7 @@ def round_page(
             for e in events
         ],
         "faces": card_faces(cards),
-        "counts": _counts(cards, _values(pack)),
+        "counts": _counts(cards, card_values(pack)),
         "findings": details,
         "previous": rnd - 1 if rnd - 1 in neighbours else None,
         "next": rnd + 1 if rnd + 1 in neighbours else None,

@@ -17,7 +17,7 @@ import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -30,9 +30,8 @@ from auditor.audit.load import load_notices
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
 from auditor.report import charts
-from auditor.rules.cards import RANKS, rank_value
 from auditor.rules.codes import REGISTRY, SEVERITIES, severity_rank
-from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import findings
 from auditor.store import notices as hand_notices
 from auditor.store.acks import latest_acks
@@ -123,15 +122,11 @@ def _tables_in_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict]
 
 
 def _load_packs(tables: list[dict]) -> dict[tuple[str, str], RulePack | None]:
-    packs: dict[tuple[str, str], RulePack | None] = {}
-    for t in tables:
-        key = (t["jurisdiction"], t["game"])
-        if key not in packs:
-            try:
-                packs[key] = load_pack(*key)
-            except (RulePackError, FileNotFoundError, KeyError, TypeError):
-                packs[key] = None
-    return packs
+    """The rule pack of each (jurisdiction, game) in scope, in table order; None: no usable
+    pack."""
+    cache = PackCache()
+    return {(t["jurisdiction"], t["game"]): cache.get(t["jurisdiction"], t["game"])
+            for t in tables}
 
 
 def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
@@ -185,7 +180,7 @@ def _decks_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, i
 
 
 def _outcomes(
-    con: duckdb.DuckDBPyConnection, scope: Scope, values: dict[str, int]
+    con: duckdb.DuckDBPyConnection, scope: Scope, values: Mapping[str, int]
 ) -> dict[str, Counter[str]]:
     """Winner of every round in the window, from the cards dealt (not the announcements)."""
     case = " ".join(f"WHEN '{rank}' THEN {v}" for rank, v in values.items())
@@ -522,7 +517,7 @@ class Basis:
     rounds: int
     packs: dict[tuple[str, str], RulePack | None]
     any_pack: RulePack | None  # card values and video retention come from the first pack
-    values: dict[str, int]
+    values: Mapping[str, int]
     found: list[dict]  # gravest first, each with its `ack`
     per_table_findings: Counter[str]
     # The property's last HISTORY_DAYS gaming days, ending with the scope's end: the By
@@ -541,9 +536,7 @@ def _basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -
     names = {t["table_id"] for t in tables}
     packs = _load_packs(tables)
     any_pack = next((p for p in packs.values() if p), None)
-    values = (
-        any_pack.value("cards.values") if any_pack else {r: rank_value(r) for r in RANKS}
-    )
+    values = card_values(any_pack)
     found = _scope_findings(con, scope, names)
     _attach_acks(con, found, scope.zone)
     return Basis(
@@ -701,10 +694,8 @@ def section_procedures(basis: Basis) -> dict[str, Any]:
 
 
 def _retention_days(basis: Basis) -> int:
-    """How long the house keeps surveillance video (the first pack's house option, else 7)."""
-    if basis.any_pack:
-        return int(basis.any_pack.value("surveillance.video_retention_days", 7))
-    return 7
+    """How long the house keeps surveillance video: the first pack's word for it."""
+    return video_retention_days(basis.any_pack)
 
 
 def section_needs_action(basis: Basis) -> dict[str, Any]:
@@ -1056,7 +1047,7 @@ def _card_face(card: str, hand: str, seq: int) -> dict[str, str]:
     return {"rank": rank, "suit": symbol, "colour": colour, "hand": hand, "seq": str(seq)}
 
 
-def _counts(cards: list[tuple[int, str, str]], values: dict[str, int]) -> str:
+def _counts(cards: list[tuple[int, str, str]], values: Mapping[str, int]) -> str:
     if not cards or not values:
         return ""
     p = sum(values[c[0]] for _, h, c in cards if h == "player") % 10

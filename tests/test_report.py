@@ -15,7 +15,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
-from auditor.report import gather, render
+from auditor.report import formatting, gather, render
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -283,7 +283,7 @@ def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
         "order": ["pay 7", "vig 7"],
         "notices": [{"recipient": "division", "tables": ["MB-03", "MB-04"]}, {"key": None}],
     }
-    assert gather.evidence_text(value, zone) == "\n".join([
+    assert formatting.evidence_text(value, zone) == "\n".join([
         "at: 2026-11-29 02:30:30 EST",
         'line: {"ts":"2026-11-29T00:38:23-05:00"}',
         "written: yes",
@@ -295,7 +295,7 @@ def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
         "     tables: MB-03, MB-04",
         "  2. key: none",
     ])
-    assert gather.evidence_text(None, zone) == "none"
+    assert formatting.evidence_text(None, zone) == "none"
 
 
 def test_appendix_lines_carry_the_date(rendered):

@@ -3,8 +3,8 @@ a round, and the one write the board makes, an acknowledgement.
 
 Each function takes a cursor of its own (feed.reading) and the zone times are shown in;
 the templates in reports/templates/board/ only lay the values out. Card faces, evidence text
-and money are formatted by the report's own functions (auditor/report/gather.py), so a card
-or an amount reads the same on the board as in the PDF.
+and money are formatted by the report's own functions (auditor/report/formatting.py), so a
+card or an amount reads the same on the board as in the PDF.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import duckdb
 
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
-from auditor.report.gather import _card_face, _counts, evidence_text, money
-from auditor.rules.cards import parse_card
+from auditor.report import reads
+from auditor.report.formatting import card_faces, evidence_text, money, point_counts
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
@@ -46,12 +46,6 @@ EVENT_FIELDS = (
 )
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(
         con.execute(
@@ -67,20 +61,6 @@ def acked_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, An
              "at": a.recorded_at}
         for fp, a in acks.latest_acks(con).items()
     }
-
-
-def card_faces(cards: list[tuple[int, str, str]]) -> list[dict[str, str]]:
-    """The report's card faces, in dealing order; a card text the face cannot show (an old
-    row written before cards were normalised) is shown as it is."""
-    out = []
-    for seq, hand, card in cards:
-        try:
-            c = parse_card(card)
-            out.append(_card_face(str(c), hand, seq))
-        except (ValueError, KeyError, IndexError):
-            out.append({"rank": card, "suit": "", "colour": "black", "hand": hand,
-                        "seq": str(seq)})
-    return out
 
 
 def _table_pack(
@@ -103,19 +83,6 @@ def _table_pack(
     return packs.get(*rows[0]) if rows else None
 
 
-def _round_cards(
-    con: duckdb.DuckDBPyConnection, table: str, shoe: str, rnd: int
-) -> list[tuple[int, str, str]]:
-    return [
-        (r[0], r[1], r[2])
-        for r in con.execute(
-            "SELECT seq, to_hand, card FROM events WHERE type = 'card' AND table_id = ? "
-            "AND shoe = ? AND round = ? ORDER BY seq",
-            [table, shoe, rnd],
-        ).fetchall()
-    ]
-
-
 def detail(
     con: duckdb.DuckDBPyConnection,
     rec: dict[str, Any],
@@ -131,7 +98,8 @@ def detail(
     retention = video_retention_days(pack)
     cards: list[tuple[int, str, str]] = []
     if rec["table"] and rec["shoe"] is not None and rec["round"] is not None:
-        cards = _round_cards(con, rec["table"], rec["shoe"], rec["round"])
+        key = (rec["table"], rec["shoe"], rec["round"])
+        cards = reads.round_cards(con, [key]).get(key, [])
     video_by = at + dt.timedelta(days=retention)
     return {
         **rec,
@@ -144,7 +112,7 @@ def detail(
         "retention_days": retention,
         "retention_from_pack": pack is not None,
         "cards": card_faces(cards),
-        "counts": _counts(cards, card_values(pack)),
+        "counts": point_counts(cards, card_values(pack)),
         "expected_text": evidence_text(rec["expected"], zone),
         "observed_text": evidence_text(rec["observed"], zone),
     }
@@ -172,7 +140,7 @@ def finding_page(
     if _table_exists(con, "acknowledgements"):
         reviews = [
             {**a, "at": a["recorded_at"].astimezone(zone)}
-            for a in _rows(
+            for a in reads.rows(
                 con,
                 "SELECT id, reviewer AS by, disposition, note, recorded_at "
                 "FROM acknowledgements WHERE fingerprint = ? ORDER BY id",
@@ -207,7 +175,7 @@ def round_page(
     in dealing order, the table's game and procedure at the time, and its standing findings
     with their details."""
     cols = ", ".join(f"e.{c}" for c, _ in EVENT_FIELDS)
-    events = _rows(
+    events = reads.rows(
         con,
         f"SELECT e.seq, e.ts, e.type, e.dealer, {cols}, s.path, e.line_no "
         "FROM events e JOIN sources s ON s.id = e.source_id "
@@ -217,7 +185,7 @@ def round_page(
     if not events:
         return None
     start = events[0]["ts"]
-    opened = _rows(
+    opened = reads.rows(
         con,
         "SELECT pit, game, jurisdiction, variant FROM events WHERE type = 'table_open' "
         "AND table_id = ? AND ts <= ? ORDER BY ts DESC, seq DESC LIMIT 1",
@@ -271,7 +239,7 @@ def round_page(
             for e in events
         ],
         "faces": card_faces(cards),
-        "counts": _counts(cards, card_values(pack)),
+        "counts": point_counts(cards, card_values(pack)),
         "findings": details,
         "previous": rnd - 1 if rnd - 1 in neighbours else None,
         "next": rnd + 1 if rnd + 1 in neighbours else None,
@@ -310,7 +278,7 @@ def floor(
     costs the same however many years the database holds.
     """
     start, end = conf.gaming_day_window(day, zone)
-    tables = _rows(
+    tables = reads.rows(
         con,
         """
         SELECT table_id,

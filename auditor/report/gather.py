@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,15 @@ from auditor.audit import dealers as dealer_counts
 from auditor.audit.load import load_notices
 from auditor.config import PropertyConfig, parse_date, parse_shift
 from auditor.errors import UserError
-from auditor.report import charts
+from auditor.report import charts, reads
+from auditor.report.formatting import (
+    card_face,
+    evidence_text,
+    local_time,
+    money,
+    pct,
+    point_counts,
+)
 from auditor.rules.codes import REGISTRY, SEVERITIES, severity_rank
 from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import findings
@@ -42,12 +49,6 @@ DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all ar
 APPENDIX_BLOCK = 100
 LISTING_ROWS = 150  # past this many tables, changes or sources, fixed-width lines, not a table
 NEEDS_ACTION_LIMIT = 15  # lines of "Needs action" on the cover; the rest are counted
-# Every time to the second in the report, in the scope's zone with its abbreviation: a shift
-# crosses midnight (so the date) and can cross a DST change (so the zone).
-LOCAL_TIME = "%Y-%m-%d %H:%M:%S %Z"
-# A whole JSON string value that is a timestamp (the evidence stores them in UTC).
-ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
-SUITS = {"s": ("♠", "black"), "c": ("♣", "black"), "h": ("♥", "red"), "d": ("♦", "red")}
 
 
 @dataclass(frozen=True)
@@ -92,15 +93,9 @@ def scope_for(
 # --- gathering ---------------------------------------------------------------------------
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def _tables_in_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict]:
     """Tables with a round in the window, with what their latest table_open declared."""
-    return _rows(
+    return reads.rows(
         con,
         """
         WITH active AS (
@@ -130,7 +125,7 @@ def _load_packs(tables: list[dict]) -> dict[tuple[str, str], RulePack | None]:
 
 
 def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
-    rows = _rows(
+    rows = reads.rows(
         con,
         """
         WITH r AS (
@@ -223,23 +218,6 @@ def _scope_findings(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[st
     return kept
 
 
-def _round_cards(
-    con: duckdb.DuckDBPyConnection, keys: set[tuple[str, str, int]]
-) -> dict[tuple[str, str, int], list[tuple[int, str, str]]]:
-    out: dict[tuple[str, str, int], list[tuple[int, str, str]]] = defaultdict(list)
-    if not keys:
-        return out
-    con.execute("CREATE OR REPLACE TEMP TABLE report_rounds (t VARCHAR, s VARCHAR, r BIGINT)")
-    con.executemany("INSERT INTO report_rounds VALUES (?, ?, ?)", [list(k) for k in keys])
-    for t, s, r, seq, hand, card in con.execute(
-        "SELECT table_id, shoe, round, seq, to_hand, card FROM events e "
-        "JOIN report_rounds k ON e.table_id = k.t AND e.shoe = k.s AND e.round = k.r "
-        "WHERE e.type = 'card' ORDER BY table_id, shoe, round, seq"
-    ).fetchall():
-        out[(t, s, r)].append((seq, hand, card))
-    return out
-
-
 def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
     """The log files the window's events came from, one row per file however it was read:
     whole, or in pieces as it grew (`watch`, an ingest run twice over a growing file). A
@@ -251,7 +229,7 @@ def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> 
     if scope.pit or scope.table:
         only = "AND table_id IN (SELECT unnest(?::VARCHAR[]))"
         params.append(sorted(tables))
-    return _rows(
+    return reads.rows(
         con,
         f"""
         WITH used AS (
@@ -275,7 +253,7 @@ def _procedures(
 ) -> dict[str, Any]:
     """Procedure in force per table over the window, its changes and the notices given."""
     names = [t["table_id"] for t in tables]
-    changes = _rows(
+    changes = reads.rows(
         con,
         """
         SELECT table_id, ts, seq, type, procedure FROM events
@@ -371,7 +349,7 @@ def _procedures(
     listing = _listing([_change_line(c) for c in rows]) if len(rows) > LISTING_ROWS else []
     # Findings that a notice entered by hand withdrew, beside the logged notices of their
     # change: what someone typed in must never clear a finding unseen.
-    cleared = _rows(
+    cleared = reads.rows(
         con,
         """
         SELECT code, table_id, seq, ts, message,
@@ -838,7 +816,7 @@ def section_findings(basis: Basis) -> dict[str, Any]:
     the surveillance video must be pulled before the house deletes it."""
     found, scope, values = basis.found, basis.scope, basis.values
     keys = {(f["table"], f["shoe"], f["round"]) for f in found if f["round"] is not None}
-    cards = _round_cards(basis.con, keys)
+    cards = reads.round_cards(basis.con, keys)
     retention = _retention_days(basis)
     details = []
     for f in found[:DETAIL_LIMIT]:
@@ -852,8 +830,8 @@ def section_findings(basis: Basis) -> dict[str, Any]:
                 "why": c.why,
                 "local": ts.astimezone(scope.zone),
                 "video_by": (ts + dt.timedelta(days=retention)).astimezone(scope.zone),
-                "cards": [_card_face(card, hand, seq) for seq, hand, card in round_cards],
-                "counts": _counts(round_cards, values),
+                "cards": [card_face(card, hand, seq) for seq, hand, card in round_cards],
+                "counts": point_counts(round_cards, values),
                 "expected_text": evidence_text(f["expected"], scope.zone),
                 "observed_text": evidence_text(f["observed"], scope.zone),
             }
@@ -951,12 +929,6 @@ def _shoe_round(f: dict) -> str:
     return f["shoe"] if f["round"] is None else f"{f['shoe']}/{f['round']}"
 
 
-def local_time(ts: str | dt.datetime, zone: dt.tzinfo) -> str:
-    """A time as the report writes it: LOCAL_TIME in the scope's zone."""
-    when = dt.datetime.fromisoformat(ts) if isinstance(ts, str) else ts
-    return when.astimezone(zone).strftime(LOCAL_TIME)
-
-
 def _listing(lines: list[str]) -> list[str]:
     """Fixed-width lines in blocks of APPENDIX_BLOCK: a PDF table of thousands of rows takes
     minutes and gigabytes to lay out, a preformatted block a fraction of that."""
@@ -974,82 +946,6 @@ def _table_line(t: dict) -> str:
     )
 
 
-def money(x: Any) -> str:
-    return "" if x is None else f"{Decimal(x):,.2f}"
-
-
-def pct(x: float | None, n: int = 2) -> str:
-    return "n/a" if x is None else f"{x * 100:.{n}f}%"
-
-
 def _source_line(s: dict) -> str:
     return f"{s['sha256']}  {s['lines']:>9} {s['events']:>9} {s['quarantined']:>5}  {s['path']}"
 
-
-def evidence_text(value: Any, zone: dt.tzinfo) -> str:
-    """A finding's expected or observed evidence as an officer reads it: `key: value` lines,
-    nested records indented, lists of records numbered, times in the scope's zone (the
-    message above it uses local time; the stored evidence is UTC). The attached JSONL and CSV
-    keep the evidence exactly as stored."""
-    return "\n".join(_evidence_lines(value, zone))
-
-
-def _evidence_lines(value: Any, zone: dt.tzinfo) -> list[str]:
-    if isinstance(value, dict) and value:
-        out: list[str] = []
-        for k, v in value.items():
-            if _inline(v):
-                out.append(f"{k}: {_evidence_value(v, zone)}")
-            else:
-                out.append(f"{k}:")
-                out.extend("  " + line for line in _evidence_lines(v, zone))
-        return out
-    if isinstance(value, list) and not _inline(value):
-        out = []
-        for i, item in enumerate(value, 1):
-            head = f"{i}. "
-            sub = _evidence_lines(item, zone)
-            out.append(head + sub[0])
-            out.extend(" " * len(head) + line for line in sub[1:])
-        return out
-    return [_evidence_value(value, zone)]
-
-
-def _inline(value: Any) -> bool:
-    """Fits on its key's line: a scalar, an empty container, or a list of plain scalars."""
-    if isinstance(value, dict):
-        return not value
-    if isinstance(value, list):
-        return all(
-            not isinstance(v, dict | list) and not (isinstance(v, str) and "," in v)
-            for v in value
-        )
-    return True
-
-
-def _evidence_value(value: Any, zone: dt.tzinfo) -> str:
-    if value is None or value == [] or value == {}:
-        return "none"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list):
-        return ", ".join(_evidence_value(v, zone) for v in value)
-    if isinstance(value, str) and ISO_TIME.fullmatch(value):
-        return local_time(value, zone)
-    return str(value)
-
-
-def _card_face(card: str, hand: str, seq: int) -> dict[str, str]:
-    rank = "10" if card[0] == "T" else card[0]
-    symbol, colour = SUITS[card[1]]
-    return {"rank": rank, "suit": symbol, "colour": colour, "hand": hand, "seq": str(seq)}
-
-
-def _counts(cards: list[tuple[int, str, str]], values: Mapping[str, int]) -> str:
-    if not cards or not values:
-        return ""
-    p = sum(values[c[0]] for _, h, c in cards if h == "player") % 10
-    b = sum(values[c[0]] for _, h, c in cards if h == "banker") % 10
-    return f"Player {p}, Banker {b}"

@@ -15,7 +15,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
-from auditor.report import formatting, gather, render
+from auditor.report import formatting, gather, procedures, render
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -160,7 +160,7 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
 ):
     """A property-wide day has thousands of tables; their rows are fixed-width lines then
     (a PDF table that long takes minutes and gigabytes). Same facts, every row."""
-    monkeypatch.setattr(gather, "LISTING_ROWS", 2)
+    monkeypatch.setattr(formatting, "LISTING_ROWS", 2)
     con = db.connect(night, read_only=True)
     conf = config.PropertyConfig()
     context = gather.gather(con, conf, gather.scope_for(conf, con, date="2026-11-28"))
@@ -216,7 +216,7 @@ def test_a_reopened_table_starts_a_new_span_and_keeps_its_procedure():
         {"type": "table_open", "ts": at(4), "procedure": None},  # declares none: 1 stays
         {"type": "procedure_change", "ts": at(5), "procedure": 4},
     ]
-    spans, closes = gather._open_spans(events, start, end)
+    spans, closes = procedures.open_spans(events, start, end)
     assert spans == [(at(1), at(2), 3), (at(4), at(5), 1), (at(5), end, 4)]
     assert closes == [at(2)]
 

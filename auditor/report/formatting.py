@@ -17,6 +17,10 @@ from auditor.rules.cards import parse_card
 LOCAL_TIME = "%Y-%m-%d %H:%M:%S %Z"
 # A whole JSON string value that is a timestamp (the evidence stores them in UTC).
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+# The appendix is fixed-width text in blocks: weasyprint lays out 10,000 table rows in about
+# a minute and a half, the same lines as preformatted blocks of 100 in a few seconds.
+APPENDIX_BLOCK = 100
+LISTING_ROWS = 150  # past this many tables, changes or sources, fixed-width lines, not a table
 SUITS = {"s": ("♠", "black"), "c": ("♣", "black"), "h": ("♥", "red"), "d": ("♦", "red")}
 
 
@@ -119,3 +123,9 @@ def card_faces(cards: list[tuple[int, str, str]]) -> list[dict[str, str]]:
             out.append({"rank": card, "suit": "", "colour": "black", "hand": hand,
                         "seq": str(seq)})
     return out
+
+
+def listing(lines: list[str]) -> list[str]:
+    """Fixed-width lines in blocks of APPENDIX_BLOCK: a PDF table of thousands of rows takes
+    minutes and gigabytes to lay out, a preformatted block a fraction of that."""
+    return ["\n".join(lines[i : i + APPENDIX_BLOCK]) for i in range(0, len(lines), APPENDIX_BLOCK)]

@@ -1,0 +1,238 @@
+"""The section on payout procedures and notices: the procedure in force at each table over
+the window, its changes with the written notices given for them, and the notices entered by
+hand that cleared a finding or were withdrawn.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from typing import Any
+
+import duckdb
+
+from auditor.audit.load import load_notices
+from auditor.report import charts, formatting, reads
+from auditor.report.basis import Basis, Scope, hour_ticks
+from auditor.report.formatting import (
+    listing,
+)
+from auditor.store import notices as hand_notices
+
+
+def _procedures(
+    con: duckdb.DuckDBPyConnection, scope: Scope, tables: list[dict], found: list[dict]
+) -> dict[str, Any]:
+    """Procedure in force per table over the window, its changes and the notices given."""
+    names = [t["table_id"] for t in tables]
+    changes = reads.rows(
+        con,
+        """
+        SELECT table_id, ts, seq, type, procedure FROM events
+        WHERE type IN ('table_open', 'procedure_change', 'table_close')
+          AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY table_id, seq
+        """,
+        [scope.end, names],
+    )
+    pits = sorted({t["pit"] for t in tables if t["pit"]})
+    # Logged notices and those entered by hand (bacc-audit notice add), as the audit sees them.
+    notices: list[dict[str, Any]] = [
+        {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
+         "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source,
+         # A notice typed in with `bacc-audit notice add` says so, by whom and when.
+         "by_hand": n.source if n.key.startswith("hand:") else None}
+        for n in load_notices(con)
+        if n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
+    ]
+    notices.sort(key=lambda n: (n["pit"], n["effective"], n["ts"], n["recipient"]))
+    span = (scope.end - scope.start).total_seconds()
+
+    def pos(t: dt.datetime) -> float:
+        return min(max((t - scope.start).total_seconds() / span, 0.0), 1.0)
+
+    lanes: list[dict[str, Any]] = []
+    drawn: list[charts.Lane] = []
+    rows: list[dict[str, Any]] = []
+    pit_of = {t["table_id"]: t["pit"] for t in tables}
+    flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
+    by_table: dict[str, list[dict]] = defaultdict(list)
+    for c in changes:
+        by_table[c["table_id"]].append(c)
+    for name in names:
+        mine = by_table[name]
+        for c in mine:
+            if c["type"] != "procedure_change" or c["ts"] < scope.start:
+                continue
+            given = [
+                n
+                for n in notices
+                if n["pit"] == pit_of[name]
+                and n["procedure"] == c["procedure"]
+                and (not n["tables"] or name in n["tables"])
+            ]
+            rows.append(
+                {
+                    "table": name,
+                    "pit": pit_of[name],
+                    "procedure": c["procedure"],
+                    "at": c["ts"].astimezone(scope.zone),
+                    "seq": c["seq"],
+                    "notices": [
+                        {
+                            **n,
+                            "given": n["ts"].astimezone(scope.zone),
+                            "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
+                        }
+                        for n in given
+                    ],
+                    "flagged": sorted(code for t, code in flagged if t == name),
+                }
+            )
+        if len(names) <= formatting.LISTING_ROWS:
+            spans, closes = open_spans(mine, scope.start, scope.end)
+            lanes.append({
+                "table": name,
+                "spans": [
+                    {"from": a.astimezone(scope.zone), "to": b.astimezone(scope.zone),
+                     "procedure": p}
+                    for a, b, p in spans
+                ],
+                "closed": [t.astimezone(scope.zone) for t in closes],
+            })
+            marks = [
+                (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
+                for n in notices
+                if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
+            ]
+            drawn.append((
+                name,
+                [(pos(a), pos(b), str(p)) for a, b, p in spans],
+                marks,
+                [(pos(t), f"closed {t.astimezone(scope.zone):%H:%M}") for t in closes],
+            ))
+    svg = ""
+    if drawn:  # one lane a table: past LISTING_ROWS tables the changes are listed instead
+        svg = charts.timeline(
+            drawn,
+            [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in hour_ticks(scope)],
+            "Procedure in force per table (▼ written notice given)",
+        )
+    lines = listing([_change_line(c) for c in rows]) if len(rows) > formatting.LISTING_ROWS else []
+    # Findings that a notice entered by hand withdrew, beside the logged notices of their
+    # change: what someone typed in must never clear a finding unseen.
+    cleared = reads.rows(
+        con,
+        """
+        SELECT code, table_id, seq, ts, message,
+               json_extract_string(evidence, '$.withdrawn_because.entered') AS entered
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
+          FROM findings WHERE code LIKE 'procedure.notice_%'
+        )
+        WHERE rn = 1 AND status = 'withdrawn'
+          AND json_extract(evidence, '$.withdrawn_because') IS NOT NULL
+          AND ts >= ? AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY ts, table_id
+        """,
+        [scope.start, scope.end, names],
+    )
+    for f in cleared:
+        f["at"] = f["ts"].astimezone(scope.zone)
+        f["entered"] = "; ".join(json.loads(f["entered"] or "[]"))
+        f["logged"] = "; ".join(
+            f"{n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}"
+            for n in notices
+            if not n["by_hand"] and n["pit"] == pit_of.get(f["table_id"])
+            and abs((n["effective"] - f["ts"]).total_seconds()) <= 3600
+        ) or "none"
+    # Notices entered by hand and withdrawn since: they no longer count, and say so here.
+    gone = hand_notices.withdrawals(con)
+    withdrawn = [
+        {
+            "id": n.id,
+            "pit": n.pit,
+            "procedure": n.procedure,
+            "recipient": n.recipient,
+            "effective": n.effective.astimezone(scope.zone),
+            "given": n.given_at.astimezone(scope.zone),
+            "entered_by": n.entered_by,
+            "by": w.withdrawn_by,
+            "at": w.withdrawn_at.astimezone(scope.zone),
+            "reason": w.reason,
+        }
+        for n in hand_notices.list_notices(con)
+        if (w := gone.get(n.id or 0)) is not None
+        and n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
+    ]
+    return {
+        "withdrawn_notices": withdrawn,
+        "cleared_by_hand": cleared,
+        "changes": rows,
+        "lanes": lanes,
+        "timeline_svg": svg,
+        "notices": notices,
+        "listing": lines,
+    }
+
+
+def open_spans(
+    events: list[dict], start: dt.datetime, end: dt.datetime
+) -> tuple[list[tuple[dt.datetime, dt.datetime, int]], list[dt.datetime]]:
+    """The procedure in force while the table is open, as (from, to, procedure) spans inside
+    the window, and its closes inside the window.
+
+    A closed table has no procedure in force on the floor: drawing the last one until the end
+    of the shift would show a pit as mixed when it is not. A span ends at a table_close or a
+    change; a reopening starts a new one. As in the audit (replay/tables.py), the procedure
+    carries across a close, and a table_open that declares none keeps it.
+    """
+    spans: list[tuple[dt.datetime, dt.datetime, int]] = []
+    closes: list[dt.datetime] = []
+    current: int | None = None
+    opened: dt.datetime | None = None  # start of the running span while the table is open
+
+    def cut(at: dt.datetime) -> None:
+        if opened is not None and current is not None:
+            spans.append((opened, at, current))
+
+    for e in events:  # seq order
+        ts = e["ts"]
+        if e["type"] == "table_open":
+            cut(ts)  # an opening without a close: the old span ends here
+            current = e["procedure"] if e["procedure"] is not None else current
+            opened = ts
+        elif e["type"] == "procedure_change":
+            if e["procedure"] is not None and e["procedure"] != current:
+                cut(ts)
+                opened = ts if opened is not None else None
+                current = e["procedure"]
+        elif e["type"] == "table_close":
+            if opened is not None and current is not None and start <= ts < end:
+                closes.append(ts)  # a lane that ends here: a table without procedures has none
+            cut(ts)
+            opened = None
+    cut(end)
+    kept = [(max(a, start), min(b, end), p) for a, b, p in spans if b > start and a < end]
+    return [(a, b, p) for a, b, p in kept if b > a], closes
+
+
+def _change_line(c: dict) -> str:
+    notices = "; ".join(
+        f"{n['recipient']}{'' if n['written'] else ' (not written)'} {n['given']:%H:%M} "
+        f"({n['lead_minutes']:.0f} min{', ' + n['by_hand'] if n['by_hand'] else ''})"
+        for n in c["notices"]
+    ) or "none"
+    return (
+        f"{c['table']:<10} {c['pit']:<6} {c['at']:%H:%M:%S} {c['seq']:>9} {c['procedure']:>3}  "
+        f"{notices}  [{', '.join(c['flagged']) or 'none'}]"
+    )
+
+
+def section_procedures(basis: Basis) -> dict[str, Any]:
+    """Payout procedures and notices: see _procedures."""
+    return {
+        "procedures": _procedures(basis.con, basis.scope, basis.tables, basis.found),
+        "listing_rows": formatting.LISTING_ROWS,
+    }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections import defaultdict
 from typing import Any
 
 import duckdb
@@ -21,12 +20,40 @@ from auditor.report.formatting import (
 from auditor.store import notices as hand_notices
 
 
-def _procedures(
-    con: duckdb.DuckDBPyConnection, scope: Scope, tables: list[dict], found: list[dict]
-) -> dict[str, Any]:
-    """Procedure in force per table over the window, its changes and the notices given."""
-    names = [t["table_id"] for t in tables]
-    changes = reads.rows(
+def section_procedures(basis: Basis) -> dict[str, Any]:
+    """Payout procedures and notices: the procedure in force per table over the window (a
+    timeline, or past LISTING_ROWS tables a listing), its changes with the notices given for
+    them, and what notices entered by hand did."""
+    con, scope = basis.con, basis.scope
+    names = [t["table_id"] for t in basis.tables]
+    pit_of = {t["table_id"]: t["pit"] for t in basis.tables}
+    pits = sorted({t["pit"] for t in basis.tables if t["pit"]})
+    events = _table_events(con, scope, names)
+    notices = _notices(con, scope, pits)
+    changes = _changes(scope, names, pit_of, events, notices, basis.found)
+    lanes, svg = _timeline(scope, names, pit_of, events, notices)
+    return {
+        "procedures": {
+            "withdrawn_notices": _withdrawn_hand_notices(con, scope, pits),
+            "cleared_by_hand": _cleared_by_hand(con, scope, names, pit_of, notices),
+            "changes": changes,
+            "lanes": lanes,
+            "timeline_svg": svg,
+            "notices": notices,
+            "listing": listing([_change_line(c) for c in changes])
+            if len(changes) > formatting.LISTING_ROWS else [],
+        },
+        "listing_rows": formatting.LISTING_ROWS,
+    }
+
+
+def _table_events(
+    con: duckdb.DuckDBPyConnection, scope: Scope, names: list[str]
+) -> dict[str, list[dict]]:
+    """Each table's opens, procedure changes and closes up to the end of the window, in seq
+    order: what was in force when the window began, and what changed in it."""
+    by_table: dict[str, list[dict]] = {name: [] for name in names}
+    for e in reads.rows(
         con,
         """
         SELECT table_id, ts, seq, type, procedure FROM events
@@ -35,9 +62,14 @@ def _procedures(
         ORDER BY table_id, seq
         """,
         [scope.end, names],
-    )
-    pits = sorted({t["pit"] for t in tables if t["pit"]})
-    # Logged notices and those entered by hand (bacc-audit notice add), as the audit sees them.
+    ):
+        by_table[e["table_id"]].append(e)
+    return by_table
+
+
+def _notices(con: duckdb.DuckDBPyConnection, scope: Scope, pits: list[str]) -> list[dict]:
+    """The notices of the scope's pits announced for the window (or the day before it),
+    logged or entered by hand (bacc-audit notice add), as the audit reads them."""
     notices: list[dict[str, Any]] = [
         {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
          "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source,
@@ -47,22 +79,19 @@ def _procedures(
         if n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
     ]
     notices.sort(key=lambda n: (n["pit"], n["effective"], n["ts"], n["recipient"]))
-    span = (scope.end - scope.start).total_seconds()
+    return notices
 
-    def pos(t: dt.datetime) -> float:
-        return min(max((t - scope.start).total_seconds() / span, 0.0), 1.0)
 
-    lanes: list[dict[str, Any]] = []
-    drawn: list[charts.Lane] = []
-    rows: list[dict[str, Any]] = []
-    pit_of = {t["table_id"]: t["pit"] for t in tables}
+def _changes(
+    scope: Scope, names: list[str], pit_of: dict[str, str], events: dict[str, list[dict]],
+    notices: list[dict], found: list[dict],
+) -> list[dict[str, Any]]:
+    """Every procedure_change in the window, table by table: the notices given for it with
+    their lead, and the procedure findings of its table."""
     flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
-    by_table: dict[str, list[dict]] = defaultdict(list)
-    for c in changes:
-        by_table[c["table_id"]].append(c)
+    rows = []
     for name in names:
-        mine = by_table[name]
-        for c in mine:
+        for c in events[name]:
             if c["type"] != "procedure_change" or c["ts"] < scope.start:
                 continue
             given = [
@@ -72,56 +101,79 @@ def _procedures(
                 and n["procedure"] == c["procedure"]
                 and (not n["tables"] or name in n["tables"])
             ]
-            rows.append(
-                {
-                    "table": name,
-                    "pit": pit_of[name],
-                    "procedure": c["procedure"],
-                    "at": c["ts"].astimezone(scope.zone),
-                    "seq": c["seq"],
-                    "notices": [
-                        {
-                            **n,
-                            "given": n["ts"].astimezone(scope.zone),
-                            "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
-                        }
-                        for n in given
-                    ],
-                    "flagged": sorted(code for t, code in flagged if t == name),
-                }
-            )
-        if len(names) <= formatting.LISTING_ROWS:
-            spans, closes = open_spans(mine, scope.start, scope.end)
-            lanes.append({
+            rows.append({
                 "table": name,
-                "spans": [
-                    {"from": a.astimezone(scope.zone), "to": b.astimezone(scope.zone),
-                     "procedure": p}
-                    for a, b, p in spans
+                "pit": pit_of[name],
+                "procedure": c["procedure"],
+                "at": c["ts"].astimezone(scope.zone),
+                "seq": c["seq"],
+                "notices": [
+                    {
+                        **n,
+                        "given": n["ts"].astimezone(scope.zone),
+                        "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
+                    }
+                    for n in given
                 ],
-                "closed": [t.astimezone(scope.zone) for t in closes],
+                "flagged": sorted(code for t, code in flagged if t == name),
             })
-            marks = [
-                (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}")
-                for n in notices
-                if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
-            ]
-            drawn.append((
-                name,
-                [(pos(a), pos(b), str(p)) for a, b, p in spans],
-                marks,
-                [(pos(t), f"closed {t.astimezone(scope.zone):%H:%M}") for t in closes],
-            ))
-    svg = ""
-    if drawn:  # one lane a table: past LISTING_ROWS tables the changes are listed instead
-        svg = charts.timeline(
-            drawn,
-            [(pos(h), f"{h.astimezone(scope.zone):%H:%M}") for h in hour_ticks(scope)],
-            "Procedure in force per table (▼ written notice given)",
-        )
-    lines = listing([_change_line(c) for c in rows]) if len(rows) > formatting.LISTING_ROWS else []
-    # Findings that a notice entered by hand withdrew, beside the logged notices of their
-    # change: what someone typed in must never clear a finding unseen.
+    return rows
+
+
+def _timeline(
+    scope: Scope, names: list[str], pit_of: dict[str, str], events: dict[str, list[dict]],
+    notices: list[dict],
+) -> tuple[list[dict[str, Any]], str]:
+    """One lane a table, the procedure in force while it is open, with the notices of its pit
+    marked: as values for the HTML, and drawn as an SVG. None past LISTING_ROWS tables, where
+    the changes are listed instead."""
+    if len(names) > formatting.LISTING_ROWS:
+        return [], ""
+    zone = scope.zone
+    span = (scope.end - scope.start).total_seconds()
+
+    def pos(t: dt.datetime) -> float:
+        return min(max((t - scope.start).total_seconds() / span, 0.0), 1.0)
+
+    lanes: list[dict[str, Any]] = []
+    drawn: list[charts.Lane] = []
+    for name in names:
+        spans, closes = open_spans(events[name], scope.start, scope.end)
+        lanes.append({
+            "table": name,
+            "spans": [
+                {"from": a.astimezone(zone), "to": b.astimezone(zone), "procedure": p}
+                for a, b, p in spans
+            ],
+            "closed": [t.astimezone(zone) for t in closes],
+        })
+        marks = [
+            (pos(n["ts"]), f"notice to {n['recipient']} {n['ts'].astimezone(zone):%H:%M}")
+            for n in notices
+            if n["pit"] == pit_of[name] and scope.start <= n["ts"] < scope.end
+        ]
+        drawn.append((
+            name,
+            [(pos(a), pos(b), str(p)) for a, b, p in spans],
+            marks,
+            [(pos(t), f"closed {t.astimezone(zone):%H:%M}") for t in closes],
+        ))
+    if not drawn:
+        return lanes, ""
+    svg = charts.timeline(
+        drawn,
+        [(pos(h), f"{h.astimezone(zone):%H:%M}") for h in hour_ticks(scope)],
+        "Procedure in force per table (▼ written notice given)",
+    )
+    return lanes, svg
+
+
+def _cleared_by_hand(
+    con: duckdb.DuckDBPyConnection, scope: Scope, names: list[str], pit_of: dict[str, str],
+    notices: list[dict],
+) -> list[dict]:
+    """Findings that a notice entered by hand withdrew, beside the logged notices of their
+    change: what someone typed in must never clear a finding unseen."""
     cleared = reads.rows(
         con,
         """
@@ -147,9 +199,15 @@ def _procedures(
             if not n["by_hand"] and n["pit"] == pit_of.get(f["table_id"])
             and abs((n["effective"] - f["ts"]).total_seconds()) <= 3600
         ) or "none"
-    # Notices entered by hand and withdrawn since: they no longer count, and say so here.
+    return cleared
+
+
+def _withdrawn_hand_notices(
+    con: duckdb.DuckDBPyConnection, scope: Scope, pits: list[str]
+) -> list[dict[str, Any]]:
+    """Notices entered by hand and withdrawn since: they no longer count, and say so here."""
     gone = hand_notices.withdrawals(con)
-    withdrawn = [
+    return [
         {
             "id": n.id,
             "pit": n.pit,
@@ -166,15 +224,6 @@ def _procedures(
         if (w := gone.get(n.id or 0)) is not None
         and n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
     ]
-    return {
-        "withdrawn_notices": withdrawn,
-        "cleared_by_hand": cleared,
-        "changes": rows,
-        "lanes": lanes,
-        "timeline_svg": svg,
-        "notices": notices,
-        "listing": lines,
-    }
 
 
 def open_spans(
@@ -228,11 +277,3 @@ def _change_line(c: dict) -> str:
         f"{c['table']:<10} {c['pit']:<6} {c['at']:%H:%M:%S} {c['seq']:>9} {c['procedure']:>3}  "
         f"{notices}  [{', '.join(c['flagged']) or 'none'}]"
     )
-
-
-def section_procedures(basis: Basis) -> dict[str, Any]:
-    """Payout procedures and notices: see _procedures."""
-    return {
-        "procedures": _procedures(basis.con, basis.scope, basis.tables, basis.found),
-        "listing_rows": formatting.LISTING_ROWS,
-    }

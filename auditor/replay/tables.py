@@ -362,7 +362,7 @@ def _first_change_from(
     return None
 
 
-def _why_not(
+def why_not(
     n: Notice, change: Change, table_changes: Sequence[Change], zone: dt.tzinfo
 ) -> str | None:
     """Why notice `n` does not count for `change`; None when it counts."""
@@ -415,7 +415,7 @@ def judge_change(
     counted: dict[str, Notice] = {}
     rejected: list[tuple[Notice, str]] = []
     for n in sorted(notices, key=lambda n: (n.given_at, n.key)):
-        reason = _why_not(n, change, table_changes, zone)
+        reason = why_not(n, change, table_changes, zone)
         if reason is None and n.recipient not in rules.recipients:
             reason = f"to {n.recipient}, not a recipient the rules name"
         if reason is None:

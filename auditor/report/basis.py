@@ -58,10 +58,11 @@ def _tables_in_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict]
     )
 
 
-def _load_packs(tables: list[dict]) -> dict[tuple[str, str], RulePack | None]:
+def _load_packs(
+    tables: list[dict], cache: PackCache
+) -> dict[tuple[str, str], RulePack | None]:
     """The rule pack of each (jurisdiction, game) in scope, in table order; None: no usable
     pack."""
-    cache = PackCache()
     return {(t["jurisdiction"], t["game"]): cache.get(t["jurisdiction"], t["game"])
             for t in tables}
 
@@ -106,6 +107,7 @@ class Basis:
     names: set[str]
     rounds: int
     packs: dict[tuple[str, str], RulePack | None]
+    pack_cache: PackCache  # every pack the report looked up, for any other it needs
     any_pack: RulePack | None  # card values and video retention come from the first pack
     values: Mapping[str, int]
     found: list[dict]  # gravest first, each with its `ack`
@@ -125,7 +127,8 @@ def read_basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scop
             "check the date, shift and that its logs were ingested"
         )
     names = {t["table_id"] for t in tables}
-    packs = _load_packs(tables)
+    pack_cache = PackCache()
+    packs = _load_packs(tables, pack_cache)
     any_pack = next((p for p in packs.values() if p), None)
     values = card_values(any_pack)
     found = _scope_findings(con, scope, names)
@@ -138,6 +141,7 @@ def read_basis(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scop
         names=names,
         rounds=sum(t["rounds"] for t in tables),
         packs=packs,
+        pack_cache=pack_cache,
         any_pack=any_pack,
         values=values,
         found=found,

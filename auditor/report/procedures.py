@@ -7,11 +7,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import defaultdict
 from typing import Any
 
 import duckdb
 
 from auditor.audit.load import load_notices
+from auditor.replay.tables import (
+    Change,
+    Notice,
+    ProcedureRules,
+    TableEvent,
+    table_timeline,
+    why_not,
+)
 from auditor.report import charts, formatting, reads
 from auditor.report.basis import Basis, Scope, hour_ticks
 from auditor.report.formatting import (
@@ -29,8 +38,13 @@ def section_procedures(basis: Basis) -> dict[str, Any]:
     pit_of = {t["table_id"]: t["pit"] for t in basis.tables}
     pits = sorted({t["pit"] for t in basis.tables if t["pit"]})
     events = _table_events(con, scope, names)
-    notices = _notices(con, scope, pits)
-    changes = _changes(scope, names, pit_of, events, notices, basis.found)
+    given = sorted((n for n in load_notices(con) if n.pit in pits), key=_notice_order)
+    notices = [
+        _notice_dict(n) for n in given
+        if scope.start - dt.timedelta(days=1) <= n.effective < scope.end
+    ]
+    pairing = _audit_changes(basis, events)
+    changes = _changes(scope, names, pit_of, events, given, pairing, basis.found)
     lanes, svg = _timeline(scope, names, pit_of, events, notices)
     return {
         "procedures": {
@@ -56,10 +70,12 @@ def _table_events(
     for e in reads.rows(
         con,
         """
-        SELECT table_id, ts, seq, type, procedure FROM events
-        WHERE type IN ('table_open', 'procedure_change', 'table_close')
-          AND ts < ? AND table_id IN (SELECT unnest(?::VARCHAR[]))
-        ORDER BY table_id, seq
+        SELECT e.table_id, e.ts, e.seq, e.type, e.procedure, e.pit, e.game, e.jurisdiction,
+               e.variant, s.path || ':' || e.line_no AS source
+        FROM events e JOIN sources s ON s.id = e.source_id
+        WHERE e.type IN ('table_open', 'procedure_change', 'table_close')
+          AND e.ts < ? AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY e.table_id, e.seq
         """,
         [scope.end, names],
     ):
@@ -67,40 +83,68 @@ def _table_events(
     return by_table
 
 
-def _notices(con: duckdb.DuckDBPyConnection, scope: Scope, pits: list[str]) -> list[dict]:
-    """The notices of the scope's pits announced for the window (or the day before it),
-    logged or entered by hand (bacc-audit notice add), as the audit reads them."""
-    notices: list[dict[str, Any]] = [
-        {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
-         "recipient": n.recipient, "written": n.written, "tables": n.tables, "source": n.source,
-         # A notice typed in with `bacc-audit notice add` says so, by whom and when.
-         "by_hand": n.source if n.key.startswith("hand:") else None}
-        for n in load_notices(con)
-        if n.pit in pits and scope.start - dt.timedelta(days=1) <= n.effective < scope.end
-    ]
-    notices.sort(key=lambda n: (n["pit"], n["effective"], n["ts"], n["recipient"]))
-    return notices
+def _notice_order(n: Notice) -> tuple:
+    return (n.pit, n.effective, n.given_at, n.recipient)
+
+
+def _notice_dict(n: Notice) -> dict[str, Any]:
+    """A notice, logged or entered by hand (bacc-audit notice add), as the page shows it."""
+    return {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
+            "recipient": n.recipient, "written": n.written, "tables": n.tables,
+            "source": n.source,
+            # A notice typed in with `bacc-audit notice add` says so, by whom and when.
+            "by_hand": n.source if n.key.startswith("hand:") else None}
+
+
+# A change as the audit judged it: the Change, and all its table's changes in time order.
+Judged = tuple[Change, list[Change]]
+
+
+def _audit_changes(basis: Basis, events: dict[str, list[dict]]) -> dict[tuple[str, int], Judged]:
+    """The changes the audit's notice check judges at the scope's tables, by (table, seq):
+    replay.tables.table_timeline over the same events, packs and pit baselines."""
+
+    def rules_for(jurisdiction: str | None, game: str | None) -> ProcedureRules | None:
+        pack = basis.pack_cache.get(jurisdiction, game)
+        return None if pack is None else ProcedureRules.of(pack)
+
+    timeline = table_timeline(
+        [TableEvent(e["table_id"], e["seq"], e["ts"], e["type"], e["source"], e["pit"],
+                    e["game"], e["jurisdiction"], e["variant"], e["procedure"])
+         for mine in events.values() for e in mine],
+        basis.conf.pit_procedures, rules_for, {},
+    )
+    per_table: dict[str, list[Change]] = defaultdict(list)
+    for c in sorted(timeline.changes, key=lambda c: (c.ts, c.seq)):
+        per_table[c.table].append(c)
+    return {(c.table, c.seq): (c, per_table[c.table]) for c in timeline.changes}
+
+
+def _counted(notices: list[Notice], judged: Judged | None, zone: dt.tzinfo) -> list[Notice]:
+    """The notices that count for a change as the audit counts them (replay.tables.why_not,
+    to a recipient its pack names); none for a change the audit does not judge. Every
+    notice that counts is shown, each with its own lead."""
+    if judged is None:
+        return []
+    change, table_changes = judged
+    return [n for n in notices
+            if why_not(n, change, table_changes, zone) is None
+            and n.recipient in change.rules.recipients]
 
 
 def _changes(
     scope: Scope, names: list[str], pit_of: dict[str, str], events: dict[str, list[dict]],
-    notices: list[dict], found: list[dict],
+    notices: list[Notice], pairing: dict[tuple[str, int], Judged], found: list[dict],
 ) -> list[dict[str, Any]]:
-    """Every procedure_change in the window, table by table: the notices given for it with
-    their lead, and the procedure findings of its table."""
+    """Every procedure_change in the window, table by table: the notices that count for it
+    with their lead, and the procedure findings of its table."""
     flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
     rows = []
     for name in names:
         for c in events[name]:
             if c["type"] != "procedure_change" or c["ts"] < scope.start:
                 continue
-            given = [
-                n
-                for n in notices
-                if n["pit"] == pit_of[name]
-                and n["procedure"] == c["procedure"]
-                and (not n["tables"] or name in n["tables"])
-            ]
+            given = _counted(notices, pairing.get((name, c["seq"])), scope.zone)
             rows.append({
                 "table": name,
                 "pit": pit_of[name],
@@ -109,9 +153,9 @@ def _changes(
                 "seq": c["seq"],
                 "notices": [
                     {
-                        **n,
-                        "given": n["ts"].astimezone(scope.zone),
-                        "lead_minutes": (c["ts"] - n["ts"]).total_seconds() / 60,
+                        **_notice_dict(n),
+                        "given": n.given_at.astimezone(scope.zone),
+                        "lead_minutes": (c["ts"] - n.given_at).total_seconds() / 60,
                     }
                     for n in given
                 ],

@@ -278,7 +278,37 @@ def floor(
     costs the same however many years the database holds.
     """
     start, end = conf.gaming_day_window(day, zone)
-    tables = reads.rows(
+    shoe_rounds = _shoe_rounds(con, start, end)
+    standing, acked = _findings_by_place(con, start, end)
+    pits: dict[str, dict[str, Any]] = {}
+    for t in _floor_tables(con, start, end):
+        if t["rounds"] == 0 and t["last_event"] < start:
+            continue  # closed before the day began and not dealt since: not on today's floor
+        _pit(pits, conf, t["pit"])["tables"].append(
+            _floor_table(t, conf, zone, shoe_rounds.get((t["table_id"], t["shoe"]), 0),
+                         standing[(t["pit"], t["table_id"])], acked[(t["pit"], t["table_id"])])
+        )
+    _count_off_the_tables(pits, conf, standing, acked)
+    ordered = sorted(pits.values(), key=lambda p: p["pit"])
+    for p in ordered:
+        p["tables"].sort(key=lambda t: t["table_id"])
+        p["open"] = [(s, p["open"].get(s, 0)) for s in SEVERITIES]
+        p["rounds"] = sum(t["rounds"] for t in p["tables"])
+    return {
+        "day": day,
+        "start": start.astimezone(zone),
+        "end": end.astimezone(zone),
+        "pits": ordered,
+        "tables_open": sum(t["open"] for p in ordered for t in p["tables"]),
+        "tables": sum(len(p["tables"]) for p in ordered),
+    }
+
+
+def _floor_tables(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> list[dict]:
+    """Each table's state as its events from the day before `start` to `end` last show it."""
+    return reads.rows(
         con,
         """
         SELECT table_id,
@@ -300,7 +330,13 @@ def floor(
         """,
         [start, start - dt.timedelta(days=1), end],
     )
-    shoe_rounds = {
+
+
+def _shoe_rounds(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> dict[tuple[str, str], int]:
+    """Rounds dealt from each shoe since the day before `start`."""
+    return {
         (t, s): n
         for t, s, n in con.execute(
             "SELECT table_id, shoe, count(DISTINCT round) FROM events WHERE type = 'round_start' "
@@ -308,9 +344,19 @@ def floor(
             [start - dt.timedelta(days=1), end],
         ).fetchall()
     }
+
+
+Place = tuple[str | None, str | None]  # the pit and table of a finding
+
+
+def _findings_by_place(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> tuple[defaultdict[Place, Counter[str]], Counter[Place]]:
+    """The day's standing findings by (pit, table): those nobody has acknowledged by
+    severity, and how many are acknowledged."""
     reviewed = acked_fingerprints(con)
-    open_by: dict[tuple[str | None, str | None], Counter[str]] = defaultdict(Counter)
-    acked_by: Counter[tuple[str | None, str | None]] = Counter()
+    standing: defaultdict[Place, Counter[str]] = defaultdict(Counter)
+    acked: Counter[Place] = Counter()
     for fp, table, pit, severity in con.execute(
         "SELECT fingerprint, table_id, pit, severity FROM current_findings "
         "WHERE ts >= ? AND ts < ?",
@@ -318,56 +364,55 @@ def floor(
     ).fetchall():
         key = (pit, table)
         if fp in reviewed:
-            acked_by[key] += 1
+            acked[key] += 1
         else:
-            open_by[key][severity] += 1
-    pits: dict[str, dict[str, Any]] = {}
+            standing[key][severity] += 1
+    return standing, acked
 
-    def pit_entry(name: str) -> dict[str, Any]:
-        return pits.setdefault(name, {
-            "pit": name, "tables": [], "approved": conf.pit_procedures.get(name),
-            "open": Counter(), "acked": 0,
-        })
 
-    pit_of: dict[str, str] = {}
-    for t in tables:
-        if t["rounds"] == 0 and t["last_event"] < start:
-            continue  # closed before the day began and not dealt since: not on today's floor
-        p = pit_entry(t["pit"] or "")
-        pit_of[t["table_id"]] = p["pit"]
-        approved = conf.pit_procedures.get(t["pit"] or "")
-        p["tables"].append({
-            **t,
-            "open": t["state"] == "table_open",
-            "procedure_shown": t["procedure"] if t["procedure"] is not None else approved,
-            "procedure_from": "log" if t["procedure"] is not None
-            else ("approved for the pit" if approved is not None else None),
-            "shoe_open": t["shoe_state"] == "shoe_start",
-            "shoe_rounds": shoe_rounds.get((t["table_id"], t["shoe"]), 0),
-            "findings": [(s, open_by[(t["pit"], t["table_id"])].get(s, 0)) for s in SEVERITIES],
-            "acked": acked_by[(t["pit"], t["table_id"])],
-            "last": t["last_event"].astimezone(zone),
-        })
-    for (pit, table), counts in open_by.items():
-        p = pit_entry(pit or "")
-        if table is None or table not in pit_of:
-            p["open"].update(counts)  # pit-level findings, or a table not dealt today
-    for (pit, table), n in acked_by.items():
-        if table is None or table not in pit_of:
-            pit_entry(pit or "")["acked"] += n
-    ordered = sorted(pits.values(), key=lambda p: p["pit"])
-    for p in ordered:
-        p["tables"].sort(key=lambda t: t["table_id"])
-        p["open"] = [(s, p["open"].get(s, 0)) for s in SEVERITIES]
-        p["rounds"] = sum(t["rounds"] for t in p["tables"])
+def _pit(pits: dict[str, dict[str, Any]], conf: PropertyConfig, name: str | None) -> dict:
+    """The floor's entry for pit `name` (a table without a pit is under ""), made on first use."""
+    key = name or ""
+    return pits.setdefault(key, {
+        "pit": key, "tables": [], "approved": conf.pit_procedures.get(key),
+        "open": Counter(), "acked": 0,
+    })
+
+
+def _floor_table(
+    t: dict[str, Any], conf: PropertyConfig, zone: dt.tzinfo, shoe_rounds: int,
+    standing: Counter[str], acked: int,
+) -> dict[str, Any]:
+    """A table's line on the floor: the procedure the log shows, else the pit's approved one
+    (said so), its shoe and the findings at it."""
+    approved = conf.pit_procedures.get(t["pit"] or "")
     return {
-        "day": day,
-        "start": start.astimezone(zone),
-        "end": end.astimezone(zone),
-        "pits": ordered,
-        "tables_open": sum(t["open"] for p in ordered for t in p["tables"]),
-        "tables": sum(len(p["tables"]) for p in ordered),
+        **t,
+        "open": t["state"] == "table_open",
+        "procedure_shown": t["procedure"] if t["procedure"] is not None else approved,
+        "procedure_from": "log" if t["procedure"] is not None
+        else ("approved for the pit" if approved is not None else None),
+        "shoe_open": t["shoe_state"] == "shoe_start",
+        "shoe_rounds": shoe_rounds,
+        "findings": [(s, standing.get(s, 0)) for s in SEVERITIES],
+        "acked": acked,
+        "last": t["last_event"].astimezone(zone),
     }
+
+
+def _count_off_the_tables(
+    pits: dict[str, dict[str, Any]], conf: PropertyConfig,
+    standing: defaultdict[Place, Counter[str]], acked: Counter[Place],
+) -> None:
+    """Findings of no table on the floor (a pit's own, or of a table not dealt today) are
+    counted on their pit."""
+    on_floor = {t["table_id"] for p in pits.values() for t in p["tables"]}
+    for (pit, table), counts in standing.items():
+        if table is None or table not in on_floor:
+            _pit(pits, conf, pit)["open"].update(counts)
+    for (pit, table), n in acked.items():
+        if table is None or table not in on_floor:
+            _pit(pits, conf, pit)["acked"] += n
 
 
 def acknowledge(

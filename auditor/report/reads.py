@@ -23,7 +23,7 @@ def round_cards(
 ) -> dict[RoundKey, list[Card]]:
     """The cards dealt in each round of `keys`, in dealing order (a round without cards is
     absent): one query however many rounds a report shows."""
-    wanted = list(keys)
+    wanted = list(dict.fromkeys(keys))  # each round once, however often it is asked for
     out: dict[RoundKey, list[Card]] = defaultdict(list)
     if not wanted:
         return out

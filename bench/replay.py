@@ -55,6 +55,7 @@ from auditor.ingest.files import ingest  # noqa: E402
 from auditor.replay import verdict  # noqa: E402
 from auditor.replay.model import TableContext  # noqa: E402
 from auditor.replay.round import check_round  # noqa: E402
+from auditor.rules.pack import PackCache  # noqa: E402
 from auditor.simulate.generator import Deviation, Night, TableNight, TableSpec  # noqa: E402
 from auditor.store import db, runs  # noqa: E402
 
@@ -186,7 +187,7 @@ def python_reference(con: duckdb.DuckDBPyConnection, rounds: str) -> tuple[int, 
     Arrow in batches, Event values, the table context, check_round, the fingerprints.
     Returns the rounds replayed, the fingerprints and the seconds spent in check_round."""
     contexts: dict[tuple, TableContext | str] = {}
-    packs: dict = {}
+    packs = PackCache()
     found: set[str] = set()
     replayed = 0
     in_check = 0.0

@@ -30,7 +30,8 @@ from starlette.testclient import TestClient
 from auditor import config
 from auditor.audit.run import audit
 from auditor.board import feed
-from auditor.board.app import CURSOR_HEADER, create_app, serve
+from auditor.board.api import CURSOR_HEADER
+from auditor.board.app import create_app, serve
 from auditor.board.auth import Auth, hash_password, token_sha256, verify_password
 from auditor.board.feed import Filters
 from auditor.board.settings import (

@@ -15,7 +15,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
 from auditor.ingest.files import ingest
-from auditor.report import gather, render
+from auditor.report import formatting, gather, procedures, render
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -160,7 +160,7 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
 ):
     """A property-wide day has thousands of tables; their rows are fixed-width lines then
     (a PDF table that long takes minutes and gigabytes). Same facts, every row."""
-    monkeypatch.setattr(gather, "LISTING_ROWS", 2)
+    monkeypatch.setattr(formatting, "LISTING_ROWS", 2)
     con = db.connect(night, read_only=True)
     conf = config.PropertyConfig()
     context = gather.gather(con, conf, gather.scope_for(conf, con, date="2026-11-28"))
@@ -216,7 +216,7 @@ def test_a_reopened_table_starts_a_new_span_and_keeps_its_procedure():
         {"type": "table_open", "ts": at(4), "procedure": None},  # declares none: 1 stays
         {"type": "procedure_change", "ts": at(5), "procedure": 4},
     ]
-    spans, closes = gather._open_spans(events, start, end)
+    spans, closes = procedures.open_spans(events, start, end)
     assert spans == [(at(1), at(2), 3), (at(4), at(5), 1), (at(5), end, 4)]
     assert closes == [at(2)]
 
@@ -283,7 +283,7 @@ def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
         "order": ["pay 7", "vig 7"],
         "notices": [{"recipient": "division", "tables": ["MB-03", "MB-04"]}, {"key": None}],
     }
-    assert gather.evidence_text(value, zone) == "\n".join([
+    assert formatting.evidence_text(value, zone) == "\n".join([
         "at: 2026-11-29 02:30:30 EST",
         'line: {"ts":"2026-11-29T00:38:23-05:00"}',
         "written: yes",
@@ -295,7 +295,7 @@ def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
         "     tables: MB-03, MB-04",
         "  2. key: none",
     ])
-    assert gather.evidence_text(None, zone) == "none"
+    assert formatting.evidence_text(None, zone) == "none"
 
 
 def test_appendix_lines_carry_the_date(rendered):

@@ -45,7 +45,13 @@ from auditor.ingest.files import ingest
 from auditor.replay import verdict
 from auditor.replay.model import TableContext
 from auditor.replay.round import check_round
-from auditor.rules.pack import BankerException, RulePack, RulePackError, load_pack
+from auditor.rules.pack import (
+    BankerException,
+    PackCache,
+    RulePack,
+    RulePackError,
+    load_pack,
+)
 from auditor.simulate.generator import Deviation, Night, NoticeChange, TableNight, TableSpec
 from auditor.store import db, runs
 from auditor.store.events import ROUND_EVENTS
@@ -161,7 +167,7 @@ class Judgement:
 def judge(con: duckdb.DuckDBPyConnection, packs: Packs | None = None) -> Judgement:
     """The verdict over `todo`, and the reference over the same rounds; asserts the contract:
     no round called clean has a finding, and no round the reference skips is called clean."""
-    clean_rounds(con, Known(packs=dict(packs or {})))
+    clean_rounds(con, Known(packs=PackCache(packs)))
     clean = {
         (t, s, r)
         for t, s, r in con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall()

@@ -30,7 +30,7 @@ from auditor.replay.chemin import replay_chemin_round, round_facts
 from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
 from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
-from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, findings
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import is_stream_sql, quote, stream_name_sql
@@ -336,7 +336,7 @@ class Known:
     procedure, side bets), each worked out once."""
 
     contexts: dict[tuple, TableContext | str] = field(default_factory=dict)
-    packs: dict[tuple[str, str], RulePack | str] = field(default_factory=dict)
+    packs: PackCache = field(default_factory=PackCache)
     terms: dict[tuple, verdict.Terms | str] = field(default_factory=dict)
 
 
@@ -379,7 +379,8 @@ def _replay(
     )
     rows: list[Finding] = []
     audited: list[tuple] = []
-    chemin = _CheminHistory.load(con)  # before the reader: DuckDB streams one result at a time
+    # before the reader: DuckDB streams one result at a time
+    chemin = _CheminHistory.load(con, packs)
     shoe_dealers = _shoe_dealers(con, "todo_py")
     reader = con.sql(round_events_sql("todo_py")).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
@@ -573,7 +574,7 @@ def event_at(cols: dict[str, list], i: int) -> Event:
 
 
 def _context(
-    head: tuple, contexts: dict[tuple, TableContext | str], packs: dict
+    head: tuple, contexts: dict[tuple, TableContext | str], packs: PackCache
 ) -> TableContext | str:
     """The round's TableContext, or the reason it cannot be audited."""
     table, _, _, _, _, pit, game, jurisdiction, variant, seats, side_bets, procedure = head
@@ -583,15 +584,9 @@ def _context(
     if game is None:
         reason = "no table_open event before the round"
     else:
-        pk = (jurisdiction, game)
-        if pk not in packs:
-            try:
-                packs[pk] = load_pack(jurisdiction, game)
-            except (RulePackError, FileNotFoundError, KeyError) as e:
-                packs[pk] = f"no usable rule pack for {jurisdiction} {game} ({e})"
-        pack = packs[pk]
-        if isinstance(pack, str):
-            reason = pack
+        pack = packs.lookup(jurisdiction, game)
+        if isinstance(pack, Exception):
+            reason = f"no usable rule pack for {jurisdiction} {game} ({pack})"
         elif variant not in pack.variants:
             reason = f"variant {variant!r} not in rule pack {pack.id}"
         elif game == CHEMIN and (problem := _chemin_problem(pack)):
@@ -644,7 +639,7 @@ class _CheminHistory:
     cut_cards: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, con: duckdb.DuckDBPyConnection) -> _CheminHistory:
+    def load(cls, con: duckdb.DuckDBPyConnection, packs: PackCache) -> _CheminHistory:
         h = cls()
         todo = {
             (t, s, r)
@@ -677,10 +672,12 @@ class _CheminHistory:
                 if k in todo:
                     need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i] if b not in todo)
         if need:
-            h._read_back(con, need)
+            h._read_back(con, need, packs)
         return h
 
-    def _read_back(self, con: duckdb.DuckDBPyConnection, need: set[RoundKey]) -> None:
+    def _read_back(
+        self, con: duckdb.DuckDBPyConnection, need: set[RoundKey], packs: PackCache
+    ) -> None:
         """Facts of rounds audited before, from their events and their table's context."""
         keys = sorted(need)
         con.register(
@@ -723,10 +720,10 @@ class _CheminHistory:
                 cols[c][idx[0]]
                 for c in ("table_id", "pit", "game", "jurisdiction", "variant", "seats")
             )
-            if game != CHEMIN:
+            pack = packs.lookup(jurisdiction, game) if game == CHEMIN else None
+            if not isinstance(pack, RulePack):
                 continue
             try:
-                pack = load_pack(jurisdiction, game)
                 ctx = TableContext(
                     table, pit, game, jurisdiction, variant, None, seats or 1, (), pack
                 )

@@ -31,7 +31,7 @@ from auditor.replay.irregular import irregularity_findings
 from auditor.replay.procedures import Notice, ProcedureRules
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.codes import REGISTRY
-from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import PackCache, RulePack
 from auditor.store import db, findings
 from auditor.store import notices as hand_notices
 from auditor.store.sql import quote
@@ -61,26 +61,6 @@ MISMATCH = "order.procedure_mismatch"
 UNDECLARED = "procedure.undeclared_change"
 
 
-class _Packs:
-    """Rule packs by (jurisdiction, game), loaded once; None where there is none usable."""
-
-    def __init__(self) -> None:
-        self.loaded: dict[tuple[str, str], RulePack | None] = {}
-        self.missing: Counter[str] = Counter()
-
-    def get(self, jurisdiction: str | None, game: str | None) -> RulePack | None:
-        if jurisdiction is None or game is None:
-            return None
-        key = (jurisdiction, game)
-        if key not in self.loaded:
-            try:
-                self.loaded[key] = load_pack(jurisdiction, game)
-            except (RulePackError, FileNotFoundError, KeyError):
-                self.loaded[key] = None
-                self.missing[f"{jurisdiction} {game}"] += 1
-        return self.loaded[key]
-
-
 def _cited(f: Finding, pack_of: Mapping[str, RulePack | None]) -> Finding:
     """The finding with the provision of its table's rule pack; a pit finding cites the pack
     of each table it names (two when a pit mixes games). The log codes keep the registry's
@@ -93,7 +73,7 @@ def _cited(f: Finding, pack_of: Mapping[str, RulePack | None]) -> Finding:
 
 
 def _table_packs(
-    con: duckdb.DuckDBPyConnection, packs: _Packs
+    con: duckdb.DuckDBPyConnection, packs: PackCache
 ) -> tuple[dict[str, RulePack | None], dict[str, bool | None]]:
     """Per table (its last table_open): the rule pack, and whether its variant charges
     vigorish (None: no pack or an unknown variant)."""
@@ -125,7 +105,7 @@ def compute(
     only (the notices table is created if missing)."""
     hand_notices.ensure_table(con)
     zone = config.zone_for(con)
-    packs = _Packs()
+    packs = PackCache()
 
     def procedure_rules(jurisdiction: str | None, game: str | None) -> ProcedureRules | None:
         pack = packs.get(jurisdiction, game)
@@ -163,7 +143,7 @@ def compute(
         "shoes_without_rule_pack": batches.counts["no_pack"],
         "shoes_with_seq_gap": batches.counts["gap"],
         "irregularities_not_judged": unjudged,
-        "rule_packs_missing": sorted(packs.missing),
+        "rule_packs_missing": packs.unusable(),
     }
     return found, stats, _answered_by_hand(verdicts)
 
@@ -202,7 +182,7 @@ def _by_batch(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
     zone: dt.tzinfo,
-    packs: _Packs,
+    packs: PackCache,
     timeline: procedures.Timeline,
     charged: Mapping[str, bool | None],
     min_undeclared_rounds: int,

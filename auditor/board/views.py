@@ -3,15 +3,14 @@ a round, and the one write the board makes, an acknowledgement.
 
 Each function takes a cursor of its own (feed.reading) and the zone times are shown in;
 the templates in reports/templates/board/ only lay the values out. Card faces, evidence text
-and money are formatted by the report's own functions (auditor/report/gather.py), so a card
-or an amount reads the same on the board as in the PDF.
+and money are formatted by the report's own functions (auditor/report/formatting.py), so a
+card or an amount reads the same on the board as in the PDF.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -19,13 +18,12 @@ import duckdb
 
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
-from auditor.report.gather import _card_face, _counts, evidence_text, money
-from auditor.rules.cards import RANKS, parse_card, rank_value
+from auditor.report import reads
+from auditor.report.formatting import card_faces, evidence_text, money, point_counts
 from auditor.rules.codes import REGISTRY, SEVERITIES
-from auditor.rules.pack import RulePack, RulePackError, load_pack
+from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
 
-DEFAULT_RETENTION_DAYS = 7  # as the report: the pack's surveillance.video_retention_days, else 7
 # Event columns a round page shows, in this order, with the words they read as.
 EVENT_FIELDS = (
     ("seat", "seat"),
@@ -48,31 +46,6 @@ EVENT_FIELDS = (
 )
 
 
-@dataclass
-class Packs:
-    """Rule packs by (jurisdiction, game), loaded once: the video retention and card values
-    of a table come from its own pack."""
-
-    loaded: dict[tuple[str, str], RulePack | None] = field(default_factory=dict)
-
-    def get(self, jurisdiction: str | None, game: str | None) -> RulePack | None:
-        if not jurisdiction or not game:
-            return None
-        key = (jurisdiction, game)
-        if key not in self.loaded:
-            try:
-                self.loaded[key] = load_pack(jurisdiction, game)
-            except (RulePackError, FileNotFoundError, KeyError, TypeError, ValueError):
-                self.loaded[key] = None
-        return self.loaded[key]
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(
         con.execute(
@@ -90,26 +63,8 @@ def acked_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, An
     }
 
 
-def card_faces(cards: list[tuple[int, str, str]]) -> list[dict[str, str]]:
-    """The report's card faces, in dealing order; a card text the face cannot show (an old
-    row written before cards were normalised) is shown as it is."""
-    out = []
-    for seq, hand, card in cards:
-        try:
-            c = parse_card(card)
-            out.append(_card_face(str(c), hand, seq))
-        except (ValueError, KeyError, IndexError):
-            out.append({"rank": card, "suit": "", "colour": "black", "hand": hand,
-                        "seq": str(seq)})
-    return out
-
-
-def _values(pack: RulePack | None) -> dict[str, int]:
-    return pack.value("cards.values") if pack else {r: rank_value(r) for r in RANKS}
-
-
 def _table_pack(
-    con: duckdb.DuckDBPyConnection, packs: Packs, table: str | None, pit: str | None,
+    con: duckdb.DuckDBPyConnection, packs: PackCache, table: str | None, pit: str | None,
     at: dt.datetime,
 ) -> RulePack | None:
     """The rule pack of the table (or, for a pit-level finding, of a table of the pit) as its
@@ -128,36 +83,23 @@ def _table_pack(
     return packs.get(*rows[0]) if rows else None
 
 
-def _round_cards(
-    con: duckdb.DuckDBPyConnection, table: str, shoe: str, rnd: int
-) -> list[tuple[int, str, str]]:
-    return [
-        (r[0], r[1], r[2])
-        for r in con.execute(
-            "SELECT seq, to_hand, card FROM events WHERE type = 'card' AND table_id = ? "
-            "AND shoe = ? AND round = ? ORDER BY seq",
-            [table, shoe, rnd],
-        ).fetchall()
-    ]
-
-
 def detail(
     con: duckdb.DuckDBPyConnection,
     rec: dict[str, Any],
     at: dt.datetime,
     zone: dt.tzinfo,
-    packs: Packs,
+    packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any]:
     """A finding as its page shows it: the record, what its code means, its round's cards,
     expected against observed, and the date the surveillance video must be pulled by."""
     code = REGISTRY.get(rec["code"])
     pack = _table_pack(con, packs, rec["table"], rec["pit"], at)
-    retention = int(pack.value("surveillance.video_retention_days", DEFAULT_RETENTION_DAYS)
-                    if pack else DEFAULT_RETENTION_DAYS)
+    retention = video_retention_days(pack)
     cards: list[tuple[int, str, str]] = []
     if rec["table"] and rec["shoe"] is not None and rec["round"] is not None:
-        cards = _round_cards(con, rec["table"], rec["shoe"], rec["round"])
+        key = (rec["table"], rec["shoe"], rec["round"])
+        cards = reads.round_cards(con, [key]).get(key, [])
     video_by = at + dt.timedelta(days=retention)
     return {
         **rec,
@@ -170,14 +112,14 @@ def detail(
         "retention_days": retention,
         "retention_from_pack": pack is not None,
         "cards": card_faces(cards),
-        "counts": _counts(cards, _values(pack)),
+        "counts": point_counts(cards, card_values(pack)),
         "expected_text": evidence_text(rec["expected"], zone),
         "observed_text": evidence_text(rec["observed"], zone),
     }
 
 
 def finding_page(
-    con: duckdb.DuckDBPyConnection, fingerprint: str, zone: dt.tzinfo, packs: Packs,
+    con: duckdb.DuckDBPyConnection, fingerprint: str, zone: dt.tzinfo, packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any] | None:
     """The finding's latest row with its details, every row it has had (recorded,
@@ -198,7 +140,7 @@ def finding_page(
     if _table_exists(con, "acknowledgements"):
         reviews = [
             {**a, "at": a["recorded_at"].astimezone(zone)}
-            for a in _rows(
+            for a in reads.rows(
                 con,
                 "SELECT id, reviewer AS by, disposition, note, recorded_at "
                 "FROM acknowledgements WHERE fingerprint = ? ORDER BY id",
@@ -226,14 +168,14 @@ def round_page(
     shoe: str,
     rnd: int,
     zone: dt.tzinfo,
-    packs: Packs,
+    packs: PackCache,
     now: dt.datetime,
 ) -> dict[str, Any] | None:
     """A round: its events in seq order with the file and line each came from, the cards
     in dealing order, the table's game and procedure at the time, and its standing findings
     with their details."""
     cols = ", ".join(f"e.{c}" for c, _ in EVENT_FIELDS)
-    events = _rows(
+    events = reads.rows(
         con,
         f"SELECT e.seq, e.ts, e.type, e.dealer, {cols}, s.path, e.line_no "
         "FROM events e JOIN sources s ON s.id = e.source_id "
@@ -243,7 +185,7 @@ def round_page(
     if not events:
         return None
     start = events[0]["ts"]
-    opened = _rows(
+    opened = reads.rows(
         con,
         "SELECT pit, game, jurisdiction, variant FROM events WHERE type = 'table_open' "
         "AND table_id = ? AND ts <= ? ORDER BY ts DESC, seq DESC LIMIT 1",
@@ -297,7 +239,7 @@ def round_page(
             for e in events
         ],
         "faces": card_faces(cards),
-        "counts": _counts(cards, _values(pack)),
+        "counts": point_counts(cards, card_values(pack)),
         "findings": details,
         "previous": rnd - 1 if rnd - 1 in neighbours else None,
         "next": rnd + 1 if rnd + 1 in neighbours else None,
@@ -336,7 +278,37 @@ def floor(
     costs the same however many years the database holds.
     """
     start, end = conf.gaming_day_window(day, zone)
-    tables = _rows(
+    shoe_rounds = _shoe_rounds(con, start, end)
+    standing, acked = _findings_by_place(con, start, end)
+    pits: dict[str, dict[str, Any]] = {}
+    for t in _floor_tables(con, start, end):
+        if t["rounds"] == 0 and t["last_event"] < start:
+            continue  # closed before the day began and not dealt since: not on today's floor
+        _pit(pits, conf, t["pit"])["tables"].append(
+            _floor_table(t, conf, zone, shoe_rounds.get((t["table_id"], t["shoe"]), 0),
+                         standing[(t["pit"], t["table_id"])], acked[(t["pit"], t["table_id"])])
+        )
+    _count_off_the_tables(pits, conf, standing, acked)
+    ordered = sorted(pits.values(), key=lambda p: p["pit"])
+    for p in ordered:
+        p["tables"].sort(key=lambda t: t["table_id"])
+        p["open"] = [(s, p["open"].get(s, 0)) for s in SEVERITIES]
+        p["rounds"] = sum(t["rounds"] for t in p["tables"])
+    return {
+        "day": day,
+        "start": start.astimezone(zone),
+        "end": end.astimezone(zone),
+        "pits": ordered,
+        "tables_open": sum(t["open"] for p in ordered for t in p["tables"]),
+        "tables": sum(len(p["tables"]) for p in ordered),
+    }
+
+
+def _floor_tables(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> list[dict]:
+    """Each table's state as its events from the day before `start` to `end` last show it."""
+    return reads.rows(
         con,
         """
         SELECT table_id,
@@ -358,7 +330,13 @@ def floor(
         """,
         [start, start - dt.timedelta(days=1), end],
     )
-    shoe_rounds = {
+
+
+def _shoe_rounds(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> dict[tuple[str, str], int]:
+    """Rounds dealt from each shoe since the day before `start`."""
+    return {
         (t, s): n
         for t, s, n in con.execute(
             "SELECT table_id, shoe, count(DISTINCT round) FROM events WHERE type = 'round_start' "
@@ -366,9 +344,19 @@ def floor(
             [start - dt.timedelta(days=1), end],
         ).fetchall()
     }
+
+
+Place = tuple[str | None, str | None]  # the pit and table of a finding
+
+
+def _findings_by_place(
+    con: duckdb.DuckDBPyConnection, start: dt.datetime, end: dt.datetime
+) -> tuple[defaultdict[Place, Counter[str]], Counter[Place]]:
+    """The day's standing findings by (pit, table): those nobody has acknowledged by
+    severity, and how many are acknowledged."""
     reviewed = acked_fingerprints(con)
-    open_by: dict[tuple[str | None, str | None], Counter[str]] = defaultdict(Counter)
-    acked_by: Counter[tuple[str | None, str | None]] = Counter()
+    standing: defaultdict[Place, Counter[str]] = defaultdict(Counter)
+    acked: Counter[Place] = Counter()
     for fp, table, pit, severity in con.execute(
         "SELECT fingerprint, table_id, pit, severity FROM current_findings "
         "WHERE ts >= ? AND ts < ?",
@@ -376,56 +364,55 @@ def floor(
     ).fetchall():
         key = (pit, table)
         if fp in reviewed:
-            acked_by[key] += 1
+            acked[key] += 1
         else:
-            open_by[key][severity] += 1
-    pits: dict[str, dict[str, Any]] = {}
+            standing[key][severity] += 1
+    return standing, acked
 
-    def pit_entry(name: str) -> dict[str, Any]:
-        return pits.setdefault(name, {
-            "pit": name, "tables": [], "approved": conf.pit_procedures.get(name),
-            "open": Counter(), "acked": 0,
-        })
 
-    pit_of: dict[str, str] = {}
-    for t in tables:
-        if t["rounds"] == 0 and t["last_event"] < start:
-            continue  # closed before the day began and not dealt since: not on today's floor
-        p = pit_entry(t["pit"] or "")
-        pit_of[t["table_id"]] = p["pit"]
-        approved = conf.pit_procedures.get(t["pit"] or "")
-        p["tables"].append({
-            **t,
-            "open": t["state"] == "table_open",
-            "procedure_shown": t["procedure"] if t["procedure"] is not None else approved,
-            "procedure_from": "log" if t["procedure"] is not None
-            else ("approved for the pit" if approved is not None else None),
-            "shoe_open": t["shoe_state"] == "shoe_start",
-            "shoe_rounds": shoe_rounds.get((t["table_id"], t["shoe"]), 0),
-            "findings": [(s, open_by[(t["pit"], t["table_id"])].get(s, 0)) for s in SEVERITIES],
-            "acked": acked_by[(t["pit"], t["table_id"])],
-            "last": t["last_event"].astimezone(zone),
-        })
-    for (pit, table), counts in open_by.items():
-        p = pit_entry(pit or "")
-        if table is None or table not in pit_of:
-            p["open"].update(counts)  # pit-level findings, or a table not dealt today
-    for (pit, table), n in acked_by.items():
-        if table is None or table not in pit_of:
-            pit_entry(pit or "")["acked"] += n
-    ordered = sorted(pits.values(), key=lambda p: p["pit"])
-    for p in ordered:
-        p["tables"].sort(key=lambda t: t["table_id"])
-        p["open"] = [(s, p["open"].get(s, 0)) for s in SEVERITIES]
-        p["rounds"] = sum(t["rounds"] for t in p["tables"])
+def _pit(pits: dict[str, dict[str, Any]], conf: PropertyConfig, name: str | None) -> dict:
+    """The floor's entry for pit `name` (a table without a pit is under ""), made on first use."""
+    key = name or ""
+    return pits.setdefault(key, {
+        "pit": key, "tables": [], "approved": conf.pit_procedures.get(key),
+        "open": Counter(), "acked": 0,
+    })
+
+
+def _floor_table(
+    t: dict[str, Any], conf: PropertyConfig, zone: dt.tzinfo, shoe_rounds: int,
+    standing: Counter[str], acked: int,
+) -> dict[str, Any]:
+    """A table's line on the floor: the procedure the log shows, else the pit's approved one
+    (said so), its shoe and the findings at it."""
+    approved = conf.pit_procedures.get(t["pit"] or "")
     return {
-        "day": day,
-        "start": start.astimezone(zone),
-        "end": end.astimezone(zone),
-        "pits": ordered,
-        "tables_open": sum(t["open"] for p in ordered for t in p["tables"]),
-        "tables": sum(len(p["tables"]) for p in ordered),
+        **t,
+        "open": t["state"] == "table_open",
+        "procedure_shown": t["procedure"] if t["procedure"] is not None else approved,
+        "procedure_from": "log" if t["procedure"] is not None
+        else ("approved for the pit" if approved is not None else None),
+        "shoe_open": t["shoe_state"] == "shoe_start",
+        "shoe_rounds": shoe_rounds,
+        "findings": [(s, standing.get(s, 0)) for s in SEVERITIES],
+        "acked": acked,
+        "last": t["last_event"].astimezone(zone),
     }
+
+
+def _count_off_the_tables(
+    pits: dict[str, dict[str, Any]], conf: PropertyConfig,
+    standing: defaultdict[Place, Counter[str]], acked: Counter[Place],
+) -> None:
+    """Findings of no table on the floor (a pit's own, or of a table not dealt today) are
+    counted on their pit."""
+    on_floor = {t["table_id"] for p in pits.values() for t in p["tables"]}
+    for (pit, table), counts in standing.items():
+        if table is None or table not in on_floor:
+            _pit(pits, conf, pit)["open"].update(counts)
+    for (pit, table), n in acked.items():
+        if table is None or table not in on_floor:
+            _pit(pits, conf, pit)["acked"] += n
 
 
 def acknowledge(

@@ -20,7 +20,8 @@ import duckdb
 
 from auditor.audit.run import Progress
 from auditor.config import PropertyConfig
-from auditor.report.gather import LOCAL_TIME, Scope, gather, money, pct
+from auditor.report.formatting import LOCAL_TIME, money, pct
+from auditor.report.gather import Scope, gather
 from auditor.rules.codes import REGISTRY
 from auditor.shipped import shipped
 from auditor.store import findings
@@ -41,7 +42,7 @@ def environment(folder: Path = TEMPLATES):
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    # gather's own formatters: a table's figures read as those of its fixed-width listing.
+    # The report's formatters: a table's figures read as those of its fixed-width listing.
     env.filters["money"] = money
     env.filters["pct"] = pct
     env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)

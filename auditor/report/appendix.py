@@ -1,0 +1,97 @@
+"""The appendices: every finding on one line (A), and the log files the report rests on,
+with the digest printed on every page (B).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import Any
+
+import duckdb
+
+from auditor.report import formatting, reads
+from auditor.report.basis import Basis, Scope
+from auditor.report.formatting import (
+    listing,
+    local_time,
+)
+
+
+def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> list[dict]:
+    """The log files the window's events came from, one row per file however it was read:
+    whole, or in pieces as it grew (`watch`, an ingest run twice over a growing file). A
+    file's SHA-256 and line count are those of all that was read of it (its last piece's
+    prefix hash), its events and quarantined lines the sum of its pieces; so a watched night
+    lists the same files, hashes and counts as a batch ingest of the finished files."""
+    only = ""
+    params: list[Any] = [scope.start, scope.end]
+    if scope.pit or scope.table:
+        only = "AND table_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(sorted(tables))
+    return reads.rows(
+        con,
+        f"""
+        WITH used AS (
+          SELECT DISTINCT source_id FROM events WHERE ts >= ? AND ts < ? {only}
+        ), files AS (
+          SELECT DISTINCT file_id FROM source_extents SEMI JOIN used USING (source_id)
+        )
+        SELECT x.file_id AS id, arg_max(x.path, x.end_byte) AS path,
+               arg_max(x.prefix_sha256, x.end_byte) AS sha256, max(x.last_line) AS lines,
+               sum(x.events)::BIGINT AS events, sum(x.quarantined)::BIGINT AS quarantined
+        FROM source_extents x SEMI JOIN files USING (file_id)
+        GROUP BY x.file_id
+        ORDER BY path
+        """,
+        params,
+    )
+
+
+def section_appendix(basis: Basis) -> dict[str, Any]:
+    """Appendix A: every finding, one line each, however many there are."""
+    return {"appendix_blocks": _appendix_blocks(basis.found, basis.scope.zone)}
+
+
+def section_sources(basis: Basis) -> dict[str, Any]:
+    """Appendix B and the digest on the cover and every page: the logs the report rests on, so
+    a reader can check they hold the same files."""
+    sources = _sources(basis.con, basis.scope, basis.names)
+    digest = hashlib.sha256("".join(sorted(s["sha256"] for s in sources)).encode()).hexdigest()
+    return {
+        "sources": sources,
+        "sources_listing": listing([_source_line(x) for x in sources])
+        if len(sources) > formatting.LISTING_ROWS else [],
+        "sources_digest": digest,
+    }
+
+
+def _ack_text(ack: dict | None) -> str:
+    if ack is None:
+        return ""
+    note = f" ({ack['note']})" if ack["note"] else ""
+    return f"  [acknowledged {ack['at']:%Y-%m-%d %H:%M} by {ack['by']}: {ack['disposition']}{note}]"
+
+
+def _appendix_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
+    """Every finding on one fixed-width line (wrapping only its message), in blocks. Each line
+    carries its date: the lines run gravest first, not in time order, across midnight. The
+    id before the message is what `bacc-audit ack` takes, so an officer acks from the PDF."""
+    return listing([
+        f"{local_time(f['ts'], zone):<23} {f['severity']:<8} {f['code']:<28} "
+        f"{f['table'] or f['pit'] or '':<8} "
+        f"{_shoe_round(f):<18} {f['seq'] or '':>7}  "
+        f"{f['id']:<13}  {f['message']}{_ack_text(f.get('ack'))}"
+        for f in found
+    ])
+
+
+def _shoe_round(f: dict) -> str:
+    """'SHOE/ROUND', or the shoe alone for a finding of a whole shoe."""
+    if not f["shoe"]:
+        return ""
+    return f["shoe"] if f["round"] is None else f"{f['shoe']}/{f['round']}"
+
+
+def _source_line(s: dict) -> str:
+    return f"{s['sha256']}  {s['lines']:>9} {s['events']:>9} {s['quarantined']:>5}  {s['path']}"

@@ -1,0 +1,184 @@
+"""The Tables section: each table's money (handle, win, hold against the rule pack's
+theoretical hold) and the round outcomes counted from the cards against their exact odds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from auditor.report import charts, formatting, reads
+from auditor.report.basis import Basis, Scope
+from auditor.report.formatting import (
+    listing,
+    money,
+    pct,
+)
+
+
+def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
+    rows = reads.rows(
+        con,
+        """
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        )
+        SELECT e.table_id,
+               coalesce(sum(amount) FILTER (type IN ('wager', 'banco')), 0) AS handle,
+               coalesce(sum(amount) FILTER (type = 'collect'), 0) AS collected,
+               coalesce(sum(amount) FILTER (type = 'pay'), 0) AS paid,
+               coalesce(sum(amount) FILTER (type = 'vig'), 0) AS vig,
+               coalesce(sum(amount) FILTER (type = 'commission'), 0) AS commission
+        FROM events e JOIN r USING (table_id, shoe, round)
+        WHERE e.type IN ('wager', 'banco', 'collect', 'pay', 'vig', 'commission')
+        GROUP BY e.table_id
+        """,
+        [scope.start, scope.end],
+    )
+    return {r["table_id"]: r for r in rows}
+
+
+def _handle_by_bet(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict[str, Decimal]]:
+    out: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    for t, bet, amount in con.execute(
+        """
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        )
+        SELECT e.table_id, e.bet, sum(e.amount) FROM events e JOIN r USING (table_id, shoe, round)
+        WHERE e.type = 'wager' GROUP BY ALL
+        """,
+        [scope.start, scope.end],
+    ).fetchall():
+        out[t][bet] = amount
+    return out
+
+
+def _decks_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, int]:
+    return dict(
+        con.execute(
+            "SELECT table_id, mode(decks) FROM events WHERE type = 'shoe_start' AND ts < ? "
+            "GROUP BY table_id",
+            [scope.end],
+        ).fetchall()
+    )
+
+
+def _outcomes(
+    con: duckdb.DuckDBPyConnection, scope: Scope, values: Mapping[str, int]
+) -> dict[str, Counter[str]]:
+    """Winner of every round in the window, from the cards dealt (not the announcements)."""
+    case = " ".join(f"WHEN '{rank}' THEN {v}" for rank, v in values.items())
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for t, winner, n in con.execute(
+        f"""
+        WITH r AS (
+          SELECT DISTINCT table_id, shoe, round FROM events
+          WHERE type = 'round_start' AND ts >= ? AND ts < ?
+        ), hands AS (
+          SELECT e.table_id, e.shoe, e.round,
+                 sum(CASE left(e.card, 1) {case} END) FILTER (e.to_hand = 'player') % 10 AS p,
+                 sum(CASE left(e.card, 1) {case} END) FILTER (e.to_hand = 'banker') % 10 AS b,
+                 count(*) AS n
+          FROM events e JOIN r USING (table_id, shoe, round)
+          WHERE e.type = 'card' GROUP BY ALL
+        )
+        SELECT table_id, CASE WHEN p > b THEN 'player' WHEN b > p THEN 'banker' ELSE 'tie' END,
+               count(*)
+        FROM hands WHERE n >= 4 GROUP BY ALL
+        """,
+        [scope.start, scope.end],
+    ).fetchall():
+        out[t][winner] += n
+    return out
+
+
+def section_tables(basis: Basis) -> dict[str, Any]:
+    """Tables: the money (handle, win, hold against the rule pack's theoretical hold) and the
+    round outcomes counted from the cards against their exact probabilities."""
+    from auditor.rules.odds import house_edges, probabilities
+
+    con, scope, tables, rounds = basis.con, basis.scope, basis.tables, basis.rounds
+    packs, per_table_findings = basis.packs, basis.per_table_findings
+    money = _money_by_table(con, scope)
+    by_bet = _handle_by_bet(con, scope)
+    decks = _decks_by_table(con, scope)
+    outcomes = _outcomes(con, scope, basis.values)
+    totals: Counter[str] = Counter()
+    exact_weighted: Counter[str] = Counter()
+    rows = []
+    for t in tables:
+        name = t["table_id"]
+        m = money.get(name, {})
+        handle = m.get("handle", Decimal(0))
+        win = (
+            m.get("collected", Decimal(0))
+            + m.get("vig", Decimal(0))
+            + m.get("commission", Decimal(0))
+            - m.get("paid", Decimal(0))
+        )
+        pack = packs.get((t["jurisdiction"], t["game"]))
+        theo = None
+        if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
+            n_decks = decks.get(name) or 8
+            edges = house_edges(pack, n_decks, t["variant"])
+            bets = by_bet.get(name, {})
+            covered = sum((a for b, a in bets.items() if b in edges), Decimal(0))
+            if covered:
+                theo = sum(float(a) * float(edges[b]) for b, a in bets.items() if b in edges)
+                theo = theo / float(covered)
+            probs = probabilities(pack, n_decks)
+            for k in ("banker", "player", "tie"):
+                exact_weighted[k] += float(probs[k]) * t["rounds"]
+        if t["game"] == "chemin_de_fer":
+            win = m.get("commission", Decimal(0))
+        o = outcomes.get(name, Counter())
+        totals.update(o)
+        rows.append(
+            {
+                **t,
+                "handle": handle,
+                "win": win,
+                "hold": (float(win) / float(handle)) if handle else None,
+                "theo_hold": theo,
+                "findings": per_table_findings.get(name, 0),
+                "pack": pack.label if pack else "no rule pack",
+                "outcomes": dict(o),
+                "decks": decks.get(name),
+            }
+        )
+    total_outcomes = sum(totals.values())
+    exact = {k: exact_weighted[k] / rounds for k in ("banker", "player", "tie")} if rounds else {}
+    return {
+        "tables": rows,
+        "tables_listing": listing([_table_line(t) for t in rows])
+        if len(rows) > formatting.LISTING_ROWS else [],
+        "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
+        "chart_outcomes": charts.paired_bars(
+            ["Banker", "Player", "Tie"],
+            [
+                totals.get(k, 0) / total_outcomes if total_outcomes else 0
+                for k in ("banker", "player", "tie")
+            ],
+            [exact.get(k, 0) for k in ("banker", "player", "tie")],
+            f"Round outcomes: observed ({total_outcomes:,} rounds) against exact probability",
+            ("observed", "exact (rule pack)"),
+        ),
+    }
+
+
+def _table_line(t: dict) -> str:
+    rules = f"{(t['game'] or '?').replace('_', ' ')}, {t['jurisdiction'] or '?'}, " + (
+        f"{t['variant'] or '?'}" + (f", {t['decks']} decks" if t["decks"] else "")
+    )
+    return (
+        f"{t['pit'] or '':<6} {t['table_id']:<10} {rules:<38} {t['rounds']:>7,} "
+        f"{money(t['handle']):>15} {money(t['win']):>14} {pct(t['hold']):>8} "
+        f"{pct(t['theo_hold']):>8} {t['findings']:>6}"
+    )

@@ -243,15 +243,14 @@ def run_partition(task: PartitionTask) -> dict[str, Any]:
             pass
     con = open_partition_db(partial, task.threads)
     try:
-        run_id = runs.start(con, "backfill partition", {"partition": part.index})
-        result = ingest(con, part.files, run_id)
-        t_ingest = time.perf_counter() - t0
-        marker = os.environ.get(KILL_HOOK)
-        if marker and not os.path.exists(marker):
-            Path(marker).write_text(f"{os.getpid()} partition {part.index}\n")
-            os.kill(os.getpid(), signal.SIGKILL)
-        audited = audit(con, run_id, task.config, tables=False, known=_known())
-        runs.finish(con, run_id, "done", 0, {})
+        with runs.recorded(con, "backfill partition", {"partition": part.index}) as run:
+            result = ingest(con, part.files, run.id)
+            t_ingest = time.perf_counter() - t0
+            marker = os.environ.get(KILL_HOOK)
+            if marker and not os.path.exists(marker):
+                Path(marker).write_text(f"{os.getpid()} partition {part.index}\n")
+                os.kill(os.getpid(), signal.SIGKILL)
+            audited = audit(con, run.id, task.config, tables=False, known=_known())
         con.execute("CHECKPOINT")
     finally:
         con.close()

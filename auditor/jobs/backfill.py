@@ -53,9 +53,8 @@ from auditor.ingest.files import (
 from auditor.jobs.merge import merge_partition
 from auditor.rules.codes import at_least
 from auditor.rules.pack import RULES_ENV
-from auditor.store import db, outcome, runs
+from auditor.store import db, outcome, runs, sql
 from auditor.store.events import PIT_EVENTS
-from auditor.store.sql import stream_key_sql
 from auditor.words import count
 
 ENGINES = ("dask", "ray")
@@ -104,9 +103,9 @@ def stream_key(path: Path) -> str:
             continue
         pit, table = event.get("pit"), event.get("table")
         if event.get("type") in PIT_EVENTS and isinstance(pit, str):
-            return f"pit:{pit}"
+            return sql.stream_key("pit", pit)
         if isinstance(table, str):
-            return f"table:{table}"
+            return sql.stream_key("table", table)
     if lines and lines[0].strip():
         return "head:" + hashlib.sha256(lines[0].rstrip(b"\r")).hexdigest()
     return f"file:{escape_path(path.resolve())}"
@@ -580,7 +579,7 @@ def _audit_again(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         INSERT INTO round_audits
         SELECT DISTINCT table_id, shoe, round, -1, -1, 0, {int(run_id)}, now()
         FROM round_audits
-        WHERE {stream_key_sql("table", "table_id")} IN (SELECT stream FROM backfill_spanning)
+        WHERE {sql.stream_key_sql("table", "table_id")} IN (SELECT stream FROM backfill_spanning)
         """
     )
 

@@ -33,7 +33,6 @@ from auditor.board import feed
 from auditor.board.api import CURSOR_HEADER
 from auditor.board.app import create_app, serve
 from auditor.board.auth import Auth, hash_password, token_sha256, verify_password
-from auditor.board.feed import Filters
 from auditor.board.settings import (
     BoardSettings,
     Token,
@@ -45,6 +44,7 @@ from auditor.errors import UserError
 from auditor.ingest.files import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.store import acks, db, findings, runs
+from auditor.store.filters import Filter
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
@@ -323,14 +323,14 @@ def test_filters_in_sql_and_in_python_agree(full: Path) -> None:
     every = feed.changes(con, 0, zone, limit=1000)
     day = config.load(CONFIG).shift_window(dt.date(2026, 11, 28), "grave", zone)
     for f in (
-        Filters(severity="major"),
-        Filters(codes=("chemin.*", "log.*")),
-        Filters(pit="P1", severity="critical"),
-        Filters(table="CF-01"),
-        Filters(window=(day[0], day[0] + dt.timedelta(hours=3))),
+        Filter(severity="major"),
+        Filter(codes=("chemin.*", "log.*")),
+        Filter(pit="P1", severity="critical"),
+        Filter(table="CF-01"),
+        Filter(window=(day[0], day[0] + dt.timedelta(hours=3))),
     ):
         in_sql = [c.cursor for c in feed.changes(con, 0, zone, filters=f, limit=1000)]
-        assert in_sql == [c.cursor for c in every if f.matches(c)], f
+        assert in_sql == [c.cursor for c in every if f.matches(c.record, c.at)], f
         assert in_sql, f
     con.close()
 
@@ -737,7 +737,7 @@ def test_a_stream_that_falls_behind_is_ended_not_left_with_a_gap(
 
     async def scenario() -> list[Any]:
         await hub.start()
-        sub = hub.subscribe(Filters())
+        sub = hub.subscribe(Filter())
         store_mb01(shared)
         await hub.poll()  # one batch: the queue is full
         findings.withdraw(shared, runs.start(shared, "test", {}), "code = 'vig.wrong_amount'")

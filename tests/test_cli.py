@@ -31,7 +31,7 @@ from helpers.events import contract_lines, event, line
 from helpers.processes import holder
 from rich.console import Console
 
-from auditor.cli import app as cli
+from auditor.cli import ingest as ingest_cli
 from auditor.errors import DatabaseBusy, UserError
 from auditor.shipped import shipped
 from auditor.store import db
@@ -877,7 +877,7 @@ def test_ctrl_c_during_ingest_exits_130_and_the_run_reads_interrupted(
     """Ctrl-C reaches Python code as KeyboardInterrupt, and a DuckDB query (which catches
     SIGINT itself) as RuntimeError("Query interrupted")."""
     dbp = tmp_path / "a.duckdb"
-    interrupt_at(monkeypatch, cli, "ingest", exc)
+    interrupt_at(monkeypatch, ingest_cli, "ingest", exc)
     r = bacc_audit("ingest", write(tmp_path / "night.jsonl", L), "--db", dbp)
     assert r.code == 130, r
     assert (r.out, r.err) == ("", "interrupted\n")

@@ -25,7 +25,7 @@ from helpers.events import contract_lines, line
 from helpers.processes import holder
 from helpers.tablelog import DECK, Log, deal_rounds
 
-from auditor.jobs import nightly
+from auditor.jobs.lock import LockInfo, lock_holder, lock_path
 from auditor.store import db
 from auditor.store.findings import csv_cell, csv_row
 
@@ -318,9 +318,9 @@ def test_nightly_through_a_symlink_finds_the_lock_of_the_real_database(
         (tmp_path / "var-link").symlink_to(real.parent, target_is_directory=True)
         link = tmp_path / "var-link" / "audit.duckdb"
     (tmp_path / "spool").mkdir()
-    assert nightly.lock_path(link) == real.parent / "audit.duckdb.lock"
+    assert lock_path(link) == real.parent / "audit.duckdb.lock"
     with holder(HOLD_LOCK, real.parent / "audit.duckdb.lock") as pid:
-        assert nightly.lock_holder(link) == nightly.LockInfo(pid, 99, "then")
+        assert lock_holder(link) == LockInfo(pid, 99, "then")
         r = bacc_audit(tmp_path, "nightly", "--spool", "spool", "--db", link)
         assert (r.code, r.out) == (5, ""), r
         assert r.err == (

@@ -26,8 +26,10 @@ import pypdf
 import pytest
 
 from auditor import config
-from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, UserError
+from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_LOCKED, UserError
 from auditor.jobs import nightly
+from auditor.jobs.archive import archive_dir, archive_path
+from auditor.jobs.lock import LockInfo, NightlyLocked, lock_holder, lock_path
 from auditor.store import runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,29 +332,29 @@ HOLD_LOCK = textwrap.dedent(
 def test_a_second_run_is_refused_with_exit_5_while_the_lock_is_held(
     night: Night, bacc_audit: Any
 ) -> None:
-    lock = nightly.lock_path(night.db)
+    lock = lock_path(night.db)
     runs_before = scalar(night.db, "SELECT count(*) FROM runs")
     child = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "locked"
-        assert nightly.lock_holder(night.db) == nightly.LockInfo(child.pid, 99, "then")
+        assert lock_holder(night.db) == LockInfo(child.pid, 99, "then")
         r = bacc_audit(
             "nightly", "--spool", night.spool, "--db", night.db, "--config", CONFIG, "--json"
         )
-        assert r.code == nightly.EXIT_LOCKED == 5, r
+        assert r.code == EXIT_LOCKED == 5, r
         assert json.loads(r.out)["exit_code"] == 5
         assert "another nightly run holds the lock: nightly run 99 " in r.err
         assert f"(process {child.pid}, since then)" in r.err
-        with pytest.raises(nightly.NightlyLocked):
+        with pytest.raises(NightlyLocked):
             nightly.run_nightly(night.db, night.spool, config.load(CONFIG), day=DAY)
     finally:
         child.kill()
         child.wait()
     # The refused runs touched nothing; the kernel released the lock with the process.
     assert scalar(night.db, "SELECT count(*) FROM runs") == runs_before
-    assert nightly.lock_holder(night.db) is None
+    assert lock_holder(night.db) is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -619,7 +621,7 @@ def test_the_cron_line_uses_flock_n_on_its_own_lock_and_the_same_environment() -
     m = re.search(r"flock -n (?:-E \d+ )?(\S+) (\S+/bacc-audit) nightly", command)
     assert m, command
     # The job takes <db>.lock itself: flock(1) on the same file would lock the job out.
-    assert m.group(1) != str(nightly.lock_path(Path(env["BACC_AUDIT_DB"])))
+    assert m.group(1) != str(lock_path(Path(env["BACC_AUDIT_DB"])))
 
 
 # A measured figure: minutes, seconds, hours of run time, or memory.
@@ -650,10 +652,10 @@ def test_the_archive_comes_from_the_option_else_the_config_else_the_default(
     conf_file.parent.mkdir()
     conf_file.write_text('[property]\ntime_zone = "America/New_York"\narchive = "pdfs"\n')
     conf = config.load(conf_file)
-    assert nightly.archive_dir(conf, None) == tmp_path / "etc" / "pdfs"  # beside the config
-    assert nightly.archive_dir(conf, tmp_path / "x") == tmp_path / "x"
-    assert nightly.archive_dir(config.PropertyConfig(), None) == Path("reports/archive")
-    assert nightly.archive_path(Path("a"), DAY, "2026-11-28_grave") == Path(
+    assert archive_dir(conf, None) == tmp_path / "etc" / "pdfs"  # beside the config
+    assert archive_dir(conf, tmp_path / "x") == tmp_path / "x"
+    assert archive_dir(config.PropertyConfig(), None) == Path("reports/archive")
+    assert archive_path(Path("a"), DAY, "2026-11-28_grave") == Path(
         "a/2026-11-28/2026-11-28_grave.pdf"
     )
     conf_file.write_text("[property]\narchive = 3\n")

@@ -39,7 +39,7 @@ from auditor import config as cfg
 from auditor.audit.run import audit
 from auditor.errors import DatabaseBusy
 from auditor.ingest.files import ingest
-from auditor.store import acks, db, runs, shared
+from auditor.store import acks, db, runs, serving, shared, wire
 from auditor.store.findings import short_id
 from auditor.store.records import Acknowledgement
 
@@ -517,7 +517,7 @@ def test_a_readers_settings_are_its_own(tmp_path: Path) -> None:
 def test_the_socket_is_the_users_alone_and_goes_with_the_connection(tmp_path: Path) -> None:
     path = tmp_path / "audit.duckdb"
     con = db.connect(path)
-    assert isinstance(con, shared.OwnedConnection)
+    assert isinstance(con, serving.OwnedConnection)
     sock, owner = tmp_path / "audit.duckdb.sock", tmp_path / "audit.duckdb.owner"
     assert stat.S_ISSOCK(sock.stat().st_mode)
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600
@@ -548,7 +548,7 @@ def test_a_path_too_long_for_a_socket_is_served_from_the_users_runtime_folder(
     try:
         record = json.loads((deep / "audit.duckdb.owner").read_text())
         where = Path(record["socket"])
-        assert where.parent != deep and len(os.fsencode(where)) <= shared.SOCKET_PATH_MAX
+        assert where.parent != deep and len(os.fsencode(where)) <= serving.SOCKET_PATH_MAX
         assert stat.S_IMODE(where.parent.stat().st_mode) == 0o700
         assert served_files(path) == ["audit.duckdb.owner"]
         r = bacc("runs", "--json", "--db", path)  # from another process, through it
@@ -563,7 +563,7 @@ def test_another_user_is_refused_with_a_sentence(tmp_path: Path, monkeypatch: An
         serving = threading.current_thread().name.startswith("bacc-audit serves")
         return os.getuid() + (1 if serving else 0)
 
-    monkeypatch.setattr(shared, "_peer_uid", peer)
+    monkeypatch.setattr(wire, "peer_uid", peer)
     path = tmp_path / "audit.duckdb"
     con = db.connect(path)
     try:
@@ -571,7 +571,7 @@ def test_another_user_is_refused_with_a_sentence(tmp_path: Path, monkeypatch: An
             shared.reach(path, read_only=True)
         assert e.value.exit_code == 4
         assert str(e.value) == (
-            f"{path}: database busy: {shared._command()} (PID {os.getpid()}) has it open for "
+            f"{path}: database busy: {serving.command_name()} (PID {os.getpid()}) has it open for "
             "writing and serves it only to processes of its own user; run this command as "
             "that user, or try again when it has finished"
         )
@@ -604,7 +604,7 @@ def test_a_write_conflict_is_tried_again_then_said(tmp_path: Path) -> None:
         assert 1.0 < time.monotonic() - started < 5
         assert isinstance(e.value, DatabaseBusy) and e.value.exit_code == 4
         assert str(e.value) == (
-            f"{path}: database busy: {shared._command()} (PID {os.getpid()}) is writing the "
+            f"{path}: database busy: {serving.command_name()} (PID {os.getpid()}) is writing the "
             "same rows; this change was tried 6 times and not made; try again in a moment"
         )
         con.execute("ROLLBACK")

@@ -30,9 +30,8 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -40,10 +39,8 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 import duckdb
 
-from auditor import config as cfg
 from auditor.config import PropertyConfig
-from auditor.errors import UserError
-from auditor.rules.codes import REGISTRY, SEVERITIES
+from auditor.store.filters import Filter
 from auditor.store.findings import STORED_FIELDS, short_id
 
 log = logging.getLogger("auditor.board")
@@ -85,112 +82,6 @@ class Change:
         kind = "" if self.status == "open" else f"event: {self.status}\n"
         data = json.dumps(self.record, separators=(",", ":"))
         return f"{kind}id: {self.cursor}\ndata: {data}\n\n"
-
-
-def _like(pattern: str) -> str:
-    # `*` is the only wildcard, as in `bacc-audit findings --code`: `_` and `%` are themselves.
-    return (
-        pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-    )
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What a page, the API or a stream shows: the filters of `bacc-audit findings`.
-
-    Applied in SQL to what is read from the database (`where`) and in Python to what the
-    poller pushes (`matches`); the two agree (tests/test_board.py).
-    """
-
-    severity: str | None = None  # this severity and the graver ones
-    codes: tuple[str, ...] = ()  # `*` matches any run of characters
-    pit: str | None = None
-    table: str | None = None
-    window: tuple[dt.datetime, dt.datetime] | None = None  # [start, end) in UTC
-
-    @classmethod
-    def from_query(
-        cls, query: Mapping[str, Any], conf: PropertyConfig, zone: dt.tzinfo
-    ) -> Filters:
-        """From a query string (`severity`, `code` repeatable, `pit`, `table`, `date` or
-        `shift`); a value that can match nothing is a UserError, as on the command line."""
-        getlist = getattr(query, "getlist", None)
-        raw_codes = getlist("code") if getlist else query.get("code") or []
-        codes = tuple(c.strip() for c in ([raw_codes] if isinstance(raw_codes, str) else raw_codes)
-                      if c and c.strip())
-        for c in codes:
-            pattern = re.compile(".*".join(re.escape(part) for part in c.split("*")))
-            if not any(pattern.fullmatch(k) for k in REGISTRY):
-                raise UserError(f"code {c!r}: no such finding code (* matches any text)")
-        severity = (query.get("severity") or "").strip() or None
-        if severity and severity not in SEVERITIES:
-            raise UserError(
-                f"severity must be one of {', '.join(SEVERITIES)}, not {severity!r}"
-            )
-        date, shift = query.get("date"), query.get("shift")
-        window = None
-        if date and shift:
-            raise UserError("give date or shift, not both")
-        if shift:
-            day, name = cfg.parse_shift(shift)
-            window = conf.shift_window(day, name, zone)
-        elif date:
-            window = conf.gaming_day_window(cfg.parse_date(date), zone)
-        return cls(
-            severity=severity,
-            codes=codes,
-            pit=(query.get("pit") or "").strip() or None,
-            table=(query.get("table") or "").strip() or None,
-            window=window,
-        )
-
-    def allowed(self) -> tuple[str, ...]:
-        if not self.severity:
-            return SEVERITIES
-        return SEVERITIES[: SEVERITIES.index(self.severity) + 1]
-
-    def where(self) -> tuple[str, list[Any]]:
-        where: list[str] = ["true"]
-        params: list[Any] = []
-        if self.window:
-            where.append("ts >= ? AND ts < ?")
-            params += list(self.window)
-        if self.table:
-            where.append("table_id = ?")
-            params.append(self.table)
-        if self.pit:
-            where.append("pit = ?")
-            params.append(self.pit)
-        if self.codes:
-            where.append("(" + " OR ".join("code LIKE ? ESCAPE '\\'" for _ in self.codes) + ")")
-            params += [_like(c) for c in self.codes]
-        if self.severity:
-            allowed = self.allowed()
-            where.append(f"severity IN ({', '.join('?' for _ in allowed)})")
-            params += list(allowed)
-        return " AND ".join(where), params
-
-    def matches(self, change: Change) -> bool:
-        r = change.record
-        if self.window and not self.window[0] <= change.at < self.window[1]:
-            return False
-        if self.table and r["table"] != self.table:
-            return False
-        if self.pit and r["pit"] != self.pit:
-            return False
-        if self.codes and not any(
-            re.fullmatch(".*".join(re.escape(p) for p in c.split("*")), r["code"])
-            for c in self.codes
-        ):
-            return False
-        return not self.severity or r["severity"] in self.allowed()
-
-    def query(self) -> list[tuple[str, str]]:
-        """The filters as query parameters (dates as the window itself is not kept)."""
-        out = [("code", c) for c in self.codes]
-        out += [(k, v) for k, v in (("severity", self.severity), ("pit", self.pit),
-                                   ("table", self.table)) if v]
-        return out
 
 
 @dataclass
@@ -248,12 +139,12 @@ def changes(
     zone: dt.tzinfo,
     *,
     upto: int | None = None,
-    filters: Filters | None = None,
+    filters: Filter | None = None,
     withdrawn: bool = True,
     limit: int = CHUNK,
 ) -> list[Change]:
     """The rows after cursor `after` (and at most `upto`), in cursor order, at most `limit`."""
-    where, params = (filters or Filters()).where()
+    where, params = (filters or Filter()).where()
     if upto is not None:
         where += " AND id <= ?"
         params.append(upto)
@@ -272,7 +163,7 @@ def all_changes(
     after: int,
     upto: int,
     zone: dt.tzinfo,
-    filters: Filters | None = None,
+    filters: Filter | None = None,
     withdrawn: bool = True,
 ) -> Iterator[Change]:
     """Every row in (after, upto], read CHUNK at a time."""
@@ -288,7 +179,7 @@ def all_changes(
 
 
 def standing(
-    con: duckdb.DuckDBPyConnection, zone: dt.tzinfo, filters: Filters, limit: int
+    con: duckdb.DuckDBPyConnection, zone: dt.tzinfo, filters: Filter, limit: int
 ) -> list[Change]:
     """The standing findings, newest stored first, at most `limit`."""
     where, params = filters.where()
@@ -306,7 +197,7 @@ def standing(
 class Subscriber:
     """One open stream: the batches the poller pushes, and whether it fell behind."""
 
-    def __init__(self, filters: Filters, start: int, size: int) -> None:
+    def __init__(self, filters: Filter, start: int, size: int) -> None:
         self.filters = filters
         self.start = start  # the poller's cursor when it subscribed: it pushes what follows
         self.queue: asyncio.Queue[list[Change] | None] = asyncio.Queue(maxsize=size)
@@ -410,7 +301,7 @@ class Hub:
                 log.exception("board: poll failed")
                 await asyncio.sleep(1.0)
 
-    def subscribe(self, filters: Filters) -> Subscriber:
+    def subscribe(self, filters: Filter) -> Subscriber:
         sub = Subscriber(filters, self.head, self.queue_size)
         self.subscribers.add(sub)
         return sub

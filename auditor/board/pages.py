@@ -18,15 +18,16 @@ from starlette.responses import RedirectResponse, Response
 
 from auditor.board import feed, router, views
 from auditor.board.auth import SESSION_COOKIE, Identity
-from auditor.board.feed import Filters, snapshot
+from auditor.board.feed import snapshot
 from auditor.board.router import Board, base_path, problem, query_filters, render, secured
 from auditor.errors import UserError
+from auditor.store.filters import Filter
 
 FEED_LIMIT = 200  # findings on the feed page as first served; the stream adds the rest
 
 
 def _feed_context(
-    con: duckdb.DuckDBPyConnection, zone: dt.tzinfo, filters: Filters
+    con: duckdb.DuckDBPyConnection, zone: dt.tzinfo, filters: Filter
 ) -> dict[str, Any]:
     with snapshot(con):
         cursor = feed.head(con)

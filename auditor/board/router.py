@@ -21,11 +21,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from auditor.board.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Identity, new_csrf_cookie
-from auditor.board.feed import Cursors, Filters, Hub, ZoneCache, reading
+from auditor.board.feed import Cursors, Hub, ZoneCache, reading
 from auditor.board.settings import BoardSettings, is_loopback
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
 from auditor.rules.pack import PackCache
+from auditor.store.filters import Filter
 
 FORM_BYTES = 64 * 1024
 FORWARDED = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto")
@@ -294,8 +295,8 @@ def render(
     return secured(response)
 
 
-async def query_filters(board: Board, request: Request) -> Filters:
+async def query_filters(board: Board, request: Request) -> Filter:
     """The findings filters the query asks for (severity, code, pit, table, date, shift)."""
     return await board.read(
-        lambda con, zone: Filters.from_query(request.query_params, board.conf, zone)
+        lambda con, zone: Filter.from_query(request.query_params, board.conf, zone)
     )

@@ -62,7 +62,7 @@ async def api_stream(request: Request, board: Board, who: Identity | None) -> Re
                 if batch is None:
                     return
                 for c in batch:
-                    if c.cursor > covered and filters.matches(c):
+                    if c.cursor > covered and filters.matches(c.record, c.at):
                         yield c.sse()
                 covered = max(covered, batch[-1].cursor)
         finally:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from auditor.cli.options import ConfigOption, DbOption, files_sentence
+from auditor.cli import console
+from auditor.cli.options import ConfigOption, DbOption, FailOnOption, JsonSummaryOption
 from auditor.errors import UserError
-from auditor.store import db
+from auditor.store import db, outcome
 from auditor.words import count
+
+if TYPE_CHECKING:  # Dask and the backfill load when the command runs, not at startup
+    from auditor.jobs.backfill import BackfillResult
 
 
 def backfill_cmd(
@@ -55,10 +58,8 @@ def backfill_cmd(
     partition_mb: Annotated[
         int, typer.Option(help="Group small streams into partitions of about this many MB.")
     ] = 256,
-    fail_on: Annotated[
-        str, typer.Option(help="Exit 1 when a new finding is at least this severe.")
-    ] = "major",
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+    fail_on: FailOnOption = "major",
+    as_json: JsonSummaryOption = False,
     db_path: DbOption = None,
     config_path: ConfigOption = None,
 ) -> None:
@@ -83,8 +84,6 @@ def backfill_cmd(
     from auditor import config as cfg
     from auditor.jobs.backfill import run_backfill
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
-    out = Console(highlight=False, soft_wrap=True, markup=False)
     if partition_mb < 1:
         raise UserError(f"--partition-mb {partition_mb}: give at least 1")
     if workers is not None and workers < 1:
@@ -100,18 +99,24 @@ def backfill_cmd(
         work_dir=work_dir,
         partition_bytes=partition_mb << 20,
         fail_on=fail_on,
-        say=None if as_json else err.print,
+        say=None if as_json else console.err.print,
     )
     if as_json:
-        out.print_json(json.dumps(result.summary() | {"exit_code": code}, default=str))
+        console.out.print_json(json.dumps(result.summary() | {"exit_code": code}, default=str))
         raise typer.Exit(code)
+    _print(result)
+    raise typer.Exit(code)
+
+
+def _print(result: BackfillResult) -> None:
+    out, err = console.out, console.err
     for f in result.files:
         for line in f["problems"]:
             err.print(f"quarantined: {line}")
-        if f["status"] in ("unreadable", "refused_altered", "empty"):
-            err.print(f"error: {f['message']}")
-    out.print(files_sentence(Counter(f["status"] for f in result.files), result.events,
-                             result.quarantined))
+        if f["status"] in outcome.ERROR_STATUSES:
+            console.error(f["message"])
+    statuses = Counter(f["status"] for f in result.files)
+    out.print(outcome.files_sentence(statuses, result.events, result.quarantined))
     out.print(
         f"{count(len(result.partitions), 'partition')} on {count(result.workers, 'worker')}: "
         f"{result.merged} merged, {len(result.redone_locally)} ingested by the driver"
@@ -123,12 +128,10 @@ def backfill_cmd(
             f"passes over tables, pits, shoes, dealers and seats: "
             f"{count(a.passes_new, 'new finding')}, {a.passes_withdrawn} withdrawn"
         )
-        for why, n in sorted(a.skipped.items()):
-            err.print(f"not audited: {count(n, 'round')}: {why}")
+        console.not_audited(a.skipped)
     s = result.seconds
     out.print(
         f"{s.get('total', 0):.1f} s: partitions {s.get('partitions', 0):.1f} s (merge "
         f"{s.get('merge', 0):.1f} s), across partitions {s.get('across', 0):.1f} s, audit "
         f"{s.get('audit', 0):.1f} s"
     )
-    raise typer.Exit(code)

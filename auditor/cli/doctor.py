@@ -10,8 +10,14 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from auditor.cli import console
+from auditor.cli.options import ConfigOption, DbOption
 from auditor.config import PropertyConfig
+from auditor.errors import EXIT_INPUT, EXIT_OK
 
 # (passed, what was checked, what to do when it failed); passed None: a note (not checked).
 Check = tuple[bool | None, str, str]
@@ -24,6 +30,45 @@ AS_ROOT = (
     "permissions checked as root, who may read and write anywhere: run doctor as the user "
     "of the nightly job (e.g. sudo -u bacc-audit bacc-audit doctor) to check its own"
 )
+
+
+def doctor_cmd(
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+    spool: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_SPOOL",
+            help="The nightly job's spool: checked to exist and be readable.",
+            show_default=False,
+        ),
+    ] = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_ARCHIVE",
+            help="The nightly job's archive (default as nightly: [property] archive in the "
+            "config, else reports/archive): checked to exist and be writable.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Check what bacc-audit needs: PDF libraries, fonts, rule packs, the property config,
+    the nightly job's spool and archive, and the database and its folder.
+
+    Each failed check says what to do; exit 2 when any failed. The spool and archive are
+    checked when a spool is given or an archive given or configured. Permissions are those
+    of the user running doctor: run it as the user of the nightly job.
+    """
+    from auditor.store import db
+
+    failed = 0
+    for ok, what, advice in checks(db_path or db.default_db_path(), config_path, spool, archive):
+        console.out.print(f"{'note' if ok is None else 'ok  ' if ok else 'FAIL'} {what}")
+        if ok is False:
+            failed += 1
+            console.out.print(f"     {advice}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
 
 
 def checks(
@@ -110,7 +155,7 @@ def _nightly_folders(
     """The spool and archive as `nightly` resolves them (its own `archive_dir`). Checked when
     the nightly job is set up here: a spool given, or an archive given or configured; a
     machine that only runs the commands by hand needs neither."""
-    from auditor.jobs.nightly import archive_dir
+    from auditor.jobs.archive import archive_dir
 
     if spool is None and archive is None and (conf is None or conf.archive is None):
         why = "the property config did not load" if conf is None else (

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.errors import EXIT_OK, UserError
 from auditor.store import db, notices, runs
 from auditor.words import count
 
@@ -131,9 +131,8 @@ def _add(
 ) -> None:
     when = parse_time(effective, zone, "--effective")
     given = parse_time(given_at, zone, "--given-at")
-    run_id = runs.start(con, "notice add", {"pit": pit, "procedure": procedure,
-                                             "recipients": [str(r) for r in recipient]})
-    try:
+    args = {"pit": pit, "procedure": procedure, "recipients": [str(r) for r in recipient]}
+    with runs.recorded(con, "notice add", args, keep_error=False) as run:
         stored = [
             notices.add_notice(
                 con, pit=pit, procedure=procedure, effective=when, recipient=str(r),
@@ -142,14 +141,8 @@ def _add(
             )
             for r in dict.fromkeys(recipient)
         ]
-    except UserError:
-        runs.finish(con, run_id, "failed", UserError.exit_code, {})
-        raise
-    except BaseException:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
-        raise
-    rows = [notices.as_dict(n) for n in stored]
-    runs.finish(con, run_id, "done", EXIT_OK, {"notices": [r["id"] for r in rows]})
+        rows = [notices.as_dict(n) for n in stored]
+        run.done(EXIT_OK, {"notices": [r["id"] for r in rows]})
     if as_json:
         out.print_json(json.dumps(rows))
         return
@@ -216,13 +209,10 @@ def withdraw_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
-        run_id = runs.start(con, "notice withdraw", {"notice": notice_id, "by": by})
-        try:
+        args = {"notice": notice_id, "by": by}
+        with runs.recorded(con, "notice withdraw", args, keep_error=False) as run:
             w = notices.withdraw_notice(con, notice_id, by=by, reason=reason)
-        except UserError:
-            runs.finish(con, run_id, "failed", UserError.exit_code, {})
-            raise
-        runs.finish(con, run_id, "done", EXIT_OK, {"notice": notice_id})
+            run.done(EXIT_OK, {"notice": notice_id})
         when = w.withdrawn_at.astimezone(conf.zone_for(con))
     finally:
         con.close()

@@ -1,16 +1,14 @@
-"""The options every command that opens the database or the property config shares, defined
-once so that `--db` and `--config` read the same everywhere (and their environment
-variables)."""
+"""The options several commands share, defined once so that they read the same everywhere:
+`--db` and `--config` (and their environment variables), `--json`, `--fail-on`, and the
+formats of the listings (`findings`, `dealers`)."""
 
 from __future__ import annotations
 
-from collections import Counter
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from auditor.words import count
 
 DbOption = Annotated[
     Path | None,
@@ -32,14 +30,21 @@ ConfigOption = Annotated[
     ),
 ]
 
+# --json of the commands that load or judge logs, and of those that list.
+JsonSummaryOption = Annotated[bool, typer.Option("--json", help="Print a JSON summary.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
-def files_sentence(statuses: Counter[str], events: int, quarantined: int) -> str:
-    """The last line of `ingest` (and `backfill`): the files by what became of them (by
-    status), the events loaded and the lines quarantined."""
-    empty = f", {statuses['empty']} empty" if statuses["empty"] else ""
-    return (
-        f"{count(sum(statuses.values()), 'file')}: {statuses['ingested']} ingested, "
-        f"{statuses['already_ingested']} already ingested, "
-        f"{statuses['refused_altered']} refused, {statuses['unreadable']} unreadable{empty}; "
-        f"{count(events, 'event')} loaded, {count(quarantined, 'line')} quarantined"
-    )
+# --fail-on of `audit` and `backfill` (nightly's says "of the night"); rules.codes.at_least
+# checks the value.
+FailOnOption = Annotated[
+    str, typer.Option(help="Exit 1 when a new finding is at least this severe.")
+]
+
+
+class Format(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+    table = "table"
+
+
+FormatOption = Annotated[Format, typer.Option("--format", help="Output format.")]

@@ -1,4 +1,5 @@
-"""Progress of long commands (audit, report): a bar on a terminal, plain lines elsewhere.
+"""Progress of long commands (ingest, audit, report): a bar on a terminal, plain lines
+elsewhere (audit, report).
 
 The library functions take a `progress(step, done, total)` callback and print nothing; this
 is the one place that decides how it looks. Both go to stderr, so stdout (paths, JSON) stays
@@ -10,10 +11,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from auditor.ingest.files import escape_path
 
 if TYPE_CHECKING:  # the audit's modules load when a command needs them, not at startup
     from auditor.audit.run import Progress as ProgressFn
@@ -71,5 +82,32 @@ def progress_for(console: Console, what: str, bar: bool) -> Iterator[ProgressFn]
 
         def update(step: str, done: int, total: int) -> None:
             shown.update(task, description=f"{what}: {step}", completed=done, total=total)
+
+        yield update
+
+
+@contextmanager
+def bytes_read(
+    console: Console, total: int, bar: bool
+) -> Iterator[Callable[[Path, int], None] | None]:
+    """For ingest: a transient bar of the bytes read of `total`, named by the file being
+    read, when `bar` (a terminal); else no callback (ingest says nothing as it goes)."""
+    if not bar:
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as shown:
+        task = shown.add_task("ingest", total=total)
+        done: dict[Path, int] = {}
+
+        def update(path: Path, read: int) -> None:
+            done[path] = read
+            shown.update(task, completed=sum(done.values()), description=escape_path(path.name))
 
         yield update

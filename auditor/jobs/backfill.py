@@ -41,7 +41,7 @@ import duckdb
 from auditor import __version__
 from auditor.audit.run import AuditResult, Known, audit
 from auditor.config import PropertyConfig
-from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, UserError
+from auditor.errors import UserError
 from auditor.ingest.files import (
     GZIP_MAGIC,
     IngestResult,
@@ -50,9 +50,10 @@ from auditor.ingest.files import (
     ingest,
     record_seq_gaps,
 )
-from auditor.rules.codes import SEVERITIES
+from auditor.jobs.merge import merge_partition
+from auditor.rules.codes import at_least
 from auditor.rules.pack import RULES_ENV
-from auditor.store import db, runs
+from auditor.store import db, outcome, runs, sql
 from auditor.store.events import PIT_EVENTS
 from auditor.words import count
 
@@ -102,9 +103,9 @@ def stream_key(path: Path) -> str:
             continue
         pit, table = event.get("pit"), event.get("table")
         if event.get("type") in PIT_EVENTS and isinstance(pit, str):
-            return f"pit:{pit}"
+            return sql.stream_key("pit", pit)
         if isinstance(table, str):
-            return f"table:{table}"
+            return sql.stream_key("table", table)
     if lines and lines[0].strip():
         return "head:" + hashlib.sha256(lines[0].rstrip(b"\r")).hexdigest()
     return f"file:{escape_path(path.resolve())}"
@@ -145,9 +146,7 @@ def plan(
     workers wait). `known(resolved paths)` names the files the database already holds:
     their streams are left to the driver (`Plan.local`), whose `ingest` tells already
     ingested, grown and altered files apart."""
-    files, errors = discover(paths)
-    if errors:
-        raise UserError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    files = _discovered(paths)
     groups: dict[str, list[Path]] = {}
     sizes: Counter[str] = Counter()
     for f in files:
@@ -243,15 +242,14 @@ def run_partition(task: PartitionTask) -> dict[str, Any]:
             pass
     con = open_partition_db(partial, task.threads)
     try:
-        run_id = runs.start(con, "backfill partition", {"partition": part.index})
-        result = ingest(con, part.files, run_id)
-        t_ingest = time.perf_counter() - t0
-        marker = os.environ.get(KILL_HOOK)
-        if marker and not os.path.exists(marker):
-            Path(marker).write_text(f"{os.getpid()} partition {part.index}\n")
-            os.kill(os.getpid(), signal.SIGKILL)
-        audited = audit(con, run_id, task.config, tables=False, known=_known())
-        runs.finish(con, run_id, "done", 0, {})
+        with runs.recorded(con, "backfill partition", {"partition": part.index}) as run:
+            result = ingest(con, part.files, run.id)
+            t_ingest = time.perf_counter() - t0
+            marker = os.environ.get(KILL_HOOK)
+            if marker and not os.path.exists(marker):
+                Path(marker).write_text(f"{os.getpid()} partition {part.index}\n")
+                os.kill(os.getpid(), signal.SIGKILL)
+            audited = audit(con, run.id, task.config, tables=False, known=_known())
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -431,21 +429,41 @@ def backfill(
     with `merge_while_running` false, only once all are done: bench/ measures the workers
     alone so), then what crosses partitions on the merged database; see the module's
     docstring."""
-    say = say or (lambda _: None)
-    result = BackfillResult(run_id, workers=engine.workers)
+    driver = _Driver(con, run_id, BackfillResult(run_id, workers=engine.workers),
+                     say or (lambda _: None))
+    result = driver.result
     t0 = time.perf_counter()
     p = plan(paths, partition_bytes, max(1, engine.workers), known_paths(con))
     result.seconds["plan"] = time.perf_counter() - t0
-    say(
+    driver.say(
         f"backfill: {count(p.files, 'file')}, {p.size / 1e6:,.1f} MB in "
         f"{count(len(p.partitions), 'partition')} on {count(engine.workers, 'worker')}"
         + (f"; {count(len(p.local), 'file')} the database already knows, ingested here"
            if p.local else "")
     )
     work_dir.mkdir(parents=True, exist_ok=True)
-    from distributed import as_completed
+    futures = _submit(engine, p, run_id, work_dir, config)
+    t1 = time.perf_counter()
+    redo = driver.merge_as_done(p, futures, merge_while_running)
+    result.seconds["partitions"] = time.perf_counter() - t1
+    result.seconds["merge"] = driver.merge_seconds
+    t2 = time.perf_counter()
+    driver.across_partitions(sorted(set(p.local) | set(redo), key=_order_of(paths)))
+    result.seconds["across"] = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    driver.say("audit: the rounds no partition recorded whole, then tables, pits, shoes, dealers")
+    result.audit = audit(con, run_id, config)
+    result.seconds["audit"] = time.perf_counter() - t3
+    result.seconds["total"] = time.perf_counter() - t0
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return result
 
-    futures = [
+
+def _submit(
+    engine: Engine, p: Plan, run_id: int, work_dir: Path, config: PropertyConfig
+) -> list[Any]:
+    """Every partition of the plan, as a task on the engine."""
+    return [
         engine.client.submit(
             run_partition,
             PartitionTask(part, str(work_dir), config, engine.threads),
@@ -454,82 +472,100 @@ def backfill(
         )
         for part in p.partitions
     ]
-    tool = [__version__, runs.rule_pack_hashes()]
-    spanning: Counter[str] = Counter()
-    done: dict[int, dict[str, Any]] = {}
-    redo: list[Path] = []
-    next_index = 0
-    t_merge = 0.0
-    t1 = time.perf_counter()
-    with _quiet():
-        for fut in as_completed(futures):
-            out = fut.result()
-            if out["tool"] != tool:
-                raise UserError(
-                    f"worker {out['worker']} runs bacc-audit {out['tool'][0]} with other rule "
-                    f"packs or another version than this one ({tool[0]}): install the same "
-                    "version and packs on every worker (docs/scale-out.md); nothing of its "
-                    "partition was merged"
-                )
-            done[out["index"]] = out
-            if not merge_while_running:
-                if len(done) < len(futures):
-                    continue
-                result.seconds["workers"] = time.perf_counter() - t1
-            while next_index in done:
-                out = done.pop(next_index)
-                part = p.partitions[next_index]
-                tm = time.perf_counter()
-                merged = merge_partition(con, Path(out["db"]), run_id, spanning)
-                t_merge += time.perf_counter() - tm
-                out["merge_seconds"] = time.perf_counter() - tm
-                result.partitions.append(out)
-                if merged:
-                    result.merged += 1
-                    result.files += out["files"]
-                else:
-                    result.redone_locally.append(next_index)
-                    redo += [Path(f) for f in part.files]
-                _remove_db(Path(out["db"]))
-                say(
-                    f"partition {next_index + 1} of {len(p.partitions)} ({part.label()}, "
-                    f"{count(len(part.files), 'file')}): {out['seconds']['total']:.1f} s on "
-                    f"{out['worker']}; "
-                    + ("merged" if merged else "meets another partition: ingested here")
-                )
-                next_index += 1
-    result.seconds["partitions"] = time.perf_counter() - t1
-    result.seconds["merge"] = t_merge
-    t2 = time.perf_counter()
-    local = sorted(set(p.local) | set(redo), key=_order_of(paths))
-    if local:
-        say(f"ingesting {count(len(local), 'file')} here")
-        result.local = ingest(con, local, run_id)
-        result.files += [_file_summary(f) for f in result.local.files]
-    if result.local:  # streams the driver's ingest added to, that partitions hold too
-        touched = {s for f in result.local.files for s in f.per_stream}
-        spanning.update(s for s in touched if spanning[s])
-    across = sorted(s for s, n in spanning.items() if n > 1)
-    if across:
+
+
+@dataclass
+class _Driver:
+    """The driver's side of one backfill: the database, the run, and what it merged."""
+
+    con: duckdb.DuckDBPyConnection
+    run_id: int
+    result: BackfillResult
+    say: Say
+    # Per stream, the partitions merged that hold it (and the driver's own ingest).
+    spanning: Counter[str] = field(default_factory=Counter)
+    merge_seconds: float = 0.0
+
+    def merge_as_done(self, p: Plan, futures: list[Any], while_running: bool) -> list[Path]:
+        """Merge the partitions as their tasks finish, in partition order (all at the end
+        unless `while_running`). Returns the files of those that met what the database
+        holds: the driver ingests them itself."""
+        from distributed import as_completed
+
+        tool = [__version__, runs.rule_pack_hashes()]
+        done: dict[int, dict[str, Any]] = {}
+        redo: list[Path] = []
+        next_index = 0
+        t1 = time.perf_counter()
+        with _quiet():
+            for fut in as_completed(futures):
+                out = fut.result()
+                if out["tool"] != tool:
+                    raise UserError(
+                        f"worker {out['worker']} runs bacc-audit {out['tool'][0]} with other "
+                        f"rule packs or another version than this one ({tool[0]}): install the "
+                        "same version and packs on every worker (docs/scale-out.md); nothing "
+                        "of its partition was merged"
+                    )
+                done[out["index"]] = out
+                if not while_running:
+                    if len(done) < len(futures):
+                        continue
+                    self.result.seconds["workers"] = time.perf_counter() - t1
+                while next_index in done:
+                    redo += self._merge(done.pop(next_index), p.partitions[next_index],
+                                        len(p.partitions))
+                    next_index += 1
+        return redo
+
+    def _merge(self, out: dict[str, Any], part: Partition, of: int) -> list[Path]:
+        """Merge one finished partition; its files when it cannot be merged."""
+        tm = time.perf_counter()
+        merged = merge_partition(self.con, Path(out["db"]), self.run_id, self.spanning)
+        out["merge_seconds"] = time.perf_counter() - tm
+        self.merge_seconds += out["merge_seconds"]
+        self.result.partitions.append(out)
+        if merged:
+            self.result.merged += 1
+            self.result.files += out["files"]
+        else:
+            self.result.redone_locally.append(part.index)
+        _remove_db(Path(out["db"]))
+        how = "merged" if merged else "meets another partition: ingested here"
+        self.say(
+            f"partition {part.index + 1} of {of} ({part.label()}, "
+            f"{count(len(part.files), 'file')}): {out['seconds']['total']:.1f} s on "
+            f"{out['worker']}; {how}"
+        )
+        return [] if merged else [Path(f) for f in part.files]
+
+    def across_partitions(self, local: list[Path]) -> None:
+        """Ingest here the files no partition could take, then judge again on the merged
+        database the streams more than one partition held: their sequence gaps, and their
+        rounds (`_audit_again`)."""
+        result = self.result
+        if local:
+            self.say(f"ingesting {count(len(local), 'file')} here")
+            result.local = ingest(self.con, local, self.run_id)
+            result.files += [_file_summary(f) for f in result.local.files]
+        if result.local:  # streams the driver's ingest added to, that partitions hold too
+            touched = {s for f in result.local.files for s in f.per_stream}
+            self.spanning.update(s for s in touched if self.spanning[s])
+        across = sorted(s for s, n in self.spanning.items() if n > 1)
+        if not across:
+            return
         result.spanning = across
+        con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
             con.register("backfill_spanning", _streams_table(across))
-            record_seq_gaps(con, run_id, "SELECT stream FROM backfill_spanning")
-            _audit_again(con, run_id)
+            record_seq_gaps(con, self.run_id, "SELECT stream FROM backfill_spanning")
+            _audit_again(con, self.run_id)
             con.unregister("backfill_spanning")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-    result.seconds["across"] = time.perf_counter() - t2
-    t3 = time.perf_counter()
-    say("audit: the rounds no partition recorded whole, then tables, pits, shoes, dealers")
-    result.audit = audit(con, run_id, config)
-    result.seconds["audit"] = time.perf_counter() - t3
-    result.seconds["total"] = time.perf_counter() - t0
-    shutil.rmtree(work_dir, ignore_errors=True)
-    return result
 
 
 def _audit_again(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
@@ -543,7 +579,7 @@ def _audit_again(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         INSERT INTO round_audits
         SELECT DISTINCT table_id, shoe, round, -1, -1, 0, {int(run_id)}, now()
         FROM round_audits
-        WHERE 'table:' || table_id IN (SELECT stream FROM backfill_spanning)
+        WHERE {sql.stream_key_sql("table", "table_id")} IN (SELECT stream FROM backfill_spanning)
         """
     )
 
@@ -566,153 +602,7 @@ def _remove_db(path: Path) -> None:
             p.unlink()
 
 
-# --- the merge -------------------------------------------------------------------------------
-
-
-def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    return [
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
-            "AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
-            [table],
-        ).fetchall()
-    ]
-
-
-def _copy(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    replace: dict[str, str],
-    joins: str = "",
-    where: str = "true",
-) -> None:
-    """Rows of the partition's `table` into the database's, columns by name, some replaced
-    by expressions over `x` (the partition's row) and `joins`."""
-    cols = _columns(con, table)
-    select = ", ".join(replace.get(c, f"x.{_ident(c)}") for c in cols)
-    names = ", ".join(_ident(c) for c in cols)
-    con.execute(
-        f"INSERT INTO {table} ({names}) SELECT {select} FROM part.{table} x {joins} "
-        f"WHERE {where}"
-    )
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _renumber(con: duckdb.DuckDBPyConnection, name: str, ids_sql: str, sequence: str) -> None:
-    """Temp table `name` (old, new): the ids `ids_sql` gives, each with a new id from
-    `sequence`, in the same order."""
-    n = int(db.single(con, f"SELECT count(*) FROM ({ids_sql})")[0])
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {name} AS
-        SELECT o.old, n.new FROM
-          (SELECT id AS old, row_number() OVER (ORDER BY id) AS k FROM ({ids_sql})) o
-        JOIN (SELECT id AS new, row_number() OVER (ORDER BY id) AS k
-              FROM (SELECT nextval('{sequence}') AS id FROM range({n}))) n USING (k)
-        """
-    )
-
-
-def conflicts(con: duckdb.DuckDBPyConnection) -> str:
-    """Why the attached partition cannot be merged as it is, or "": it shares a stream's
-    seq range, a path, a file's content or a file's first line with what the database holds
-    (duplicates, altered or grown files: `ingest` must judge them against each other)."""
-    checks = (
-        ("a stream's seq range",
-         "SELECT 1 FROM part.stream_sources a JOIN stream_sources r ON a.stream = r.stream "
-         "AND r.min_seq <= a.max_seq AND a.min_seq <= r.max_seq LIMIT 1"),
-        ("a file's path",
-         "SELECT 1 FROM part.sources a JOIN sources s ON s.path = a.path LIMIT 1"),
-        ("a file's content",
-         "SELECT 1 FROM part.sources a JOIN sources s ON s.sha256 = a.sha256 "
-         "AND s.status = 'ingested' AND a.status = 'ingested' LIMIT 1"),
-        ("a file's first line",
-         "SELECT 1 FROM part.source_files a JOIN source_files s "
-         "ON s.head_sha256 = a.head_sha256 LIMIT 1"),
-    )
-    for what, sql in checks:
-        if db.one(con, sql):
-            return what
-    return ""
-
-
-def merge_partition(
-    con: duckdb.DuckDBPyConnection, path: Path, run_id: int, streams: Counter[str]
-) -> bool:
-    """Copy a finished partition's sources, files, pieces, events, quarantine, findings and
-    audited rounds into the database, in one transaction, as written by run `run_id`, its
-    ids renumbered. False (nothing copied) when it meets what the database holds
-    (`conflicts`). `streams` counts, per stream, the partitions merged that hold it."""
-    con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS part (READ_ONLY)")
-    try:
-        if conflicts(con):
-            return False
-        run = str(int(run_id))
-        con.execute("BEGIN TRANSACTION")
-        try:
-            _renumber(con, "merge_sources", "SELECT id FROM part.sources", "source_id_seq")
-            _renumber(con, "merge_findings", "SELECT id FROM part.findings", "finding_id_seq")
-            src = "JOIN merge_sources m ON m.old = x.source_id"
-            _copy(con, "sources", {"id": "m.new", "run_id": run},
-                  "JOIN merge_sources m ON m.old = x.id")
-            _copy(con, "source_files", {"id": "m.new", "run_id": run},
-                  "JOIN merge_sources m ON m.old = x.id")
-            _copy(con, "source_extents",
-                  {"source_id": "m.new", "file_id": "coalesce(f.new, x.file_id)", "run_id": run},
-                  src + " LEFT JOIN merge_sources f ON f.old = x.file_id")
-            _copy(con, "stream_sources", {"source_id": "m.new"}, src)
-            _copy(con, "quarantine", {"source_id": "m.new"}, src)
-            _copy(con, "events", {"source_id": "m.new"}, src)
-            # A finding already standing in the database is not recorded again, as
-            # findings.record would not; log.altered's evidence names its source by id.
-            _copy(
-                con,
-                "findings",
-                {
-                    "id": "n.new",
-                    "run_id": run,
-                    "evidence": "CASE WHEN a.new IS NULL THEN x.evidence ELSE "
-                    "json_merge_patch(x.evidence, json_object('source_id', a.new)) END",
-                },
-                "JOIN merge_findings n ON n.old = x.id "
-                "LEFT JOIN merge_sources a ON x.code = 'log.altered' "
-                "AND a.old = try_cast(json_extract(x.evidence, '$.source_id') AS BIGINT)",
-                "x.fingerprint NOT IN (SELECT fingerprint FROM current_findings)",
-            )
-            _copy(con, "round_audits", {"run_id": run})
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        streams.update(r[0] for r in con.execute(
-            "SELECT DISTINCT stream FROM part.stream_sources").fetchall())
-        return True
-    finally:
-        con.execute("DETACH part")
-
-
-# --- the outcome -----------------------------------------------------------------------------
-
-
-def exit_code(con: duckdb.DuckDBPyConnection, result: BackfillResult, fail_on: str) -> int:
-    """As `ingest` then `audit`: 2 for a file unreadable or empty; 1 for a quarantined line,
-    a file refused as altered, or a finding of this run at or above `fail_on`; else 0."""
-    if any(f["status"] in ("unreadable", "empty") for f in result.files):
-        return EXIT_INPUT
-    if result.quarantined or any(f["status"] == "refused_altered" for f in result.files):
-        return EXIT_FINDINGS
-    graver = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
-    n = db.single(
-        con,
-        "SELECT count(*) FROM current_findings WHERE run_id = ? "
-        f"AND severity IN ({', '.join('?' for _ in graver)})",
-        [result.run_id, *graver],
-    )[0]
-    return EXIT_FINDINGS if n else EXIT_OK
+# --- the run --------------------------------------------------------------------------------
 
 
 def run_backfill(
@@ -729,45 +619,48 @@ def run_backfill(
     say: Say | None = None,
 ) -> tuple[BackfillResult, int]:
     """The whole command: check the paths, start (or reach) the engine, open the database,
-    backfill, and record the run. Returns the result and the exit code."""
-    if fail_on not in SEVERITIES:
-        raise UserError(f"--fail-on must be one of {', '.join(SEVERITIES)}, not {fail_on!r}")
-    _, errors = discover(paths)
-    if errors:
-        raise UserError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    backfill, and record the run. Returns the result and the exit code (store/outcome.py: as
+    `ingest` then `audit`, but counting the findings of this run that still stand)."""
+    graver = at_least(fail_on)
+    _discovered(paths)
     eng = start_engine(engine, address, workers)
     try:
         con = db.connect(db_path)
         try:
-            run_id = runs.start(
-                con,
-                "backfill",
-                {
-                    "paths": [escape_path(p) for p in paths],
-                    "engine": engine,
-                    "address": address,
-                    "workers": eng.workers,
-                    "config": config.source,
-                    "rule_packs": runs.rule_pack_hashes(),
-                },
-            )
-            # A folder of this run's own, under --work-dir or beside the database: it is
-            # removed at the end, and --work-dir may hold other things.
-            base = work_dir or db_path.resolve().parent
-            wd = base / f"{db_path.name}.backfill-{run_id}-{uuid.uuid4().hex[:8]}"
-            try:
-                result = backfill(con, run_id, paths, config, eng, wd, partition_bytes, say)
-            except BaseException as e:
-                status = "interrupted" if db.interrupted(e) else "failed"
-                runs.finish(con, run_id, status, 130 if status == "interrupted" else 3, {})
-                raise
-            code = exit_code(con, result, fail_on)
-            runs.finish(con, run_id, "done", code, result.summary() | {"exit_code": code})
+            args = {
+                "paths": [escape_path(p) for p in paths],
+                "engine": engine,
+                "address": address,
+                "workers": eng.workers,
+                "config": config.source,
+                "rule_packs": runs.rule_pack_hashes(),
+            }
+            with runs.recorded(con, "backfill", args) as run:
+                # A folder of this run's own, under --work-dir or beside the database: it is
+                # removed at the end, and --work-dir may hold other things.
+                base = work_dir or db_path.resolve().parent
+                wd = base / f"{db_path.name}.backfill-{run.id}-{uuid.uuid4().hex[:8]}"
+                result = backfill(con, run.id, paths, config, eng, wd, partition_bytes, say)
+                code = outcome.exit_code(
+                    files=(f["status"] for f in result.files),
+                    quarantined=result.quarantined,
+                    failing=outcome.failing(con, run.id, graver),
+                )
+                run.done(code, result.summary() | {"exit_code": code})
         finally:
             con.close()
     finally:
         eng.close()
     return result, code
+
+
+def _discovered(paths: Sequence[Path | str]) -> list[Path]:
+    """The files under `paths`. A path that gives none is refused before any work (a
+    backfill is planned whole), never counted as ingest counts it."""
+    files, errors = discover(paths)
+    if errors:
+        raise UserError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    return files
 
 
 def partition_costs(result: BackfillResult) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from auditor.ingest.files import discover
 from auditor.ingest.follow import Follower, Poll
 from auditor.replay.log_ends import GamingDays
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import stream_name
 
 # A round's events are read from this long before the first event of the poll that ended it;
 # a round dealt over longer than that is read again without the bound (see _audit_ended).
@@ -276,7 +277,7 @@ class Watch:
     @staticmethod
     def _tables_moved(poll: Poll) -> set[str]:
         """Tables whose stream received events in this poll."""
-        return {s.removeprefix("table:") for s in poll.types if s.startswith("table:")}
+        return {t for s in poll.types if (t := stream_name("table", s)) is not None}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
         new = result.findings_new + (result.passes_new if also_tables else 0)

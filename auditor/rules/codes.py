@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from auditor.errors import UserError
+
 SEVERITIES = ("critical", "major", "minor", "info")
 
 # What a code's finding concerns: one round (coup) of any game, a table or pit (its procedures
@@ -21,6 +23,20 @@ SCOPES = ("round", "table", "shoe", "log", "chemin", "dealer", "play")
 def severity_rank(severity: str) -> int:
     """Lower is graver; used to compare a finding with a --fail-on threshold."""
     return SEVERITIES.index(severity)
+
+
+def check_severity(severity: str, what: str) -> str:
+    """`severity` when it is one; a typo (`--fail-on majr`) is a UserError naming `what`,
+    since a threshold nothing reaches would read as a clean night."""
+    if severity not in SEVERITIES:
+        raise UserError(f"{what} must be one of {', '.join(SEVERITIES)}, not {severity!r}")
+    return severity
+
+
+def at_least(severity: str, what: str = "--fail-on") -> tuple[str, ...]:
+    """The severities as grave as `severity` or graver (`major`: critical and major): what a
+    --fail-on threshold or a --severity filter keeps."""
+    return SEVERITIES[: severity_rank(check_severity(severity, what)) + 1]
 
 
 # The games whose checks can raise a code. A rule pack cites a provision for every code its

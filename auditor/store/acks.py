@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import EXIT_INTERNAL, EXIT_OK, UserError
+from auditor.errors import EXIT_OK, UserError
 from auditor.store import runs
 from auditor.store.db import add_row, all_rows, one
 from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
@@ -143,16 +143,9 @@ def acknowledge(
     Returns the acknowledgement and the finding's status when it was acknowledged."""
     fingerprint = resolve(con, finding)
     status = check_fingerprint(con, fingerprint)
-    run_id = runs.start(con, "ack", {"fingerprint": fingerprint, "by": by, **(args or {})})
-    try:
-        a = add_ack(con, fingerprint, by=by, disposition=disposition, note=note, run_id=run_id)
-    except UserError as e:
-        runs.finish(con, run_id, "failed", e.exit_code, {"error": str(e)})
-        raise
-    except BaseException:
-        runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
-        raise
-    runs.finish(con, run_id, "done", EXIT_OK, {"acknowledgement": a.id})
+    with runs.recorded(con, "ack", {"fingerprint": fingerprint, "by": by, **(args or {})}) as run:
+        a = add_ack(con, fingerprint, by=by, disposition=disposition, note=note, run_id=run.id)
+        run.done(EXIT_OK, {"acknowledgement": a.id})
     return a, status
 
 

@@ -21,6 +21,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 from auditor.errors import DatabaseBusy, UserError
 from auditor.store import (
     records,  # noqa: F401  (registers the sqlmodel tables)
+    serving,
     shared,
 )
 from auditor.store.events import FIELDS
@@ -308,7 +309,7 @@ def connect(
     unless that process serves the database (docs/database.md).
 
     Opened read-write, this process owns the database while the connection is open and
-    serves it to the other processes of its user (store/shared.py); close the connection to
+    serves it to the other processes of its user (store/serving.py); close the connection to
     stop. A process that meets the lock of such an owner gets the database through it
     instead (a RemoteConnection) when it only reads (`read_only`), or when it writes only
     small records beside the owner's work (`small_writes`: an acknowledgement, a notice; a
@@ -358,7 +359,7 @@ def connect(
     if read_only:
         return con
     ensure_schema(con)
-    return shared.serve(con, path)
+    return serving.serve(con, path)
 
 
 def served_runs(con: duckdb.DuckDBPyConnection) -> set[int]:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from auditor.finding import Finding
 from auditor.rules.codes import REGISTRY
 from auditor.store.db import single
+from auditor.store.filters import Filter
 from auditor.store.sql import quote
 
 FINDING_COLUMNS = (
@@ -274,37 +275,16 @@ def select(
     Each record has the v1.1 field `dealer` (EXPORT_FIELDS: what the export, the report's
     attachments and the live board write; null where the database has no such column),
     unless `dealer` is false."""
-    where: list[str] = ["true"]
-    params: list[Any] = []
-    if window:
-        where.append("ts >= ? AND ts < ?")
-        params += list(window)
-    if table:
-        where.append("table_id = ?")
-        params.append(table)
-    if pit:
-        where.append("pit = ?")
-        params.append(pit)
-    if codes:
-        # `*` is the only wildcard: `_` and `%` in a code are themselves.
-        where.append("(" + " OR ".join("code LIKE ? ESCAPE '\\'" for _ in codes) + ")")
-        params += [
-            c.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-            for c in codes
-        ]
-    if min_severity:
-        from auditor.rules.codes import SEVERITIES
-
-        allowed = SEVERITIES[: SEVERITIES.index(min_severity) + 1]
-        where.append(f"severity IN ({', '.join('?' for _ in allowed)})")
-        params += list(allowed)
+    where, params = Filter(
+        severity=min_severity, codes=tuple(codes or ()), pit=pit, table=table, window=window
+    ).where()
     dealer_sql = "dealer" if dealer and has_dealer_column(con) else "NULL::VARCHAR"
     rows = con.execute(
         f"""
         SELECT code, severity, table_id, pit, shoe, round, seq, ts, rule, message,
                CAST(expected AS VARCHAR), CAST(observed AS VARCHAR), source, fingerprint,
                {dealer_sql}
-        FROM current_findings WHERE {" AND ".join(where)}
+        FROM current_findings WHERE {where}
         ORDER BY ts, table_id NULLS FIRST, seq NULLS FIRST, code, fingerprint
         """,
         params,

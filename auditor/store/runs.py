@@ -1,18 +1,22 @@
-"""Runs: every writing command is recorded with its start, end, outcome and tool version."""
+"""Runs: every writing command is recorded with its start, end, outcome and tool version;
+`recorded` is the one way a command, job, acknowledgement or notice records its run."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from auditor import __version__
-from auditor.store.db import session
+from auditor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, UserError
+from auditor.store.db import interrupted, session
 from auditor.store.records import Run
 
 
@@ -43,6 +47,55 @@ def finish(
         run.summary = json.dumps(summary, sort_keys=True, default=str)
         s.add(run)
         s.commit()
+
+
+@dataclass
+class Recording:
+    """The run being recorded: its id, and the exit code and summary it ends with when its
+    block ends without an exception (`done`)."""
+
+    id: int
+    exit_code: int = EXIT_OK
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def done(self, exit_code: int, summary: dict[str, Any]) -> None:
+        self.exit_code, self.summary = exit_code, summary
+
+
+@contextmanager
+def recorded(
+    con: duckdb.DuckDBPyConnection, command: str, args: dict[str, Any], *, keep_error: bool = True
+) -> Iterator[Recording]:
+    """Record a run around the block: started now, finished when the block ends, with the
+    outcome the exception says (the error goes on up, for the command to say it):
+
+    - none: 'done', with what the block gave `Recording.done` (else exit 0, no summary);
+    - a UserError: 'failed', with its exit code and its sentence;
+    - Ctrl-C (db.interrupted): 'interrupted', exit 130, the operator's choice, not a failure
+      of the tool;
+    - anything else: 'failed', exit 3 (an internal failure), with the error as Python
+      writes it.
+
+    With `keep_error` false a failed run's summary is empty: the notice commands' records
+    have never carried the error.
+    """
+    run = Recording(start(con, command, args))
+
+    def failed(status: str, code: int, error: str) -> None:
+        finish(con, run.id, status, code, {"error": error} if keep_error else {})
+
+    try:
+        yield run
+    except UserError as e:
+        failed("failed", e.exit_code, str(e))
+        raise
+    except BaseException as e:
+        if interrupted(e):
+            failed("interrupted", EXIT_INTERRUPTED, "interrupted")
+        else:
+            failed("failed", EXIT_INTERNAL, repr(e))
+        raise
+    finish(con, run.id, "done", run.exit_code, run.summary)
 
 
 def rule_pack_hashes(rules_dir: Path | str | None = None) -> dict[str, str]:

@@ -36,9 +36,10 @@ def in_process(
     interpreted is taken from the CLI's own consoles, so the tests see what users see.
     """
     from auditor.cli import app as cli
+    from auditor.cli import console
 
     for name, stderr in (("out", False), ("err", True)):
-        real: Console = getattr(cli, name)
+        real: Console = getattr(console, name)
         plain = Console(
             stderr=stderr,
             highlight=False,
@@ -46,7 +47,7 @@ def in_process(
             color_system=None,
             markup=real._markup,  # rich keeps it private; the CLI sets markup=False
         )
-        monkeypatch.setattr(cli, name, plain)
+        monkeypatch.setattr(console, name, plain)
     for var in ENVIRONMENT:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(cwd)  # no ./bacc-audit.toml or ./bacc-audit.duckdb of the checkout

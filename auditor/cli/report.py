@@ -1,0 +1,104 @@
+"""`bacc-audit report`: the audit report of a shift or gaming day, as PDF or HTML
+(auditor.report)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from auditor import config as cfg
+from auditor.cli import console
+from auditor.cli.options import ConfigOption, DbOption
+from auditor.cli.progress import progress_for
+from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
+from auditor.store import db
+
+
+class ReportFormat(StrEnum):
+    pdf = "pdf"
+    html = "html"
+
+
+SUFFIX_FORMATS = {".pdf": "pdf", ".html": "html", ".htm": "html"}
+
+
+def report_cmd(
+    shift: Annotated[
+        str | None, typer.Option(help="The shift: GAMING-DAY/NAME, e.g. 2026-11-28/grave.")
+    ] = None,
+    date: Annotated[str | None, typer.Option(help="A whole gaming day instead.")] = None,
+    pit: Annotated[str | None, typer.Option(help="Only this pit.")] = None,
+    table: Annotated[str | None, typer.Option(help="Only this table.")] = None,
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Output file (default: reports/out/DAY_SHIFT[_PIT][_TABLE].pdf)."
+        ),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="pdf or html (default: from the --out suffix, .pdf or .html; else pdf).",
+            show_default=False,
+        ),
+    ] = None,
+    db_path: DbOption = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Render the audit report of a shift (or gaming day) as PDF or HTML.
+
+    Give --shift or --date, not both. The format follows the --out file's suffix unless
+    --format says it; a suffix that contradicts --format is refused.
+
+    The PDF carries a cover with the rule packs and tool version, a summary of findings,
+    hold against theoretical hold per table, the procedures in force with their notices,
+    every finding with its citation, cards and source line, a sign-off block, and the
+    findings attached as JSONL and CSV. The same database and arguments give the same bytes.
+
+    Progress (gather, render, write) goes to stderr: a bar on a terminal; elsewhere (cron),
+    once the work has taken 30 s, a line every 10% or 30 s. Stdout is the file's path alone.
+    """
+    from auditor.report.gather import scope_for
+    from auditor.report.render import write_report
+
+    if shift and date:
+        raise UserError("give --shift (one shift) or --date (the whole gaming day), not both")
+    chosen = _report_format(out_path, fmt)
+    conf = cfg.load(config_path)
+    con = db.connect(db_path or db.default_db_path(), read_only=True)
+    try:
+        scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
+        with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
+            path = write_report(con, conf, scope, out_path, chosen, progress)
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS:
+            raise
+        raise cannot_write(
+            out_path or "reports/out", e, "choose another --out, or make that folder writable"
+        ) from None
+    finally:
+        con.close()
+    console.out.print(str(path))
+
+
+def _report_format(out_path: Path | None, fmt: ReportFormat | None) -> str:
+    """--format, else the --out suffix, else pdf: `--out y.html` that wrote a PDF (or
+    `--format html --out z.pdf` that wrote HTML) gave a file its own name misdescribes."""
+    by_suffix = SUFFIX_FORMATS.get(out_path.suffix.lower()) if out_path else None
+    if fmt is None:
+        if out_path and out_path.suffix and by_suffix is None:
+            raise UserError(
+                f"--out {out_path}: the report is PDF or HTML; name the file .pdf or .html, "
+                "or say which with --format"
+            )
+        return by_suffix or "pdf"
+    if by_suffix and by_suffix != fmt.value:
+        raise UserError(
+            f"--format {fmt.value} contradicts --out {out_path}, whose suffix says "
+            f"{by_suffix}; make them agree (or leave --format out)"
+        )
+    return fmt.value

@@ -1,0 +1,157 @@
+"""`bacc-audit simulate`: logs of a night with deviations planted, and their ground truth
+(auditor.simulate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from auditor import config as cfg
+from auditor.cli import console
+from auditor.errors import UserError
+from auditor.words import count
+
+
+def simulate_cmd(
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Folder to write the logs into: new or empty, unless --replace."
+        ),
+    ],
+    tables: Annotated[int, typer.Option("--tables", help="How many tables.")],
+    hours: Annotated[
+        float,
+        typer.Option(
+            "--hours",
+            help="Hours each table is open: from 22:00 on --date (at most 13), or with --bulk "
+            "from 06:00 (at most 24).",
+        ),
+    ],
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
+    deviation_rate: Annotated[
+        float,
+        typer.Option(
+            "--deviation-rate",
+            help="Probability of a deviation per round (round codes), and per shoe, pit, "
+            "table or file for the kinds planted there (see README).",
+        ),
+    ] = 0.0,
+    games: Annotated[
+        str,
+        typer.Option(
+            "--games",
+            help="Comma-separated: mini_baccarat, punto_banco, chemin_de_fer, nz (NZ "
+            "mini-baccarat).",
+        ),
+    ] = "mini_baccarat,punto_banco,chemin_de_fer",
+    bulk: Annotated[
+        bool,
+        typer.Option(
+            "--bulk",
+            help="Vectorised generator for volume: NJ mini-baccarat tables only (--games is "
+            "ignored), deviation kinds draw.*, settle.wrong_amount, vig.missing, "
+            "vig.wrong_amount, order.collect_after_pay, result.misannounced, "
+            "announce.tie_missing; up to 24 hours from 06:00 (one gaming day).",
+        ),
+    ] = False,
+    date: Annotated[
+        str | None,
+        typer.Option(
+            "--date",
+            help="The gaming day simulated, e.g. 2026-11-28 (default 2026-12-01): it names "
+            "the files and shoes and dates the events.",
+            show_default=False,
+        ),
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz and "
+            "ground_truth.ndjson directly in it (what a simulation writes); nothing else "
+            "is touched.",
+        ),
+    ] = False,
+    error_prone_dealer: Annotated[
+        bool,
+        typer.Option(
+            "--error-prone-dealer",
+            help="Plant a dealer with ten times the others' rate of deviations during the "
+            "grave shift (dealer.error_rate; docs/dealers.md). Needs --deviation-rate.",
+        ),
+    ] = False,
+    counting_seat: Annotated[
+        bool,
+        typer.Option(
+            "--counting-seat",
+            help="Plant a seat whose Dragon 7 wagers follow the count at the first Dragon 7 "
+            "table (play.side_bet_counting; docs/side-bets.md).",
+        ),
+    ] = False,
+    shoe_twice: Annotated[
+        bool,
+        typer.Option(
+            "--shoe-twice",
+            help="Plant a shoe dealt in the order of another table's shoe "
+            "(shoe.repeated_order; docs/shoe-integrity.md).",
+        ),
+    ] = False,
+    unshuffled: Annotated[
+        bool,
+        typer.Option(
+            "--unshuffled",
+            help="Plant a shoe shuffled with two riffles only and a run of spades in a new "
+            "pack's order (shoe.unshuffled; docs/shoe-integrity.md).",
+        ),
+    ] = False,
+) -> None:
+    """Write event log v1 files for a simulated night, with deviations planted at random and
+    listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
+
+    --out must be new or empty: the logs of two nights in one folder would be ingested as one,
+    and the ground truth would describe only the newer; --replace clears a previous run's
+    files first.
+    """
+    from auditor.simulate.bulk import BULK_DATE, simulate_bulk
+    from auditor.simulate.planted import SIM_DATE, simulate
+
+    chosen = tuple(g.strip() for g in games.split(",") if g.strip())
+    try:
+        day = cfg.parse_date(date) if date is not None else None
+    except UserError as e:
+        raise UserError(f"--date: {e}") from None
+    patterns = [name for name, on in (
+        ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
+        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled)) if on]
+    if bulk and patterns:
+        raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
+                        "round deviations; leave out --bulk")
+    try:
+        if bulk:
+            result = simulate_bulk(
+                out_dir, tables, hours, seed, deviation_rate,
+                day=day or BULK_DATE, replace=replace,
+            )
+        else:
+            result = simulate(
+                out_dir, tables, hours, seed, deviation_rate, chosen,
+                day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
+                counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
+            )
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    except OSError as e:  # a folder the user cannot write: their setup, not a bug
+        where = e.filename or out_dir
+        raise UserError(f"{where}: cannot write the simulated logs there ({e.strerror})") from None
+    out = console.out
+    for path in result.files:
+        out.print(str(path))
+    out.print(str(result.ground_truth))
+    out.print(
+        f"{count(result.tables, 'table')}, {count(result.rounds, 'round')}, "
+        f"{count(result.events, 'event')}, {count(len(result.deviations), 'deviation')} planted; "
+        f"{result.rounds_per_second:,.0f} rounds/s"
+    )

@@ -1,0 +1,118 @@
+"""`watch` as a service (auditor.jobs.watch does the watching): the database waited for, the
+run recorded, the board served beside it, and SIGTERM or Ctrl-C turned into a clean stop."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from auditor.board.settings import BoardSettings
+from auditor.config import PropertyConfig
+from auditor.errors import DatabaseBusy
+from auditor.jobs.watch import Say, Watch, WatchOptions, WatchStats
+from auditor.store import db, outcome, runs
+
+# A service starting while a command reads the database waits for it this long.
+BUSY_WAIT_SECONDS = 60.0
+# The board looks for new findings every 50 ms: a cheap query, and a finding should reach the
+# page within a poll of the audit that stored it.
+BOARD_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class BoardAt:
+    """Where to serve the board (--web HOST:PORT) and its [board] settings."""
+
+    host: str
+    port: int
+    settings: BoardSettings
+
+
+def connect_waiting(
+    path: Path, say: Say, wait: float = BUSY_WAIT_SECONDS
+) -> duckdb.DuckDBPyConnection:
+    """The database, for writing. A reader that opened it while no writer had it (a report,
+    a findings export) holds it for a while; a service waits for it rather than fail, and
+    says so once. Another writer still holding it after `wait` seconds is refused (exit 4)."""
+    deadline = time.monotonic() + wait
+    said = False
+    while True:
+        try:
+            return db.connect(path)
+        except DatabaseBusy as e:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                say(f"waiting for the database: {e}")
+                said = True
+            time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def board_served(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, at: BoardAt | None, say: Say
+) -> Iterator[None]:
+    """The live board on `at` for the block (nothing when None), stopped when it ends."""
+    if at is None:
+        yield
+        return
+    from auditor.board.app import create_app, serve
+    from auditor.board.auth import Auth
+
+    app = create_app(con, property_config=conf, auth=Auth.for_host(at.settings, at.host),
+                     settings=at.settings, poll_interval=BOARD_POLL_SECONDS)
+    server = serve(app, at.host, at.port)
+    say(f"the board is at {server.url}")
+    try:
+        yield
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` during the block instead of killing the process, so the
+    service ends its work cleanly; the handlers before are put back after."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in before:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:  # None: a handler not set from Python, left as it is
+                signal.signal(sig, handler)
+
+
+def run_watch(
+    path: Path,
+    spool: Path,
+    conf: PropertyConfig,
+    args: dict[str, Any],
+    *,
+    board: BoardAt | None = None,
+    poll: float = WatchOptions.poll,
+    say: Say,
+) -> tuple[int, WatchStats]:
+    """Follow `spool` into the database at `path` until SIGTERM or Ctrl-C, in a run recorded
+    with `args`, serving the board on `board`. Returns the run's id and what it did."""
+    con = connect_waiting(path, say)
+    stop = threading.Event()
+    try:
+        with runs.recorded(con, "watch", args) as run:
+            with board_served(con, conf, board, say), stopped_by_signals(stop):
+                say(f"following {spool} into {path} (stop with Ctrl-C or SIGTERM)")
+                watch = Watch(con, spool, conf, run.id, WatchOptions(poll=poll), say=say)
+                stats = watch.run(stop)
+            run.done(outcome.exit_code(), stats.summary())  # a clean stop: findings or none
+    finally:
+        con.close()
+    return run.id, stats

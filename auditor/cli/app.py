@@ -41,7 +41,9 @@ from auditor.errors import (
     UserError,
     cannot_write,
 )
-from auditor.ingest.files import IngestResult, discover, escape_path, ingest
+from auditor.ingest.paths import discover, escape_path
+from auditor.ingest.result import IngestResult
+from auditor.ingest.run import ingest
 from auditor.store import db, runs
 from auditor.words import count
 
@@ -179,11 +181,11 @@ def ingest_cmd(
         _finish_failed(con, run_id, e)
         con.close()
         raise
-    code = _ingest_exit_code(result)
-    runs.finish(con, run_id, "done", code, _ingest_summary(result))
+    code = result.exit_code()
+    runs.finish(con, run_id, "done", code, result.summary())
     con.close()
     if as_json:
-        out.print_json(json.dumps(_ingest_summary(result)))
+        out.print_json(json.dumps(result.summary()))
     else:
         _print_ingest(result)
     raise typer.Exit(code)
@@ -198,41 +200,17 @@ def _finish_failed(con: duckdb.DuckDBPyConnection, run_id: int, e: BaseException
         runs.finish(con, run_id, "failed", EXIT_INTERNAL, {})
 
 
-def _ingest_exit_code(result: IngestResult) -> int:
-    if result.errors or any(f.status in ("unreadable", "empty") for f in result.files):
-        return EXIT_INPUT
-    if result.quarantined or any(f.status == "refused_altered" for f in result.files):
-        return EXIT_FINDINGS
-    return EXIT_OK
-
-
-def _ingest_summary(result: IngestResult) -> dict:
-    per_stream: Counter[str] = Counter()
-    for f in result.files:
-        per_stream.update(f.per_stream)
-    return {
-        "run_id": result.run_id,
-        "files": [f.summary() for f in result.files],
-        "errors": result.errors,
-        "events": result.events,
-        "quarantined": result.quarantined,
-        "streams": dict(sorted(per_stream.items())),
-        "exit_code": _ingest_exit_code(result),
-    }
-
-
 def _print_ingest(result: IngestResult) -> None:
     for e in result.errors:
         err.print(f"error: {e}")
-    per_stream: Counter[str] = Counter()
     for f in result.files:
-        per_stream.update(f.per_stream)
         for line in f.problems:
             err.print(f"quarantined: {line}")
         if f.status in ("unreadable", "refused_altered", "empty"):
             err.print(f"error: {f.message}")
         else:
             out.print(f.message)
+    per_stream = result.per_stream()
     if per_stream:
         out.print("events per stream:")
         for stream, n in sorted(per_stream.items()):

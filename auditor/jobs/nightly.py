@@ -41,7 +41,10 @@ from auditor.errors import (
     UserError,
     cannot_write,
 )
-from auditor.ingest.files import FileResult, IngestResult, escape_path, ingest, sha256_of
+from auditor.ingest.paths import escape_path
+from auditor.ingest.reader import sha256_of
+from auditor.ingest.result import FileResult, IngestResult
+from auditor.ingest.run import ingest
 from auditor.report import render
 from auditor.report.gather import gather, scope_for
 from auditor.rules.codes import SEVERITIES

@@ -207,7 +207,7 @@ def finish(
     """Finish pieces whose staged rows passed their checks, in the caller's transaction:
     the manifest's rows, the extents, quarantine and `log.malformed`, the good rows kept,
     the streams' seq ranges and `log.seq_gap`; with each piece's result."""
-    counts = rows.counts()
+    counts, per_stream = rows.tally()
     problems = rows.problems()
     got = [(x, counts.get(x.source_id, Counts())) for x in loaded]
     sources = [s for x, c in got if (s := x.source(c)) is not None]
@@ -230,7 +230,6 @@ def finish(
             f"FROM ({rows.kept_sql}) GROUP BY stream, source_id"
         )
         log_findings.record_seq_gaps(con, run_id, f"SELECT DISTINCT stream FROM ({rows.kept_sql})")
-    per_stream = rows.per_stream()
     return [
         x.result(
             c,

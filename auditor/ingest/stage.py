@@ -165,8 +165,8 @@ class Staging:
     of pieces of sources that hold events already, in a temporary table (`staged`: the
     follower's small pieces), until `commit.finish` keeps the good ones.
 
-    The view `this` shows them; `overlap`, `dups` and `line_bytes` hold what the checks
-    found. All are this object's, dropped by `close`."""
+    `staged`, `overlap`, `dups` and `line_bytes` hold them and what the checks found; all
+    are this object's, dropped by `close`."""
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, source_ids: Sequence[int], staged: bool = False
@@ -179,14 +179,24 @@ class Staging:
         self._kept = False  # `keep` ran: in `events`, only the rows to load are left
         self.committed = False
         self._ranges: list[Range] | None = None  # as last computed, while the rows hold
+        self._problems: dict[int, list[tuple[int, str]]] | None = None
+        self._made: list[str] = []  # the temporary tables made, for `close`
         if staged:
-            con.execute(_STAGED_DDL)
-            con.execute("CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM staged")
-        else:
-            con.execute(
-                "CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM events "
-                f"WHERE source_id {self._which}"
-            )
+            self._make("staged", _STAGED_DDL)
+        # The rows, as SQL: the staged table, or this staging's rows in `events`.
+        self.rows = "staged" if staged else (
+            f"(SELECT * FROM events WHERE source_id {self._which})"
+        )
+
+    def _make(self, name: str, ddl: str) -> None:
+        self.con.execute(ddl)
+        if name not in self._made:
+            self._made.append(name)
+
+    def _changed(self) -> None:
+        """The rows changed: what was read of them is read again."""
+        self._ranges = None
+        self._problems = None
 
     @property
     def _which(self) -> str:
@@ -201,18 +211,15 @@ class Staging:
 
     def close(self) -> None:
         """Drop what the staging made (once its transaction is over)."""
-        drops = ["DROP VIEW IF EXISTS this", "DROP TABLE IF EXISTS line_bytes"]
-        if self.staged:
-            drops.append("DROP TABLE IF EXISTS staged")
-        self.con.execute("; ".join([*drops, "DROP TABLE IF EXISTS overlap",
-                                    "DROP TABLE IF EXISTS dups"]))
+        if self._made:
+            self.con.execute("; ".join(f"DROP TABLE IF EXISTS {t}" for t in self._made))
 
     # -- rows in ----------------------------------------------------------------------------
 
     def insert(self, rows: Sequence[Rows], source_id: int | None = None) -> None:
         """Every row, the per-line path's with their reason in `rejected`; the rows carry a
         source_id column unless `source_id` is given."""
-        self._ranges = None
+        self._changed()
         sid = "source_id" if source_id is None else str(int(source_id))
         cols = ", ".join((*EVENT_COLUMNS, "rejected"))
         typed = [r.typed for r in rows if r.typed is not None]
@@ -235,7 +242,7 @@ class Staging:
         problems list take them like any bad line."""
         rows = [(source_id, x.line_no, x.raw, x.reason) for x in long_lines]
         if rows:
-            self._ranges = None
+            self._changed()
             self.con.executemany(
                 f"INSERT INTO {self.table} (source_id, line_no, raw, rejected) "
                 "VALUES (?, ?, ?, ?)",
@@ -250,7 +257,7 @@ class Staging:
         for t in parts:
             if t.column("raw_bytes").null_count == t.num_rows:
                 continue
-            self.con.execute(_LINE_BYTES_DDL)
+            self._make("line_bytes", _LINE_BYTES_DDL)
             self.con.register("chunk_bytes", t)
             self.con.execute(
                 f"INSERT INTO line_bytes SELECT {sid}, line_no, raw_bytes FROM chunk_bytes "
@@ -262,14 +269,14 @@ class Staging:
 
     def reject_repeated_seq(self, source_id: int) -> None:
         """A seq used twice in one stream of one file: the first line stands, the rest wait."""
-        self._ranges = None
+        self._changed()
         t = self.table
         self.con.execute(
             f"""
             UPDATE {t} SET rejected = 'seq ' || {t}.seq || ' repeats in ' ||
                                      replace({t}.stream, ':', ' ') ||
                                      ' (first at line ' || d.first_line || ')'
-            FROM (SELECT stream, seq, min(line_no) AS first_line FROM this
+            FROM (SELECT stream, seq, min(line_no) AS first_line FROM {self.rows}
                   WHERE rejected IS NULL GROUP BY ALL HAVING count(*) > 1) d
             WHERE {t}.source_id = {source_id} AND {t}.rejected IS NULL
               AND {t}.stream = d.stream AND {t}.seq = d.seq
@@ -301,14 +308,14 @@ class Staging:
           continuation) means the bytes ingested under that name changed: `known_reason`,
           dated by the first event ingested from the path."""
         assert self.ids == [source_id]
-        self._ranges = None
+        self._changed()
         con, t = self.con, self.table
         named = names_its_event_sql()
         earlier = id_list(
             con,
             f"""
             SELECT DISTINCT r.source_id FROM stream_sources r
-            JOIN (SELECT stream, min(seq) AS lo, max(seq) AS hi FROM this
+            JOIN (SELECT stream, min(seq) AS lo, max(seq) AS hi FROM {self.rows}
                   WHERE rejected IS NULL OR {named} GROUP BY stream) t
               ON r.stream = t.stream AND r.min_seq <= t.hi AND r.max_seq >= t.lo
             """,
@@ -316,14 +323,15 @@ class Staging:
         named_s = names_its_event_sql("s.stream", "s.seq", "s.raw")
         # Rows staged outside `events` cannot meet themselves there.
         itself = "" if self.staged else "AND e.source_id <> s.source_id"
-        con.execute(
+        self._make(
+            "overlap",
             f"""
             CREATE OR REPLACE TEMP TABLE overlap AS
             SELECT s.line_no, s.stream, s.seq, s.rejected, e.source_id AS other_source,
                    e.line_no AS other_line, e.ts AS other_ts,
                    (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same,
                    x.file_id AS other_file
-            FROM this s JOIN events e
+            FROM {self.rows} s JOIN events e
               ON e.stream = s.stream AND e.seq = s.seq {itself}
             LEFT JOIN (SELECT source_id, min(file_id) AS file_id FROM source_extents
                        WHERE source_id IN ({earlier}) GROUP BY source_id) x
@@ -372,16 +380,17 @@ class Staging:
             )
         # A rejected line the same as an ingested event stays in quarantine: only good lines
         # are skipped as duplicates.
-        con.execute(
+        self._make(
+            "dups",
             "CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap "
-            "WHERE same AND rejected IS NULL"
+            "WHERE same AND rejected IS NULL",
         )
         self.dups = True
         return Overlap("", None)
 
     @property
     def good(self) -> str:
-        """The condition on `this` of the rows to load."""
+        """The condition on the staged rows of those to load."""
         return f"{_GOOD} AND line_no NOT IN (SELECT line_no FROM dups)" if self.dups else _GOOD
 
     def ranges(self, named: bool = False, stored: bool = False) -> list[Range]:
@@ -406,7 +415,7 @@ class Staging:
                          count(*) FILTER ({good}) AS n,
                          count(DISTINCT seq) FILTER ({good}) AS seqs,
                          min(seq) AS lo_named, max(seq) AS hi_named
-                  FROM this WHERE ({good}) OR (rejected IS NOT NULL AND {with_named})
+                  FROM {self.rows} WHERE ({good}) OR (rejected IS NOT NULL AND {with_named})
                   GROUP BY ALL
                 )
                 SELECT s.*, t.top, t.top_source, {meets} AS stored
@@ -427,52 +436,62 @@ class Staging:
 
     # -- what the finisher reads ------------------------------------------------------------
 
-    def counts(self) -> dict[int, Counts]:
-        """Per source, what its rows hold (a source without rows is absent)."""
+    def tally(self) -> tuple[dict[int, Counts], dict[int, dict[str, int]]]:
+        """Per source, what its rows hold (a source without rows is absent), and the events
+        to load per stream, in one query."""
         dup = (
             "count(*) FILTER (rejected IS NULL AND line_no IN (SELECT line_no FROM dups))"
             if self.dups else "0"
         )
-        return {
-            r[0]: Counts(*r[1:])
-            for r in self.con.execute(
-                f"SELECT source_id, count(*) FILTER ({self.good}), "
-                f"count(*) FILTER (rejected IS NOT NULL), {dup}, "
-                "min(ts) FILTER (rejected IS NULL), max(ts) FILTER (rejected IS NULL) "
-                "FROM this GROUP BY source_id"
-            ).fetchall()
-        }
+        counts: dict[int, Counts] = {}
+        per_stream: dict[int, dict[str, int]] = {}
+        for sid, stream, n, bad, dups, first, last in self.con.execute(
+            f"SELECT source_id, stream, count(*) FILTER ({self.good}), "
+            f"count(*) FILTER (rejected IS NOT NULL), {dup}, "
+            "min(ts) FILTER (rejected IS NULL), max(ts) FILTER (rejected IS NULL) "
+            f"FROM {self.rows} GROUP BY source_id, stream ORDER BY source_id, stream"
+        ).fetchall():
+            c = counts.get(sid, Counts())
+            counts[sid] = Counts(
+                c.events + n, c.quarantined + bad, c.duplicates + dups,
+                min((t for t in (c.first_ts, first) if t is not None), default=None),
+                max((t for t in (c.last_ts, last) if t is not None), default=None),
+            )
+            if n:
+                per_stream.setdefault(sid, {})[stream] = n
+        return counts, per_stream
 
     def problems(self) -> dict[int, list[tuple[int, str]]]:
         """The lines rejected, per source: (line, reason)."""
-        problems: dict[int, list[tuple[int, str]]] = {}
-        for sid, line_no, reason in self.con.execute(
-            "SELECT source_id, line_no, rejected FROM this WHERE rejected IS NOT NULL "
-            "ORDER BY source_id, line_no"
-        ).fetchall():
-            problems.setdefault(sid, []).append((line_no, reason))
-        return problems
+        if self._problems is None:
+            self._problems = {}
+            for sid, line_no, reason in self.con.execute(
+                f"SELECT source_id, line_no, rejected FROM {self.rows} "
+                "WHERE rejected IS NOT NULL ORDER BY source_id, line_no"
+            ).fetchall():
+                self._problems.setdefault(sid, []).append((line_no, reason))
+        return self._problems
 
     def of_source(self, source_id: int) -> str:
         """The SQL of one source's rows, good and rejected."""
         if self.ids == [source_id]:
-            return "this"
-        return f"(SELECT * FROM this WHERE source_id = {int(source_id)})"
+            return self.rows
+        return f"(SELECT * FROM {self.rows} WHERE source_id = {int(source_id)})"
 
     @property
     def kept_sql(self) -> str:
         """The SQL of the rows to load."""
         if self._kept and not self.staged:
-            return "SELECT * FROM this"
-        return f"SELECT * FROM this WHERE {self.good}"
+            return f"SELECT * FROM {self.rows}"
+        return f"SELECT * FROM {self.rows} WHERE {self.good}"
 
     def quarantine(self) -> None:
         """The rejected lines into quarantine: reason, text, and the bytes of a line that is
         not UTF-8 (its text shows them as U+FFFD)."""
-        self.con.execute(_LINE_BYTES_DDL)
+        self._make("line_bytes", _LINE_BYTES_DDL)
         self.con.execute(
             "INSERT INTO quarantine (source_id, line_no, reason, raw, raw_bytes) "
-            "SELECT t.source_id, t.line_no, t.rejected, t.raw, b.bytes FROM this t "
+            f"SELECT t.source_id, t.line_no, t.rejected, t.raw, b.bytes FROM {self.rows} t "
             "LEFT JOIN line_bytes b ON b.source_id = t.source_id AND b.line_no = t.line_no "
             "WHERE t.rejected IS NOT NULL ORDER BY t.source_id, t.line_no"
         )
@@ -490,13 +509,3 @@ class Staging:
                 f"DELETE FROM events WHERE source_id {self._which} "
                 f"AND (rejected IS NOT NULL{dups})"
             )
-
-    def per_stream(self) -> dict[int, dict[str, int]]:
-        """Per source, the events loaded per stream."""
-        out: dict[int, dict[str, int]] = {}
-        for sid, stream, n in self.con.execute(
-            f"SELECT source_id, stream, count(*) FROM ({self.kept_sql}) "
-            "GROUP BY ALL ORDER BY ALL"
-        ).fetchall():
-            out.setdefault(sid, {})[stream] = n
-        return out

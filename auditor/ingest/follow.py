@@ -294,7 +294,7 @@ class Follower:
                     out.gone.append(path)
                 continue
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 continue
             state = self._states.get(path)
             truncated = False
@@ -316,7 +316,7 @@ class Follower:
                 out.gone.append(path)
                 continue
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 del self._states[path]
                 self._stop(path, st)
                 continue
@@ -431,7 +431,7 @@ class Follower:
             try:
                 state = self._states[path] = _state_of(path, got, st)
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 self._stop(path, st)
                 return
             state.last_path = single(
@@ -513,8 +513,8 @@ def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _cannot(path: Path, e: OSError) -> str:
-    return f"{escape_path(path)}: cannot read ({e.strerror})"
+def _unreadable(path: Path, e: OSError) -> FileResult:
+    return FileResult(path, "unreadable", message=reader.cannot_read(path, e))
 
 
 def _state_of(

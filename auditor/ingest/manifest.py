@@ -91,9 +91,9 @@ class Offer:
         try:
             d = self.digest.result()
         except OSError as e:
-            raise UserError(f"{escape_path(self.path)}: cannot read ({e.strerror})") from None
+            raise UserError(reader.cannot_read(self.path, e)) from None
         except Changed:
-            raise UserError(f"{escape_path(self.path)}: changed while it was being read") from None
+            raise UserError(reader.cannot_read(self.path)) from None
         self.digest = d
         return d
 
@@ -252,9 +252,9 @@ def decide(
                 return Offer(path, resolved, layout, hasher.submit(digest_of, path, layout))
             digest = digest_of(path, layout)
     except OSError as e:
-        return FileResult(path, "unreadable", message=f"{shown}: cannot read ({e.strerror})")
+        return FileResult(path, "unreadable", message=reader.cannot_read(path, e))
     except Changed:
-        return FileResult(path, "unreadable", message=f"{shown}: changed while it was being read")
+        return FileResult(path, "unreadable", message=reader.cannot_read(path))
     sha, size = digest.sha256, layout.size
     # The sources ingested from this path before, and the first with the same bytes.
     rows = con.execute(

@@ -37,6 +37,14 @@ MAX_INFLATED = 16 << 30
 Progress = Callable[[Path, int], None]  # (file, bytes of it read so far)
 
 
+def cannot_read(path: Path, e: OSError | None = None) -> str:
+    """Why a file could not be read: an error of the system (`e`), else that it changed
+    under the reader."""
+    if e is None:
+        return f"{escape_path(path)}: changed while it was being read"
+    return f"{escape_path(path)}: cannot read ({e.strerror})"
+
+
 def gzipped(start: bytes) -> bool:
     """Whether a file that starts with `start` is gzip: the one sniff every reader asks."""
     return start[:2] == GZIP_MAGIC

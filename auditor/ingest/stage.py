@@ -2,7 +2,7 @@
 (auditor.ingest.commit) takes them, and the checks made on them there: a seq repeated in a
 file, events already ingested (duplicates, or an alteration), whether they may go in bulk.
 
-A `Staging` owns the temporary tables and views these checks use, from its creation to its
+A `Staging` owns the temporary tables these checks use, from its creation to its
 `close`; its methods return values, and hand out the SQL of the rows they judged.
 """
 

@@ -42,8 +42,8 @@ class SourceRow:
     events: int = 0
     quarantined: int = 0
     duplicates: int = 0
-    first_ts: dt.datetime | None = None
-    last_ts: dt.datetime | None = None
+    first_ts: dt.datetime | str | None = None  # text: a time past Python's years
+    last_ts: dt.datetime | str | None = None
 
 
 _SOURCE_COLUMNS = ("id", "path", "sha256", "size", "lines", "events", "quarantined",

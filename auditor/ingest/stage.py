@@ -77,8 +77,9 @@ class Counts:
     events: int = 0
     quarantined: int = 0
     duplicates: int = 0
-    first_ts: dt.datetime | None = None
-    last_ts: dt.datetime | None = None
+    # DuckDB gives a time past Python's years as text, which the manifest takes as such.
+    first_ts: dt.datetime | str | None = None
+    last_ts: dt.datetime | str | None = None
 
 
 class Range(NamedTuple):
@@ -445,17 +446,18 @@ class Staging:
         )
         counts: dict[int, Counts] = {}
         per_stream: dict[int, dict[str, int]] = {}
+        # The times are the source's (a time past Python's years comes back as text).
         for sid, stream, n, bad, dups, first, last in self.con.execute(
             f"SELECT source_id, stream, count(*) FILTER ({self.good}), "
             f"count(*) FILTER (rejected IS NOT NULL), {dup}, "
-            "min(ts) FILTER (rejected IS NULL), max(ts) FILTER (rejected IS NULL) "
-            f"FROM {self.rows} GROUP BY source_id, stream ORDER BY source_id, stream"
+            "min(min(ts) FILTER (rejected IS NULL)) OVER w, "
+            "max(max(ts) FILTER (rejected IS NULL)) OVER w "
+            f"FROM {self.rows} GROUP BY source_id, stream "
+            "WINDOW w AS (PARTITION BY source_id) ORDER BY source_id, stream"
         ).fetchall():
             c = counts.get(sid, Counts())
             counts[sid] = Counts(
-                c.events + n, c.quarantined + bad, c.duplicates + dups,
-                min((t for t in (c.first_ts, first) if t is not None), default=None),
-                max((t for t in (c.last_ts, last) if t is not None), default=None),
+                c.events + n, c.quarantined + bad, c.duplicates + dups, first, last
             )
             if n:
                 per_stream.setdefault(sid, {})[stream] = n

@@ -39,7 +39,7 @@ REFUSED = ("bomb.jsonl.gz", "fake.jsonl.gz", "cut.jsonl.gz")
 def write(out: Path, files: int, good: int, bad: int, seed: int) -> tuple[dict, list[str]]:
     """The night's files and what each plants: {file name: [good lines, {line: kind}]}, and
     the kinds of bad line."""
-    from auditor.ingest.files import MAX_LINE_BYTES
+    from auditor.ingest.reader import MAX_LINE_BYTES
 
     rng = random.Random(seed)
     kinds = line_kinds(MAX_LINE_BYTES)
@@ -70,7 +70,8 @@ def write(out: Path, files: int, good: int, bad: int, seed: int) -> tuple[dict, 
 
 def child(logs: Path, db_path: Path) -> None:
     """Ingest in this process; print seconds and peak RSS as JSON."""
-    from auditor.ingest.files import discover, ingest
+    from auditor.ingest.paths import discover
+    from auditor.ingest.run import ingest
     from auditor.store import db, runs
 
     con = db.connect(db_path)
@@ -86,7 +87,7 @@ def child(logs: Path, db_path: Path) -> None:
 def check(db_path: Path, logs: Path, plan: dict) -> list[str]:
     import duckdb
 
-    from auditor.ingest.files import escape_path
+    from auditor.ingest.paths import escape_path
 
     con = duckdb.connect(str(db_path), read_only=True)
     problems = []

@@ -7,7 +7,7 @@ Generates (once, cached under bench/out/) a log of simulated tables with at leas
 number of events (or, with --files, that many files of one shoe each), then times, each in a
 fresh database file:
   bare:   CREATE TABLE AS SELECT * FROM read_json(file)   (DuckDB's floor: parse + store)
-  ingest: auditor.ingest.files.ingest(...)               (validate, type, manifest, findings)
+  ingest: auditor.ingest.run.ingest(...)                 (validate, type, manifest, findings)
 and prints events/s for both and the ratio ingest / bare (target: at most 1.5), and how many
 of the lines the fast path took (the rest went through the per-line check).
 """
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from auditor.ingest import fast  # noqa: E402
-from auditor.ingest.files import ingest  # noqa: E402
+from auditor.ingest.run import ingest  # noqa: E402
 from auditor.simulate.generator import Night, TableNight, TableSpec  # noqa: E402
 from auditor.store import db, runs  # noqa: E402
 

@@ -51,7 +51,7 @@ from auditor.audit.run import (  # noqa: E402
     select_rounds,
 )
 from auditor.config import PropertyConfig  # noqa: E402
-from auditor.ingest.files import ingest  # noqa: E402
+from auditor.ingest.run import ingest  # noqa: E402
 from auditor.replay import verdict  # noqa: E402
 from auditor.replay.model import TableContext  # noqa: E402
 from auditor.replay.round import check_round  # noqa: E402

@@ -29,7 +29,7 @@ SHIFT = "2026-11-28/grave"
 def build(db_path: Path, n: int) -> None:
     from auditor import config
     from auditor.audit.run import audit
-    from auditor.ingest.files import ingest
+    from auditor.ingest.run import ingest
     from auditor.store import db, runs
 
     if db_path.exists():

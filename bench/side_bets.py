@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from auditor import config  # noqa: E402
 from auditor.audit.run import audit  # noqa: E402
 from auditor.audit.sidebets import seat_series  # noqa: E402
-from auditor.ingest.files import ingest  # noqa: E402
+from auditor.ingest.run import ingest  # noqa: E402
 from auditor.replay.sidebets import (  # noqa: E402
     FALSE_ALARM,
     MIN_ROUNDS,

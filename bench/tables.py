@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from auditor.audit import load, table_pass  # noqa: E402
 from auditor.config import PropertyConfig  # noqa: E402
-from auditor.ingest.files import ingest  # noqa: E402
+from auditor.ingest.run import ingest  # noqa: E402
 from auditor.replay import shoes as shoe_checks  # noqa: E402
 from auditor.replay import tables as table_checks  # noqa: E402
 from auditor.simulate.bulk import simulate_bulk  # noqa: E402

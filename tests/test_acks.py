@@ -15,7 +15,7 @@ import pytest
 from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.report import gather, render
 from auditor.store import acks, db, findings, runs
 

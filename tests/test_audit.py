@@ -10,7 +10,7 @@ import pytest
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.store import db, runs
 

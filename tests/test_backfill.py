@@ -25,7 +25,7 @@ from helpers.rules import panda8_rules
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.jobs import backfill
 from auditor.report import gather, render
 from auditor.rules.codes import REGISTRY

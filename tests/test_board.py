@@ -41,7 +41,7 @@ from auditor.board.settings import (
     settings_from_table,
 )
 from auditor.errors import UserError
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.store import acks, db, findings, runs
 from auditor.store.filters import Filter

@@ -25,7 +25,7 @@ import pytest
 from auditor import config
 from auditor.audit.run import audit
 from auditor.board.app import create_app, serve
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.report import gather, render
 from auditor.store import acks, db, runs
 

@@ -744,7 +744,7 @@ SHIFT = "2026-11-28/grave"
 @pytest.fixture(scope="module")
 def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample night ingested (rounds to report on); closed, so the CLI can open it."""
-    from auditor.ingest.files import ingest
+    from auditor.ingest.run import ingest
     from auditor.store import runs
 
     path = tmp_path_factory.mktemp("sample") / "sample.duckdb"

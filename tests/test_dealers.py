@@ -14,7 +14,7 @@ import pytest
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay.dealers import (
     TAIL,
     DealerCount,

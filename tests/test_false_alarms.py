@@ -21,7 +21,7 @@ from helpers.nights import continue_streams
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay.dealers import TAIL
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs

@@ -14,14 +14,15 @@ import pytest
 from helpers.db import AuditDb, set_chunk_bytes
 from helpers.hostile import hostile_file, line_kinds
 
-from auditor.ingest import files as ingest_files
+from auditor.ingest import reader
+from auditor.ingest.paths import unescape_path
 
 LONG = 4_096  # the line limit these tests set, so a "long line" stays small
 
 
 @pytest.fixture
 def kinds(monkeypatch: pytest.MonkeyPatch) -> dict:
-    monkeypatch.setattr(ingest_files, "MAX_LINE_BYTES", LONG)
+    monkeypatch.setattr(reader, "MAX_LINE_BYTES", LONG)
     return line_kinds(LONG)
 
 
@@ -97,8 +98,8 @@ def test_a_night_of_hostile_files_loads_every_good_file_and_refuses_only_the_bad
     """File-level kinds beside good files in one ingest: names that are not UTF-8 or hold a
     newline, a gzip bomb (limits set low), a .gz that is not gzip, a gzip cut short. Each
     bad file is refused alone with one sentence; every other file loads whole."""
-    monkeypatch.setattr(ingest_files, "INFLATE_FLOOR", 64 << 10)
-    monkeypatch.setattr(ingest_files, "MAX_INFLATE_RATIO", 10)
+    monkeypatch.setattr(reader, "INFLATE_FLOOR", 64 << 10)
+    monkeypatch.setattr(reader, "MAX_INFLATE_RATIO", 10)
     rng = random.Random(11)
     folder = audit.dir / "spool"
     folder.mkdir()
@@ -116,7 +117,7 @@ def test_a_night_of_hostile_files_loads_every_good_file_and_refuses_only_the_bad
 
     result = audit.ingest(folder)
 
-    by_name = {os.fsdecode(ingest_files.unescape_path(str(f.path))).rsplit("/", 1)[-1]: f
+    by_name = {os.fsdecode(unescape_path(str(f.path))).rsplit("/", 1)[-1]: f
                for f in result.files}
     for shown, (events, quarantined) in good.items():
         f = by_name[shown]

@@ -28,9 +28,11 @@ from helpers.cli import Run
 from helpers.db import AuditDb
 from helpers.events import contract_lines
 
-import auditor.ingest.files as ingest_mod
+import auditor.ingest.batch as batch_mod
+import auditor.ingest.load as load_mod
+import auditor.ingest.reader as reader_mod
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
-from auditor.ingest.files import escape_path, unescape_path
+from auditor.ingest.paths import escape_path, unescape_path
 
 L = contract_lines()  # 15 valid lines of table MB-07, seq 1-15
 ODD = os.fsdecode(b"x_\xff.jsonl")  # a name with a byte that is not UTF-8
@@ -184,8 +186,8 @@ def test_a_newline_in_a_name_keeps_every_problem_on_one_line(
 @pytest.fixture
 def low_inflation(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Limits scaled down about 1000 times, and a spy on what gzip inflates."""
-    monkeypatch.setattr(ingest_mod, "INFLATE_FLOOR", 64 << 10)
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setattr(reader_mod, "INFLATE_FLOOR", 64 << 10)
+    monkeypatch.setattr(reader_mod, "CHUNK_BYTES", 16 << 10)
     inflated = {"bytes": 0}
     real_read = gzip.GzipFile.read
 
@@ -208,7 +210,7 @@ def test_a_gzip_bomb_is_refused_alone_while_reading_and_the_other_files_load(
 ) -> None:
     """A bomb whose gzip trailer states its size goes alone; one whose trailer lies (says
     100 bytes) is offered with the small files and set aside once it holds SMALL_FILE."""
-    monkeypatch.setattr(ingest_mod, "SMALL_FILE", 32 << 10)
+    monkeypatch.setattr(reader_mod, "SMALL_FILE", 32 << 10)
     spool = tmp_path / "spool"
     write(spool / "a.jsonl", table_lines("T1"))
     write(spool / "c.jsonl.gz", table_lines("T3"), gz=True)
@@ -244,13 +246,13 @@ def test_a_gzip_file_is_batched_by_its_decompressed_size(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Compressed to a few hundred bytes but over SMALL_FILE once inflated: loaded alone."""
-    monkeypatch.setattr(ingest_mod, "SMALL_FILE", 2000)
+    monkeypatch.setattr(reader_mod, "SMALL_FILE", 2000)
     small = audit.write("a.jsonl", table_lines("T1")[:3])  # about 500 bytes
     big = audit.write("b.jsonl.gz", table_lines("T2"), gz=True)  # about 3 KB of text
     assert small.stat().st_size < 2000 and big.stat().st_size < 2000
     alone: list[Path] = []
     batched: list[list[Path]] = []
-    real_alone, real_batch = ingest_mod._ingest_alone, ingest_mod._prepare_batch
+    real_alone, real_batch = load_mod.ingest_alone, batch_mod.prepare_batch
 
     def spy_alone(con: Any, o: Any, *a: Any) -> Any:
         alone.append(o.path)
@@ -260,8 +262,8 @@ def test_a_gzip_file_is_batched_by_its_decompressed_size(
         batched.append([o.path for o in offers])
         return real_batch(offers, *a)
 
-    monkeypatch.setattr(ingest_mod, "_ingest_alone", spy_alone)
-    monkeypatch.setattr(ingest_mod, "_prepare_batch", spy_batch)
+    monkeypatch.setattr(load_mod, "ingest_alone", spy_alone)
+    monkeypatch.setattr(batch_mod, "prepare_batch", spy_batch)
 
     result = audit.ingest(small, big)
 
@@ -289,10 +291,10 @@ HEAD = 64
 def test_a_line_over_the_limit_is_quarantined_by_length_hash_and_head(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch, how: str, chunk: int | None, gz: bool
 ) -> None:
-    monkeypatch.setattr(ingest_mod, "MAX_LINE_BYTES", LIMIT)
-    monkeypatch.setattr(ingest_mod, "LONG_LINE_HEAD", HEAD)
+    monkeypatch.setattr(reader_mod, "MAX_LINE_BYTES", LIMIT)
+    monkeypatch.setattr(reader_mod, "LONG_LINE_HEAD", HEAD)
     if chunk:
-        monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(reader_mod, "CHUNK_BYTES", chunk)
     long_line = '{"v":1,"type":"wager","note":"x' + "\u00e9" * 3000 + '"}'  # 6,033 bytes
     data = long_line.encode()
     lines = [*L[:3], long_line, *L[3:], '{"v":1,"pad":"' + "x" * 2000]  # no final newline
@@ -340,10 +342,10 @@ def test_a_long_line_is_never_held_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Blocks stay under the limit plus one read, however long the line."""
-    monkeypatch.setattr(ingest_mod, "MAX_LINE_BYTES", LIMIT)
+    monkeypatch.setattr(reader_mod, "MAX_LINE_BYTES", LIMIT)
     path = tmp_path / "one.jsonl"
     path.write_bytes(L[0].encode() + b"\n" + b"z" * 200_000 + b"\n" + L[1].encode() + b"\n")
-    blocks = list(ingest_mod.iter_blocks(path, 512))
+    blocks = list(reader_mod.iter_blocks(path, 512))
     assert max(len(b.data) for b in blocks) <= LIMIT + 512
     assert b"".join(b.data for b in blocks) == (L[0] + "\n\n" + L[1] + "\n").encode()
     [long_line] = [x for b in blocks for x in b.long_lines]

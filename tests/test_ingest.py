@@ -1,4 +1,4 @@
-"""Ingest (auditor.ingest.files) through the library: what loads, what is quarantined and why, the
+"""Ingest (auditor.ingest.run) through the library: what loads, what is quarantined and why, the
 manifest, the log findings, idempotency, altered files, seq gaps, transactions, chunking.
 
 Messages are asserted exactly, as a user reads them (`FileResult.problems`, `.message`, the
@@ -22,9 +22,11 @@ from helpers.db import AuditDb, open_audit, set_chunk_bytes
 from helpers.events import contract_lines, event, line, utc
 from helpers.growing import malformed_fingerprint
 
-import auditor.ingest.files as ingest_mod
+import auditor.ingest.log_findings as log_findings_mod
+import auditor.ingest.reader as reader_mod
 from auditor.errors import UserError
-from auditor.ingest.files import FileResult, discover
+from auditor.ingest.paths import discover
+from auditor.ingest.result import FileResult
 
 L = contract_lines()
 T_BAD = "2026-11-28T22:00:07-05:00"  # between contract lines 2 (22:00:05) and 3 (22:00:09)
@@ -1009,14 +1011,14 @@ def test_repeated_seq_within_a_file_quarantines_the_later_line(audit: AuditDb) -
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("step", ["_record_malformed", "record_seq_gaps"])
+@pytest.mark.parametrize("step", ["record_malformed", "record_seq_gaps"])
 def test_failure_mid_file_leaves_nothing_of_that_file(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(ingest_mod, step, boom)
+    monkeypatch.setattr(log_findings_mod, step, boom)
     failing = audit.write("night.jsonl", [*L[:5], "not json", *L[8:]])
     with pytest.raises(RuntimeError, match="disk on fire"):
         audit.ingest_file(failing)
@@ -1030,7 +1032,7 @@ def test_failure_mid_file_leaves_nothing_of_that_file(
 
 
 def _fail_on_second_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = ingest_mod._record_malformed
+    real = log_findings_mod.record_malformed
     calls: list[str] = []
 
     def fail_on_second(*args: Any, **kwargs: Any) -> None:
@@ -1039,7 +1041,7 @@ def _fail_on_second_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
             raise RuntimeError("boom")
         real(*args, **kwargs)
 
-    monkeypatch.setattr(ingest_mod, "_record_malformed", fail_on_second)
+    monkeypatch.setattr(log_findings_mod, "record_malformed", fail_on_second)
 
 
 def test_failure_in_one_file_keeps_the_files_before_it(
@@ -1047,7 +1049,7 @@ def test_failure_in_one_file_keeps_the_files_before_it(
 ) -> None:
     a = audit.write("a.jsonl", [*L[:3], "bad"])
     b = audit.write("b.jsonl", ["bad", *L[5:]])
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 1)  # every small file a batch of its own
+    monkeypatch.setattr(reader_mod, "CHUNK_BYTES", 1)  # every small file a batch of its own
     _fail_on_second_malformed(monkeypatch)
     with pytest.raises(RuntimeError):
         audit.ingest(a, b)
@@ -1185,10 +1187,10 @@ def test_multibyte_characters_across_chunk_boundaries(
 def test_chunk_bytes_constant_sets_the_block_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 200)
+    monkeypatch.setattr(reader_mod, "CHUNK_BYTES", 200)
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(L) + "\n")
-    assert len(list(ingest_mod.iter_blocks(path))) > 1
+    assert len(list(reader_mod.iter_blocks(path))) > 1
 
 
 # --------------------------------------------------------------------------------------------

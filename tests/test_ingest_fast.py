@@ -30,8 +30,7 @@ from helpers.hostile import hostile_file, line_kinds
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditor.ingest import fast
-from auditor.ingest import files as ingest_files
+from auditor.ingest import fast, lines, reader, run
 from auditor.simulate.generator import Night, TableNight, TableSpec
 from auditor.store import db, runs
 
@@ -185,10 +184,10 @@ def both_paths(
         try:
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(fast, "ENABLED", enabled)
-                mp.setattr(ingest_files, "MAX_LINE_BYTES", LONG)
+                mp.setattr(reader, "MAX_LINE_BYTES", LONG)
                 setup(mp)
                 counted = Counted(mp)
-                ingest_files.ingest(con, paths, runs.start(con, "parity", {}))
+                run.ingest(con, paths, runs.start(con, "parity", {}))
             yield ("fast" if enabled else "per-line"), snapshot(con), counted
         finally:
             con.close()
@@ -266,7 +265,7 @@ def test_parity_for_files_that_load_alone_and_in_a_batch(tmp_path: Path) -> None
     big = paths[0].stat().st_size
 
     def setup(mp: pytest.MonkeyPatch) -> None:
-        mp.setattr(ingest_files, "SMALL_FILE", big)  # the first loads alone, the rest batch
+        mp.setattr(reader, "SMALL_FILE", big)  # the first loads alone, the rest batch
 
     _, counted = assert_same(paths, setup)
     assert counted.typed > 0
@@ -286,7 +285,7 @@ def test_fast_path_keeps_each_line_exactly(tmp_path: Path) -> None:
     path = tmp_path / "mixed-ends.jsonl"
     path.write_bytes(data)
     con = db.connect(":memory:")
-    ingest_files.ingest(con, [path], runs.start(con, "raw", {}))
+    run.ingest(con, [path], runs.start(con, "raw", {}))
     got = con.execute("SELECT line_no, raw FROM events ORDER BY line_no").fetchall()
     want = [(i + 1, x.decode()) for i, x in enumerate(night[:80])]
     assert got == want
@@ -298,7 +297,7 @@ def test_split_block_sends_only_the_bad_lines_around_it_to_the_per_line_path() -
     night = _night("SB-1", 4)[:2_000]
     night[1_234] = b'{"v":1,"seq":8.5}'
     block = b"\n".join(night) + b"\n"
-    split = fast.split_block(block, ingest_files.line_ends(block), 1)
+    split = fast.split_block(block, lines.line_ends(block), 1)
     assert split.typed is not None
     assert 1_234 in split.slow.tolist()
     assert len(split.slow) <= fast.LEAF_LINES

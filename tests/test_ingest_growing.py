@@ -36,8 +36,10 @@ from helpers.growing import (
     table_night,
 )
 
-import auditor.ingest.files as files_mod
+import auditor.ingest.commit as commit_mod
 import auditor.ingest.follow as follow_mod
+import auditor.ingest.load as load_mod
+import auditor.ingest.run as run_mod
 from auditor import config
 from auditor.ingest.follow import Follower, Position
 from auditor.jobs import nightly
@@ -459,7 +461,7 @@ def test_a_file_ingested_in_pieces_is_judged_as_if_read_whole(
             if how == "follow":
                 follower.poll(con)
             else:
-                files_mod.ingest_file(con, log, run_id)
+                load_mod.ingest_file(con, log, run_id)
         judged.append(_judged(con))
         check_pieces(con)
         if how != "whole":
@@ -615,8 +617,7 @@ def test_a_follower_failing_inside_its_transaction_loses_and_repeats_nothing(
     def crash(*args: Any, **kw: Any) -> None:
         raise RuntimeError("killed")
 
-    module = follow_mod if where == "small piece" else files_mod
-    monkeypatch.setattr(module, "record_pieces", crash)
+    monkeypatch.setattr(commit_mod, "record_pieces", crash)  # both kinds of piece
     with pytest.raises(RuntimeError, match="killed"):
         follower.poll(con)
     assert audit.counts() | {"pieces": len(extents(con))} == before
@@ -800,7 +801,7 @@ def test_nightly_over_a_log_still_being_written_then_complete(tmp_path: Path) ->
 
     clean = tmp_path / "clean.duckdb"
     con = db.connect(clean)
-    files_mod.ingest(con, [SAMPLE], runs.start(con, "test", {}))
+    run_mod.ingest(con, [SAMPLE], runs.start(con, "test", {}))
     con.close()
     what = "SELECT count(*), sum(hash(stream, seq, raw)) FROM events"
     with opened(dbp) as con, opened(clean) as ref:

@@ -16,7 +16,7 @@ import pytest
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay import integrity as I
 from auditor.rules.cards import RANKS, SUITS
 from auditor.simulate.kinds import ORDER_KINDS

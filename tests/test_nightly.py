@@ -367,7 +367,8 @@ CRASH_CHILD = textwrap.dedent(
     """
     import datetime as dt, os, signal, sys
     from pathlib import Path
-    import auditor.audit.run, auditor.ingest.files, auditor.store.runs, auditor.audit.table_pass
+    import auditor.audit.run, auditor.store.runs, auditor.audit.table_pass
+    import auditor.ingest.lines, auditor.ingest.log_findings, auditor.ingest.reader
     from auditor import config
     from auditor.jobs import nightly
 
@@ -393,11 +394,11 @@ CRASH_CHILD = textwrap.dedent(
         setattr(module, name, hooked)
 
     if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
-        auditor.ingest.files.CHUNK_BYTES = 256 << 10
-        wrap(auditor.ingest.files, "read_rows", after=False)
+        auditor.ingest.reader.CHUNK_BYTES = 256 << 10
+        wrap(auditor.ingest.lines, "read_rows", after=False)
     elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
-        auditor.ingest.files.CHUNK_BYTES = 256 << 10  # about a file a batch
-        wrap(auditor.ingest.files, "record_seq_gaps", after=True)
+        auditor.ingest.reader.CHUNK_BYTES = 256 << 10  # about a file a batch
+        wrap(auditor.ingest.log_findings, "record_seq_gaps", after=True)
     elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
         wrap(auditor.audit.run, "_store", after=True)
     elif point == "table-pass-before-commit":

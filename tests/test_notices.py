@@ -19,7 +19,7 @@ from auditor.audit.load import load_notices
 from auditor.cli.app import app
 from auditor.cli.notice import notice_app, parse_time
 from auditor.errors import UserError
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.store import db, notices, runs
 
 EST = dt.timezone(dt.timedelta(hours=-5))

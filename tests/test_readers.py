@@ -38,7 +38,7 @@ from helpers.processes import holder
 from auditor import config as cfg
 from auditor.audit.run import audit
 from auditor.errors import DatabaseBusy
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.store import acks, db, runs, serving, shared, wire
 from auditor.store.findings import short_id
 from auditor.store.records import Acknowledgement

@@ -14,7 +14,7 @@ import pytest
 from auditor import config
 from auditor.audit.run import audit
 from auditor.errors import UserError
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.report import formatting, gather, procedures, render
 from auditor.store import db, runs
 

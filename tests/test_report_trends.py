@@ -18,7 +18,7 @@ from helpers.nights import continue_streams
 from auditor import config
 from auditor.audit.run import audit
 from auditor.finding import Finding, fingerprint
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.report import gather, render
 from auditor.rules.codes import REGISTRY
 from auditor.simulate.planted import simulate

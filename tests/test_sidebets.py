@@ -16,7 +16,7 @@ import pytest
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay.sidebets import (
     FALSE_ALARM,
     MIN_ROUNDS,

@@ -14,7 +14,7 @@ from helpers.rules import panda8_rules
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import load_pack
 from auditor.simulate.kinds import (
@@ -230,7 +230,7 @@ def test_cli_simulate(tmp_path, monkeypatch, capsys):
 
 
 def test_ingesting_the_output_folder_takes_only_the_logs(tmp_path):
-    from auditor.ingest.files import ingest
+    from auditor.ingest.run import ingest
 
     r = simulate(tmp_path / "out", tables=2, hours=1, seed=3, deviation_rate=0.1)
     con = db.connect(tmp_path / "a.duckdb")

@@ -12,7 +12,7 @@ from helpers.cli import run_cli
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.rules.cards import RANKS, SUITS, card_value
 from auditor.rules.draw import play_round
 from auditor.rules.pack import load_pack

@@ -15,7 +15,7 @@ from helpers.tablelog import Log, TablePassDb, at
 from auditor.audit.run import audit
 from auditor.audit.table_pass import OWNED_CODES, covered_rounds, supersede_round_mismatches
 from auditor.config import PropertyConfig
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay.procedures import Change, Notice, ProcedureRules, judge_change
 from auditor.replay.tables import RoundOrder, undeclared_runs
 from auditor.replay.text import minutes

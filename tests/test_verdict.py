@@ -41,7 +41,7 @@ from auditor.audit.run import (
     select_rounds,
 )
 from auditor.config import PropertyConfig
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.replay import verdict
 from auditor.replay.model import TableContext
 from auditor.replay.round import check_round

@@ -22,7 +22,7 @@ from helpers.rules import panda8_rules
 
 from auditor import config
 from auditor.audit.run import audit
-from auditor.ingest.files import ingest
+from auditor.ingest.run import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.rules.codes import REGISTRY
 from auditor.simulate.feed import Feed, Line, schedule

@@ -1,18 +1,20 @@
-"""`bacc-audit ingest`: event logs into the audit database (auditor.ingest.files)."""
+"""`bacc-audit ingest`: event logs into the audit database (auditor.ingest.run)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from auditor.cli import console
 from auditor.cli.options import DbOption, JsonSummaryOption
 from auditor.cli.progress import bytes_read
-from auditor.ingest.files import IngestResult, discover, escape_path, ingest
+from auditor.ingest.paths import discover, escape_path
+from auditor.ingest.result import IngestResult
+from auditor.ingest.run import ingest
 from auditor.store import db, outcome, runs
 
 
@@ -39,7 +41,7 @@ def ingest_cmd(
             bar = console.err.is_terminal and not as_json
             with bytes_read(console.err, total, bar) as progress:
                 result = ingest(con, paths, run.id, progress)
-            summary = ingest_summary(result)
+            summary = result.summary()
             run.done(summary["exit_code"], summary)
     finally:
         con.close()
@@ -48,26 +50,6 @@ def ingest_cmd(
     else:
         _print(result, summary["streams"])
     raise typer.Exit(summary["exit_code"])
-
-
-def ingest_summary(result: IngestResult) -> dict[str, Any]:
-    """What `ingest --json` prints and its run records."""
-    per_stream: Counter[str] = Counter()
-    for f in result.files:
-        per_stream.update(f.per_stream)
-    return {
-        "run_id": result.run_id,
-        "files": [f.summary() for f in result.files],
-        "errors": result.errors,
-        "events": result.events,
-        "quarantined": result.quarantined,
-        "streams": dict(sorted(per_stream.items())),
-        "exit_code": outcome.exit_code(
-            problems=len(result.errors),
-            files=(f.status for f in result.files),
-            quarantined=result.quarantined,
-        ),
-    }
 
 
 def _print(result: IngestResult, per_stream: dict[str, int]) -> None:

@@ -24,7 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from auditor.ingest.files import escape_path
+from auditor.ingest.paths import escape_path
 
 if TYPE_CHECKING:  # the audit's modules load when a command needs them, not at startup
     from auditor.audit.run import Progress as ProgressFn

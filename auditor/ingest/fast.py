@@ -50,6 +50,7 @@ from auditor.store.events import (
     FieldSpec,
     types_with,
 )
+from auditor.store.sql import quote, stream_key_sql
 
 # Set False to send every line through the per-line path (the parity tests do).
 ENABLED = True
@@ -456,10 +457,11 @@ def typed_select(chunk: str, source_id_sql: str) -> str:
         elif f.kind == CARDS:
             c = f"list_transform({c}, lambda x: {card_norm('x')})"
         values.append(f"{c} AS {f.column}")
-    pits = ", ".join(f"'{t}'" for t in PIT_EVENTS)
+    pits = ", ".join(quote(t) for t in PIT_EVENTS)
     return f"""
 SELECT {source_id_sql} AS source_id, line_no,
-  CASE WHEN type IN ({pits}) THEN 'pit:' || pit ELSE 'table:' || "table" END AS stream,
+  CASE WHEN type IN ({pits}) THEN {stream_key_sql("pit", "pit")}
+       ELSE {stream_key_sql("table", '"table"')} END AS stream,
   seq, {ts_cast("ts")} AS ts, {ts_offset("ts")} AS ts_offset_min, type,
   {", ".join(values)},
   raw, NULL::VARCHAR AS rejected

@@ -13,14 +13,15 @@ SIGKILL included, loses nothing and repeats nothing: a new `Follower` over the s
 each file's last piece in the database, checks once that the file still starts with exactly
 those bytes (one hash of the file), and goes on from there.
 
-The same rules as `bacc-audit ingest` (auditor.ingest.files): bad lines to quarantine with a
+The same rules as `bacc-audit ingest` (auditor.ingest.run): bad lines to quarantine with a
 `log.malformed` naming file and line, a seq repeated in a file, events already ingested from
 another file (skipped when identical, `log.altered` when not), `log.seq_gap`; a last line
 without its newline waits for it (auditor.ingest.growing). The first piece a follower loads of
 each file goes through batch ingest itself, which also decides whether the file is new,
 continued, renamed or altered, and gives the file a `sources` row for this follower; the next
 pieces take a path for small pieces (`_store_staged`) that stages the rows in a temporary table
-and checks them there, so that a poll costs what the new bytes cost, not what the night weighs.
+(auditor.ingest.stage) and checks them there, so that a poll costs what the new bytes cost, not
+what the night weighs.
 
 One writer per file: while a follower follows a file, do not ingest it with `ingest` into the
 same database (the follower would read again what that loaded; its events would be skipped as
@@ -41,10 +42,9 @@ from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
-from auditor.ingest import files
-from auditor.ingest.files import Block, FileResult, Rows, escape_path
+from auditor.ingest import batch, commit, reader
+from auditor.ingest.commit import loaded_message
 from auditor.ingest.growing import (
     Digest,
     Layout,
@@ -53,9 +53,14 @@ from auditor.ingest.growing import (
     byte_before,
     cut_complete,
     first_line_after,
-    record_pieces,
 )
-from auditor.store.db import q, single
+from auditor.ingest.lines import Rows, read_together, with_ids
+from auditor.ingest.manifest import Offer, Refusal
+from auditor.ingest.paths import escape_path
+from auditor.ingest.reader import Block
+from auditor.ingest.result import FileResult
+from auditor.ingest.stage import Counts, Staging, bulk, odd_sources, staging
+from auditor.store.db import single
 
 # At most this much of one file per poll, and of all files together: a backlog (a follower
 # started late in the night) loads over a few polls instead of holding it all at once.
@@ -70,9 +75,6 @@ CHECK_BYTES = 64
 # ingested is caught within a round of the files (500 files of 10 MB: about 12 minutes at a
 # poll every 150 ms), for a bounded cost a poll. 0 turns it off.
 VERIFY_BYTES = 1 << 20
-
-# The rows of the small pieces of one poll, checked before they join `events`.
-STAGED_DDL = "CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM events LIMIT 0"
 
 
 class Position(NamedTuple):
@@ -158,6 +160,55 @@ class _Staged:
     def last_line(self) -> int:
         return self.state.next_line + self.lines - 1
 
+    # What `commit.finish` asks of a piece (commit.Loaded).
+
+    @property
+    def source_id(self) -> int:
+        assert self.state.source_id is not None
+        return self.state.source_id
+
+    @property
+    def path(self) -> Path:
+        return self.state.path
+
+    @property
+    def resolved(self) -> str:
+        return self.state.resolved
+
+    @property
+    def end(self) -> int:
+        return self.state.offset + len(self.data)
+
+    def file_key(self, con: duckdb.DuckDBPyConnection) -> str:
+        """The key batch ingest names the file by in log.malformed fingerprints: the SHA-256
+        of its first line (source_files), else of the bytes read so far."""
+        row = con.execute(
+            "SELECT head_sha256 FROM source_files WHERE id = ?", [self.state.file_id]
+        ).fetchall()
+        return (row[0][0] if row else None) or self.hash.hexdigest()
+
+    def source(self, c: Counts) -> None:
+        return None  # the source has its row: this follower's, from its first piece
+
+    def piece(self, c: Counts) -> Piece:
+        s = self.state
+        return Piece(
+            self.source_id, s.file_id, s.resolved, s.offset, self.end, s.next_line,
+            self.last_line, self.hash.hexdigest(), c.events, c.quarantined, c.duplicates,
+            self.waiting, s.device, s.inode,
+        )
+
+    def result(self, c: Counts, per_stream: dict[str, int], problems: list[str]) -> FileResult:
+        s = self.state
+        return FileResult(
+            s.path, "ingested", self.hash.hexdigest(), self.end, self.lines, c.events,
+            c.quarantined, c.duplicates,
+            message=f"{loaded_message(s.path, c)} (lines {s.next_line:,}-{self.last_line:,})",
+            per_stream=per_stream, problems=problems, source_id=self.source_id,
+            file_id=s.file_id, start_byte=s.offset, end_byte=self.end, first_line=s.next_line,
+            last_line=self.last_line, waiting=self.waiting, prefix_hash=self.hash,
+        )
+
 
 @dataclass
 class _Verifying:
@@ -225,7 +276,7 @@ class Follower:
         smaller than what was ingested from it, is judged again whole, as `ingest` would:
         a new file, or `log.altered`."""
         out = Poll()
-        offers: list[files._Offer] = []
+        offers: list[Offer] = []
         seen: dict[Path, os.stat_result] = {}
         staged: list[_Staged] = []
         budget = POLL_TOTAL
@@ -243,7 +294,7 @@ class Follower:
                     out.gone.append(path)
                 continue
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 continue
             state = self._states.get(path)
             truncated = False
@@ -265,7 +316,7 @@ class Follower:
                 out.gone.append(path)
                 continue
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 del self._states[path]
                 self._stop(path, st)
                 continue
@@ -277,7 +328,7 @@ class Follower:
             budget -= len(new)
             take = cut_complete(
                 new, state.offset, to_end, state.next_line == state.last_line,
-                files.MAX_LINE_BYTES,
+                reader.MAX_LINE_BYTES,
             )
             # A last line without its newline; not what a read cut short left for later.
             waiting = len(new) - take if to_end else 0
@@ -361,7 +412,7 @@ class Follower:
         st: os.stat_result,
         truncated: bool,
         out: Poll,
-        offers: list[files._Offer],
+        offers: list[Offer],
         seen: dict[Path, os.stat_result],
     ) -> None:
         """Judge a file not followed yet (or no longer the one followed) as `ingest` would,
@@ -371,8 +422,8 @@ class Follower:
             return
         if st.st_size == 0 and not truncated:
             return  # a new file, nothing written yet: nothing to judge
-        got = files._offer(con, path, self.run_id)
-        if isinstance(got, files._Offer):
+        got = commit.judge(con, path, self.run_id)
+        if isinstance(got, Offer):
             offers.append(got)
             seen[path] = st
             return
@@ -380,7 +431,7 @@ class Follower:
             try:
                 state = self._states[path] = _state_of(path, got, st)
             except OSError as e:
-                out.files.append(FileResult(path, "unreadable", message=_cannot(path, e)))
+                out.files.append(_unreadable(path, e))
                 self._stop(path, st)
                 return
             state.last_path = single(
@@ -398,14 +449,14 @@ class Follower:
     def _store_offers(
         self,
         con: duckdb.DuckDBPyConnection,
-        offers: list[files._Offer],
+        offers: list[Offer],
         seen: dict[Path, os.stat_result],
         out: Poll,
     ) -> None:
         """First pieces, through batch ingest (one transaction, or one per file when they
         overlap); each file loaded gets its state, with this follower's source."""
         gz = {o.path for o in offers if o.layout.gz}
-        results = files._store_batch(con, files._prepare_batch(offers, None), self.run_id, None)
+        results = batch.store_batch(con, batch.prepare_batch(offers, None), self.run_id, None)
         loaded = [r.source_id for r in results if r.status == "ingested" and r.source_id]
         if loaded:
             _count_loaded(con, loaded, out)
@@ -462,8 +513,8 @@ def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _cannot(path: Path, e: OSError) -> str:
-    return f"{escape_path(path)}: cannot read ({e.strerror})"
+def _unreadable(path: Path, e: OSError) -> FileResult:
+    return FileResult(path, "unreadable", message=reader.cannot_read(path, e))
 
 
 def _state_of(
@@ -488,7 +539,7 @@ def _state_of(
 
 def _offer_from(
     state: _State, st: os.stat_result, new: bytes, take: int, h: Any
-) -> files._Offer:
+) -> Offer:
     """The first piece this follower loads of a file it found ingested already: an offer
     for batch ingest built from the state (no hashing again), continuing the last piece."""
     whole = h.copy()
@@ -498,7 +549,7 @@ def _offer_from(
     tip = Tip(state.file_id, state.last_source, state.last_path, state.offset,
               state.last_line, state.hash.hexdigest(), dt.datetime.now(dt.UTC))
     digest = Digest(whole.hexdigest(), h.hexdigest(), h, {})
-    return files._Offer(
+    return Offer(
         state.path, state.resolved, layout, digest, state.offset, state.next_line, tip
     )
 
@@ -536,15 +587,6 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
 # -- small pieces ---------------------------------------------------------------------------
 
 
-def _file_key(con: duckdb.DuckDBPyConnection, piece: _Staged) -> str:
-    """The key batch ingest names the file by in log.malformed fingerprints: the SHA-256 of
-    its first line (source_files), else of the bytes read so far."""
-    row = con.execute(
-        "SELECT head_sha256 FROM source_files WHERE id = ?", [piece.state.file_id]
-    ).fetchall()
-    return (row[0][0] if row else None) or piece.hash.hexdigest()
-
-
 def _store_staged(
     con: duckdb.DuckDBPyConnection, pieces: list[_Staged], run_id: int, out: Poll
 ) -> list[tuple[_Staged, FileResult]]:
@@ -552,319 +594,63 @@ def _store_staged(
     `source_extents` rows.
 
     The common case costs a few statements over the staged rows alone: every seq new to its
-    stream and past the stream's highest, none repeated (`_plain`). A poll that is not plain
-    goes piece by piece, and a piece that repeats a seq or meets events already ingested goes
-    through the same checks as a batch file (auditor.ingest.files: repeats, duplicates,
+    stream and past the stream's highest, none repeated (`stage.bulk`). A poll that is not
+    so goes piece by piece, and a piece that repeats a seq or meets events already ingested
+    goes through the same checks as a batch file (auditor.ingest.stage: repeats, duplicates,
     `log.altered`, gaps judged over the whole stream)."""
     for p in pieces:
-        p.blocks = list(files._split(p.data, lambda: b"", lambda: 0, p.state.next_line))
-    rows, counts = files._read_together([p.blocks for p in pieces])
+        p.blocks = list(reader.split(p.data, lambda: b"", lambda: 0, p.state.next_line))
+    rows_read, counts = read_together([p.blocks for p in pieces])
     for p, n in zip(pieces, counts, strict=True):
         p.lines = n
-    ids = np.array([p.state.source_id for p in pieces])
-    by_source = {p.state.source_id: p for p in pieces}
+    ids = np.array([p.source_id for p in pieces])
     altered, concerns = "", None
     results: list[FileResult] = []
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(STAGED_DDL)
-        files._insert_rows(
-            con,
-            [Rows(files._with_ids(rows.typed, ids), files._with_ids(rows.lines, ids),
-                  rows.n_lines)],
-            table="staged",
-        )
+    plain = False
+    with staging(con, ids.tolist(), staged=True) as rows:
+        rows.insert([Rows(with_ids(rows_read.typed, ids), with_ids(rows_read.lines, ids),
+                          rows_read.n_lines)])
         for p in pieces:
-            assert p.state.source_id is not None
-            files._insert_long_lines(
-                con, p.state.source_id, [x for b in p.blocks for x in b.long_lines], "staged"
-            )
-        problems = _problems(con)
-        ranges = _ranges(con, "rejected IS NULL", named=bool(problems))
-        plain = _plain(ranges)
-        if plain:
-            results = _finish_staged(
-                con, pieces, run_id, out, "rejected IS NULL", ranges, problems
-            )
-        elif len(pieces) == 1:
+            rows.insert_long_lines(p.source_id, [x for b in p.blocks for x in b.long_lines])
+        ranges = rows.ranges(named=bool(rows.problems()))
+        plain = bulk(ranges, past_top=True)
+        if not plain and len(pieces) == 1:
             sid = int(ids[0])
-            con.execute("CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM staged")
-            files._reject_repeated_seq(con, sid, "staged")
-            altered, concerns = files._check_overlap(
-                con, sid, pieces[0].state.file_id, table="staged"
-            )
-            if not altered:
-                good = "rejected IS NULL AND line_no NOT IN (SELECT line_no FROM dups)"
-                results = _finish_staged(con, pieces, run_id, out, good, None, _problems(con))
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+            rows.reject_repeated_seq(sid)
+            altered, concerns = rows.check_overlap(sid, pieces[0].state.file_id)
+        if plain or (len(pieces) == 1 and not altered):
+            results = _finish(con, rows, pieces, run_id, out)
+            rows.commit()
     if not plain and len(pieces) > 1:
-        con.execute("ROLLBACK")
         # The files that make the poll unusual go one by one; the others stay together (a
         # floor of tables always has one file doing something unusual).
-        odd = _odd_sources(ranges)
-        calm = [p for p in pieces if p.state.source_id not in odd]
+        odd = odd_sources(ranges)
+        calm = [p for p in pieces if p.source_id not in odd]
         if not odd or not calm:
             return [x for p in pieces for x in _store_staged(con, [p], run_id, out)]
-        rough = [p for p in pieces if p.state.source_id in odd]
+        rough = [p for p in pieces if p.source_id in odd]
         return [
             *_store_staged(con, calm, run_id, out),
             *(x for p in rough for x in _store_staged(con, [p], run_id, out)),
         ]
     if altered:
-        con.execute("ROLLBACK")
         p = pieces[0]
-        r = files._refuse_altered(
-            con, p.state.path, p.state.resolved, p.hash.hexdigest(),
-            p.state.offset + len(p.data), run_id, altered, concerns,
-        )
-        return [(p, r)]
-    con.execute("COMMIT")
-    return [(by_source[r.source_id], r) for r in results]
+        refusal = Refusal(p.path, p.resolved, p.hash.hexdigest(), p.end, altered, concerns)
+        return [(p, commit.refuse(con, refusal, run_id))]
+    return list(zip(pieces, results, strict=True))  # finish answers in their order
 
 
-class _Range(NamedTuple):
-    """The seqs of one stream that one source gets in this poll (good rows; `lo_named` and
-    `hi_named` count rejected lines that name their event too, as the overlap checks do),
-    with what the stream held before: its highest seq and the source holding it."""
-
-    stream: str
-    source_id: int
-    lo: int | None
-    hi: int | None
-    n: int
-    seqs: int
-    lo_named: int | None
-    hi_named: int | None
-    top: int | None
-    top_source: int | None
-
-
-def _ranges(con: duckdb.DuckDBPyConnection, good: str, named: bool = False) -> list[_Range]:
-    """The staged rows' `_Range`s, in one query."""
-    with_named = files.names_its_event_sql() if named else "false"
-    return [
-        _Range(*r)
-        for r in con.execute(
-            f"""
-            WITH s AS (
-              SELECT stream, source_id,
-                     min(seq) FILTER ({good}) AS lo, max(seq) FILTER ({good}) AS hi,
-                     count(*) FILTER ({good}) AS n,
-                     count(DISTINCT seq) FILTER ({good}) AS seqs,
-                     min(seq) AS lo_named, max(seq) AS hi_named
-              FROM staged WHERE ({good}) OR (rejected IS NOT NULL AND {with_named})
-              GROUP BY ALL
-            )
-            SELECT s.*, t.top, t.top_source
-            FROM s
-            LEFT JOIN (SELECT stream, max(max_seq) AS top,
-                              arg_max(source_id, max_seq) AS top_source
-                       FROM stream_sources WHERE stream IN (SELECT stream FROM s)
-                       GROUP BY stream) t USING (stream)
-            ORDER BY s.stream, s.lo_named
-            """
-        ).fetchall()
-    ]
-
-
-def _odd_sources(ranges: list[_Range]) -> set[int]:
-    """The sources whose ranges keep a poll from being plain (see _plain): a seq repeated or
-    not past its stream's highest, or a stream shared with another source."""
-    odd: set[int] = set()
-    sharing: dict[str, set[int]] = {}
-    for r in ranges:
-        if (r.n != r.seqs or r.lo_named is None or r.hi_named is None
-                or (r.top is not None and r.lo_named <= r.top)):
-            odd.add(r.source_id)
-        sharing.setdefault(r.stream, set()).add(r.source_id)
-    for sources in sharing.values():
-        if len(sources) > 1:
-            odd |= sources
-    return odd
-
-
-def _plain(ranges: list[_Range]) -> bool:
-    """No seq repeated within a source, no two sources sharing a stream's range, and every
-    seq past the highest its stream held: what `files._batch_needs_one_by_one` asks, and a
-    little more (a seq filling an older gap goes the careful way too)."""
-    last: dict[str, int] = {}
-    for r in ranges:  # by stream, then by lowest seq
-        if r.n != r.seqs or r.lo_named is None or r.hi_named is None:
-            return False
-        if r.top is not None and r.lo_named <= r.top:
-            return False
-        if r.stream in last and r.lo_named <= last[r.stream]:
-            return False
-        last[r.stream] = r.hi_named
-    return True
-
-
-def _problems(con: duckdb.DuckDBPyConnection) -> dict[int, list[tuple[int, str]]]:
-    """The staged lines rejected so far, per source: (line, reason)."""
-    problems: dict[int, list[tuple[int, str]]] = {}
-    for sid, line_no, reason in con.execute(
-        "SELECT source_id, line_no, rejected FROM staged WHERE rejected IS NOT NULL "
-        "ORDER BY source_id, line_no"
-    ).fetchall():
-        problems.setdefault(sid, []).append((line_no, reason))
-    return problems
-
-
-def _finish_staged(
-    con: duckdb.DuckDBPyConnection,
-    pieces: list[_Staged],
-    run_id: int,
-    out: Poll,
-    good: str,
-    ranges: list[_Range] | None,
-    problems: dict[int, list[tuple[int, str]]],
+def _finish(
+    con: duckdb.DuckDBPyConnection, rows: Staging, pieces: list[_Staged], run_id: int, out: Poll
 ) -> list[FileResult]:
-    """Quarantine, findings, events, the streams' seq ranges and gaps, and the pieces'
-    records, for staged rows already checked (`good`: the rows to load; `problems`: the
-    rejected ones), in the caller's transaction."""
-    if problems:
-        con.execute("CREATE OR REPLACE TEMP VIEW this AS SELECT * FROM staged")
-        files._quarantine(con)
-        for p in pieces:
-            if p.state.source_id in problems:
-                con.execute(
-                    "CREATE OR REPLACE TEMP VIEW this_piece AS SELECT * FROM staged "
-                    f"WHERE source_id = {int(p.state.source_id)}"
-                )
-                files._record_malformed(
-                    con, run_id, p.state.resolved, _file_key(con, p), view="this_piece"
-                )
-    per_stream: dict[int, dict[str, int]] = {}
-    events: Counter[int] = Counter()
-    for sid, stream, type_, n, ts, ended in con.execute(
-        f"SELECT source_id, stream, type, count(*), min(ts), "
+    """The pieces finished (commit.finish), with what the poll tells its caller of them: the
+    event types each stream received, and the rounds that ended."""
+    for stream, type_, n, ts, ended in con.execute(
+        "SELECT stream, type, count(*), min(ts), "
         "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
-        f"FROM staged WHERE {good} GROUP BY ALL ORDER BY ALL"
+        f"FROM ({rows.kept_sql}) GROUP BY source_id, stream, type ORDER BY source_id, stream, type"
     ).fetchall():
-        per_stream.setdefault(sid, {})
-        per_stream[sid][stream] = per_stream[sid].get(stream, 0) + n
-        events[sid] += n
         out._count(stream, type_, n, ts)
         out.rounds_ended += [tuple(x.values()) if isinstance(x, dict) else tuple(x)
                              for x in ended or ()]
-    duplicates = 0 if good == "rejected IS NULL" else single(
-        con, "SELECT count(*) FROM dups"
-    )[0]
-    con.execute(f"INSERT INTO events SELECT * FROM staged WHERE {good}")
-    _ranges_and_gaps(con, run_id, good, ranges if ranges is not None else _ranges(con, good))
-    results = []
-    pieces_rows = []
-    for p in pieces:
-        s = p.state
-        assert s.source_id is not None
-        n_events, quarantined = events[s.source_id], len(problems.get(s.source_id, ()))
-        end = s.offset + len(p.data)
-        pieces_rows.append(Piece(
-            s.source_id, s.file_id, s.resolved, s.offset, end, s.next_line, p.last_line,
-            p.hash.hexdigest(), n_events, quarantined, duplicates, p.waiting, s.device,
-            s.inode,
-        ))
-        note = f", {duplicates} already ingested from another file" if duplicates else ""
-        results.append(FileResult(
-            s.path, "ingested", p.hash.hexdigest(), end, p.lines, n_events, quarantined,
-            duplicates,
-            message=f"{escape_path(s.path)}: {n_events} events, {quarantined} quarantined"
-            f"{note} (lines {s.next_line:,}-{p.last_line:,})",
-            per_stream=per_stream.get(s.source_id, {}),
-            problems=[f"{escape_path(s.path)}:{n}: {files._one_line(r)}"
-                      for n, r in problems.get(s.source_id, [])],
-            source_id=s.source_id, file_id=s.file_id, start_byte=s.offset, end_byte=end,
-            first_line=s.next_line, last_line=p.last_line, waiting=p.waiting,
-            prefix_hash=p.hash,
-        ))
-    record_pieces(con, pieces_rows, run_id)
-    return results
-
-
-def _ranges_and_gaps(
-    con: duckdb.DuckDBPyConnection, run_id: int, good: str, ranges: list[_Range]
-) -> None:
-    """Widen each source's seq range per stream (`stream_sources`, a summary: one row per
-    source and stream, so it does not grow with every poll), and find the seq gaps the new
-    events open. Where a stream's new seqs follow its highest one by one, there is none. Where
-    they are all past its highest, only gaps among them and after that highest can appear,
-    and no standing gap closes: found among the new rows. Only a stream that got a seq below
-    its highest is judged again whole (`files.record_seq_gaps`)."""
-    got = [r for r in ranges if r.lo is not None and r.hi is not None]
-    if not got:
-        return
-    table = pa.table({
-        "stream": [r.stream for r in got],
-        "source_id": pa.array([r.source_id for r in got], pa.int64()),
-        "lo": pa.array([r.lo for r in got], pa.int64()),
-        "hi": pa.array([r.hi for r in got], pa.int64()),
-        "n": pa.array([r.n for r in got], pa.int64()),
-    })
-    con.register("piece_ranges", table)
-    had = set(
-        con.execute(
-            "UPDATE stream_sources SET min_seq = least(min_seq, p.lo), "
-            "max_seq = greatest(max_seq, p.hi), events = events + p.n FROM piece_ranges p "
-            "WHERE stream_sources.stream = p.stream AND stream_sources.source_id = p.source_id "
-            "RETURNING stream_sources.stream, stream_sources.source_id"
-        ).fetchall()
-    )
-    con.unregister("piece_ranges")
-    new = [i for i, r in enumerate(got) if (r.stream, r.source_id) not in had]
-    if new:  # a stream new to its source
-        con.register("piece_ranges", table.take(pa.array(new, pa.int64())))
-        con.execute("INSERT INTO stream_sources SELECT * FROM piece_ranges")
-        con.unregister("piece_ranges")
-    behind: set[str] = set()
-    tops: dict[str, tuple[int | None, int | None]] = {}
-    gappy: set[str] = set()
-    last: dict[str, int | None] = {}
-    for r in got:  # by stream, then by lowest seq
-        assert r.lo is not None and r.hi is not None
-        if r.top is not None and r.lo <= r.top:
-            behind.add(r.stream)
-            continue
-        tops.setdefault(r.stream, (r.top, r.top_source))
-        before = last.get(r.stream, r.top)  # the highest seq below this range
-        if r.n != r.hi - r.lo + 1 or (before is not None and r.lo != before + 1):
-            gappy.add(r.stream)
-        last[r.stream] = r.hi
-    gappy -= behind
-    if gappy:
-        _new_gaps(con, run_id, good, {s: tops[s] for s in sorted(gappy)})
-    if behind:
-        files.record_seq_gaps(con, run_id, ", ".join(q(s) for s in sorted(behind)))
-
-
-def _new_gaps(
-    con: duckdb.DuckDBPyConnection,
-    run_id: int,
-    good: str,
-    tops: dict[str, tuple[int | None, int | None]],
-) -> None:
-    """`log.seq_gap` among the staged rows of `tops`' streams, all past each stream's
-    highest seq before (`tops`: that seq and its source; None for a new stream)."""
-    con.register("tops", pa.table({
-        "stream": list(tops),
-        "top": pa.array([t for t, _ in tops.values()], pa.int64()),
-        "top_source": pa.array([s for _, s in tops.values()], pa.int64()),
-    }))
-    files.find_gaps(
-        con,
-        f"SELECT stream, seq, ts, source_id, line_no FROM staged "
-        f"WHERE {good} AND stream IN (SELECT stream FROM tops) "
-        "UNION ALL SELECT stream, top, NULL, top_source, NULL FROM tops WHERE top IS NOT NULL",
-    )
-    con.unregister("tops")
-    # A gap right after the stream's highest seq names the line that holds it.
-    for stream, prev_seq, prev_source in con.execute(
-        "SELECT stream, prev_seq, prev_source FROM gaps WHERE prev_line IS NULL"
-    ).fetchall():
-        con.execute(
-            "UPDATE gaps SET prev_line = (SELECT min(line_no) FROM events WHERE source_id = "
-            f"{int(prev_source)} AND stream = ? AND seq = ?) WHERE stream = ? AND prev_seq = ?",
-            [stream, prev_seq, stream, prev_seq],
-        )
-    files.record_gaps(con, run_id)
+    return commit.finish(con, rows, pieces, run_id)

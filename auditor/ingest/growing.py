@@ -9,7 +9,7 @@ matched against those pieces by content:
 
 - its first `end_byte` bytes still hash to what was ingested: it is the same file, grown (or
   renamed, or rotated), and only what follows is new;
-- otherwise it is another file, or an altered one (auditor.ingest.files decides which).
+- otherwise it is another file, or an altered one (auditor.ingest.manifest decides which).
 
 Files are found by the SHA-256 of their first line (`source_files.head_sha256`), so a renamed
 file is recognised without hashing it against every file ever ingested.
@@ -32,8 +32,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-GZIP_MAGIC = b"\x1f\x8b"
-BOM = b"\xef\xbb\xbf"
+from auditor.ingest.reader import BOM, gzipped
+
 # A file is known by its first line, at most this many bytes of it: enough to tell table
 # files apart (the first line names the table, its seq and its time), little to read.
 HEAD_MAX = 4096
@@ -79,7 +79,7 @@ def layout_of(path: Path, line_limit: int) -> Layout:
         st = os.fstat(fh.fileno())
         size = st.st_size
         first = fh.read(min(size, HEAD_MAX))
-        gz = first[:2] == GZIP_MAGIC
+        gz = gzipped(first)
         if gz or size == 0:
             return Layout(size, size, gz, None, st.st_dev, st.st_ino)
         end = _complete_end(fh, size, line_limit)

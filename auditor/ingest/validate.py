@@ -10,7 +10,6 @@ what lets ingest keep pace with DuckDB's own loader.
 from __future__ import annotations
 
 from auditor.rules.cards import CARD_PATTERN_SQL
-from auditor.store.db import q
 from auditor.store.events import (
     AMOUNT,
     ANNOUNCE_FIELDS,
@@ -34,6 +33,7 @@ from auditor.store.events import (
     fields_of,
     types_with,
 )
+from auditor.store.sql import is_stream_sql, quote, stream_key_sql
 
 ID_RE = r'"[A-Za-z0-9._-]{1,32}"'
 # RFC 3339 date-time with its ranges (second 60 is a leap second); the calendar (30 February)
@@ -91,13 +91,13 @@ def _enum_values(event_type: str, name: str) -> tuple[str, ...] | None:
 
 
 def _in_list(values: tuple[str, ...], quoted: bool = True) -> str:
-    return ", ".join(q(f'"{v}"' if quoted else v) for v in values)
+    return ", ".join(quote(f'"{v}"' if quoted else v) for v in values)
 
 
 def field_check(f: FieldSpec) -> tuple[str, str]:
     """(condition that the present value is valid, message SQL when it is not)."""
     r = raw(f.name)
-    name = q(f.name)
+    name = quote(f.name)
     shown = _shown(r)
     if f.kind == INT:
         high = f.high if f.high is not None else 10**15
@@ -113,10 +113,10 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         cond = f"(left({r}, 1) = '\"' AND length({r}) > 2) OR regexp_full_match({r}, '\\d+')"
         return cond, f"{name} || ' must be a non-empty string or a whole number, not ' || {shown}"
     if f.kind == ID:
-        cond = f"regexp_full_match({r}, {q(ID_RE)})"
+        cond = f"regexp_full_match({r}, {quote(ID_RE)})"
         return cond, f"{name} || ' must be 1-32 of A-Z a-z 0-9 . _ -, not ' || {shown}"
     if f.kind == CARD:
-        cond = f"regexp_full_match({r}, {q(CARD_RE)})"
+        cond = f"regexp_full_match({r}, {quote(CARD_RE)})"
         return cond, (
             f"{name} || ' ' || {shown} || ' is not a card "
             "(rank A 2-9 T J Q K or 10, then suit c d h s)'"
@@ -125,7 +125,7 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         cond = (
             f"left({r}, 1) = '[' AND coalesce(list_bool_and(list_transform("
             f"try(json_transform({r}, '[\"JSON\"]')), "
-            f"lambda x: coalesce(regexp_full_match(x, {q(CARD_RE)}), false))), true)"
+            f"lambda x: coalesce(regexp_full_match(x, {quote(CARD_RE)}), false))), true)"
         )
         return cond, f'{name} || \' must be a list of cards like ["3h","Kc"], not \' || {shown}'
     if f.kind in (STRS, IDS):
@@ -133,7 +133,7 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         cond = (
             f"left({r}, 1) = '[' AND coalesce(list_bool_and(list_transform("
             f"try(json_transform({r}, '[\"JSON\"]')), "
-            f"lambda x: coalesce(regexp_full_match(x, {q(elem)}), false))), true)"
+            f"lambda x: coalesce(regexp_full_match(x, {quote(elem)}), false))), true)"
         )
         if f.kind == IDS:  # a list of tables must name at least one
             cond += f" AND {r} <> '[]'"
@@ -145,15 +145,15 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         # 1.0E7 (as Java writes ten million) is fine when it is exact to the cent.
         exact = f"TRY_CAST({a} AS DECIMAL(38,20))"
         cond = (
-            f"regexp_full_match({a}, {q(AMOUNT_RE)}) OR "
-            f"(left({r}, 1) <> '\"' AND regexp_full_match({a}, {q(AMOUNT_EXP_RE)}) "
+            f"regexp_full_match({a}, {quote(AMOUNT_RE)}) OR "
+            f"(left({r}, 1) <> '\"' AND regexp_full_match({a}, {quote(AMOUNT_EXP_RE)}) "
             f"AND {exact} < 1e16 "
             f"AND {exact} = TRY_CAST({exact} AS DECIMAL(18,2)))"
         )
         msg = (
             f"CASE WHEN {a} IS NULL THEN {name} || ' ' || {shown} || ' is not a decimal amount' "
             f"WHEN starts_with({a}, '-') THEN {name} || ' ' || {d} || ' is negative' "
-            f"WHEN left({r}, 1) <> '\"' AND regexp_full_match({a}, {q(AMOUNT_EXP_RE)}) THEN "
+            f"WHEN left({r}, 1) <> '\"' AND regexp_full_match({a}, {quote(AMOUNT_EXP_RE)}) THEN "
             f"{name} || ' ' || {d} || ' is not a whole number of cents' "
             rf"WHEN regexp_full_match({a}, '\d+\.\d{{3,}}') THEN {name} || ' ' || {d} || "
             "' has more than 2 decimal places' "
@@ -163,7 +163,7 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         )
         return cond, msg
     if f.kind == TS:
-        cond = f"regexp_full_match({r}, {q(TS_RE)}) AND {_ts_value(r)} IS NOT NULL"
+        cond = f"regexp_full_match({r}, {quote(TS_RE)}) AND {_ts_value(r)} IS NOT NULL"
         return cond, _ts_message(name, r)
     if f.kind == BOOL:
         return f"{r} IN ('true', 'false')", f"{name} || ' must be true or false, not ' || {shown}"
@@ -173,9 +173,9 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
 def _ts_message(name: str, r: str) -> str:
     shown = _shown(r)
     return (
-        f"CASE WHEN regexp_full_match({r}, {q(TS_NAIVE_RE)}) THEN {name} || ' ' || {shown} || "
+        f"CASE WHEN regexp_full_match({r}, {quote(TS_NAIVE_RE)}) THEN {name} || ' ' || {shown} || "
         "' has no UTC offset (write Z or +hh:mm)' "
-        f"WHEN regexp_full_match({r}, {q(TS_SHAPE_RE)}) THEN {name} || ' ' || {shown} || "
+        f"WHEN regexp_full_match({r}, {quote(TS_SHAPE_RE)}) THEN {name} || ' ' || {shown} || "
         "' is not a real date and time' "
         f"ELSE {name} || ' ' || {shown} || ' is not an RFC 3339 time' END"
     )
@@ -264,7 +264,7 @@ def _reason_sql() -> str:
         f"WHEN r_type NOT IN ({_in_list(EVENT_TYPES)}) THEN 'unknown event type ' || "
         + _shown("r_type"),
         "WHEN r_ts IS NULL THEN 'missing field \"ts\"'",
-        f"WHEN NOT (regexp_full_match(r_ts, {q(TS_RE)}) AND {_ts_value('r_ts')} IS NOT NULL) "
+        f"WHEN NOT (regexp_full_match(r_ts, {quote(TS_RE)}) AND {_ts_value('r_ts')} IS NOT NULL) "
         "THEN " + _ts_message("'ts'", "r_ts"),
         "WHEN r_seq IS NULL THEN 'missing field \"seq\"'",
         r"WHEN NOT regexp_full_match(r_seq, '\d{1,15}') THEN 'seq must be a whole number, not ' || "
@@ -274,7 +274,7 @@ def _reason_sql() -> str:
     ]
     for name in (*ANY_EVENT, "table"):
         whens += _field_whens(None, FIELDS[name])
-    per_type = " ".join(f"WHEN {q(t)} THEN {_type_reason_sql(t)}" for t in EVENT_TYPES)
+    per_type = " ".join(f"WHEN {quote(t)} THEN {_type_reason_sql(t)}" for t in EVENT_TYPES)
     whens.append(f"ELSE (CASE type {per_type} END)")
     return "CASE " + "\n  ".join(whens) + " END"
 
@@ -336,7 +336,7 @@ def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
     if values:
         whens.append(
             f"WHEN {has} AND {raw(f.name)} NOT IN ({_in_list(values)}) THEN "
-            f"{q(f.name + ' must be one of ' + ', '.join(values))} || ', not ' || "
+            f"{quote(f.name + ' must be one of ' + ', '.join(values))} || ', not ' || "
             f"{_shown(raw(f.name))}"
         )
     return whens
@@ -345,7 +345,7 @@ def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
 def _type_reason_sql(event_type: str) -> str:
     """The checks of one type's own fields: only rows of that type pay for them."""
     whens = [
-        f"WHEN {raw(name)} IS NULL THEN {q(_no_field(event_type + ' event', name))}"
+        f"WHEN {raw(name)} IS NULL THEN {quote(_no_field(event_type + ' event', name))}"
         for name in REQUIRED[event_type]
     ]
     own = sorted(fields_of(event_type) - set(ANY_EVENT) - {"table"}, key=list(FIELDS).index)
@@ -355,8 +355,8 @@ def _type_reason_sql(event_type: str) -> str:
         for kind, names in ANNOUNCE_FIELDS.items():
             for name in names:
                 whens.append(
-                    f"WHEN r_kind = {q(chr(34) + kind + chr(34))} AND {raw(name)} IS NULL "
-                    f"THEN {q(_no_field(kind + ' announcement', name))}"
+                    f"WHEN r_kind = {quote(chr(34) + kind + chr(34))} AND {raw(name)} IS NULL "
+                    f"THEN {quote(_no_field(kind + ' announcement', name))}"
                 )
     return f"(CASE {' '.join(whens)} END)" if whens else "NULL"
 
@@ -384,14 +384,14 @@ def names_its_event_sql(stream: str = "stream", seq: str = "seq", raw_line: str 
 
     For the few rejected rows only: it parses the line again."""
     value = (
-        f"CAST(try(CASE WHEN starts_with({stream}, 'pit:') THEN json_extract({raw_line}, '$.pit') "
+        f"CAST(try(CASE WHEN {is_stream_sql('pit', stream)} THEN json_extract({raw_line}, '$.pit') "
         f"ELSE json_extract({raw_line}, '$.table') END) AS VARCHAR)"
     )
     written_seq = f"CAST(try(json_extract({raw_line}, '$.seq')) AS VARCHAR)"
     return (
         f"({stream} IS NOT NULL AND {seq} IS NOT NULL AND coalesce("
         rf"regexp_full_match({written_seq}, '\d{{1,15}}') "
-        f"AND regexp_full_match({value}, {q(ID_RE)}), false))"
+        f"AND regexp_full_match({value}, {quote(ID_RE)}), false))"
     )
 
 
@@ -417,7 +417,7 @@ def staging_select(chunk: str, source_id_sql: str) -> str:
 WITH parsed AS (
   SELECT {source_id_sql} AS source_id, line_no, rtrim(line, chr(13) || chr(10)) AS line,
          utf8_ok,
-         try(json_transform(line, {q(STRUCT_SPEC)})) AS j
+         try(json_transform(line, {quote(STRUCT_SPEC)})) AS j
   FROM {chunk}
   WHERE length(rtrim(line, ' ' || chr(9) || chr(13) || chr(10))) > 0
 ), fields AS (
@@ -430,10 +430,10 @@ WITH parsed AS (
 )
 SELECT source_id, line_no,
   CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql()} END AS rejected,
-  CASE WHEN type IN ({pit_types}) THEN 'pit:' || {field_value(FIELDS["pit"])}
-       ELSE 'table:' || {field_value(FIELDS["table"])} END AS stream,
+  CASE WHEN type IN ({pit_types}) THEN {stream_key_sql("pit", field_value(FIELDS["pit"]))}
+       ELSE {stream_key_sql("table", field_value(FIELDS["table"]))} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
-  CASE WHEN regexp_full_match(r_ts, {q(TS_RE)}) THEN {_ts_value("r_ts")} END AS ts,
+  CASE WHEN regexp_full_match(r_ts, {quote(TS_RE)}) THEN {_ts_value("r_ts")} END AS ts,
   {ts_offset(_unquote('r_ts'))} AS ts_offset_min,
   type,
   {values},

@@ -17,7 +17,7 @@ import duckdb
 
 from auditor.config import PropertyConfig
 from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
-from auditor.ingest.files import sha256_of
+from auditor.ingest.reader import sha256_of
 from auditor.jobs.evidence import Say
 from auditor.report import render
 from auditor.report.gather import gather, scope_for

@@ -42,14 +42,11 @@ from auditor import __version__
 from auditor.audit.run import AuditResult, Known, audit
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
-from auditor.ingest.files import (
-    GZIP_MAGIC,
-    IngestResult,
-    discover,
-    escape_path,
-    ingest,
-    record_seq_gaps,
-)
+from auditor.ingest.log_findings import record_seq_gaps
+from auditor.ingest.paths import discover, escape_path
+from auditor.ingest.reader import GZIP_MAGIC
+from auditor.ingest.result import IngestResult
+from auditor.ingest.run import ingest
 from auditor.jobs.merge import merge_partition
 from auditor.rules.codes import at_least
 from auditor.rules.pack import RULES_ENV

@@ -15,7 +15,8 @@ from pathlib import Path
 import duckdb
 
 from auditor.config import PropertyConfig
-from auditor.ingest.files import FileResult, sha256_of
+from auditor.ingest.reader import sha256_of
+from auditor.ingest.result import FileResult
 from auditor.store import db
 
 Say = Callable[[str], None]  # a progress line for the journal (stderr)

@@ -24,7 +24,9 @@ from auditor import __version__
 from auditor.audit.run import AuditResult, audit
 from auditor.config import PropertyConfig
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, WRITE_ERRNOS, UserError
-from auditor.ingest.files import IngestResult, escape_path, ingest
+from auditor.ingest.paths import escape_path
+from auditor.ingest.result import IngestResult
+from auditor.ingest.run import ingest
 from auditor.jobs.archive import (
     ShiftReport,
     archive_dir,

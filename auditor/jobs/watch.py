@@ -35,8 +35,8 @@ import pyarrow as pa
 from auditor.audit.load import load_latest_ts
 from auditor.audit.run import CONTEXT_EVENTS_SQL, AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
-from auditor.ingest.files import discover
 from auditor.ingest.follow import Follower, Poll
+from auditor.ingest.paths import discover
 from auditor.replay.log_ends import GamingDays
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name

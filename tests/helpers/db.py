@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 import pytest
 
-import auditor.ingest.files as ingest_mod
-from auditor.ingest.files import FileResult, IngestResult
+from auditor.ingest import load, reader, run
+from auditor.ingest.result import FileResult, IngestResult
 from auditor.store import db, runs
 
 from .events import Line, encode_lines
@@ -55,10 +55,10 @@ class AuditDb:
 
     # -- ingest --------------------------------------------------------------------------
     def ingest_file(self, path: Path, **kw: Any) -> FileResult:
-        return ingest_mod.ingest_file(self.con, path, self.run_id, **kw)
+        return load.ingest_file(self.con, path, self.run_id, **kw)
 
     def ingest(self, *paths: Path | str, **kw: Any) -> IngestResult:
-        return ingest_mod.ingest(self.con, list(paths), self.run_id, **kw)
+        return run.ingest(self.con, list(paths), self.run_id, **kw)
 
     # -- reading back ----------------------------------------------------------------------
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
@@ -109,5 +109,5 @@ def open_audit(directory: Path) -> AuditDb:
 
 def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
     """Make ingest read files in blocks of `n` bytes, through the documented knob
-    `auditor.ingest.files.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
-    mp.setattr(ingest_mod, "CHUNK_BYTES", n)
+    `auditor.ingest.reader.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
+    mp.setattr(reader, "CHUNK_BYTES", n)

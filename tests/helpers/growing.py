@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.ingest.files import unescape_path
+from auditor.ingest.paths import unescape_path
 from auditor.simulate.generator import Night, TableNight, TableSpec
 
 

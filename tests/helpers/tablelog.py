@@ -19,7 +19,7 @@ import duckdb
 
 from auditor.audit.table_pass import table_findings
 from auditor.config import PropertyConfig
-from auditor.ingest import files as ingest
+from auditor.ingest.run import ingest
 from auditor.store import db, runs
 
 TZ = dt.timezone(dt.timedelta(hours=-5))
@@ -171,7 +171,7 @@ class TablePassDb:
     def ingest(self, log: Log, streams: Iterable[str] | None = None) -> None:
         self.files += 1
         path = log.write(self.dir / "logs" / f"log{self.files}.jsonl", streams)
-        result = ingest.ingest(self.con, [path], runs.start(self.con, "ingest", {}))
+        result = ingest(self.con, [path], runs.start(self.con, "ingest", {}))
         bad = [p for f in result.files for p in f.problems]
         assert not bad, bad
 

@@ -1,0 +1,513 @@
+"""Staging rows: the lines of the pieces being loaded, from their insert until the finisher
+(auditor.ingest.commit) takes them, and the checks made on them there: a seq repeated in a
+file, events already ingested (duplicates, or an alteration), whether they may go in bulk.
+
+A `Staging` owns the temporary tables these checks use, from its creation to its
+`close`; its methods return values, and hand out the SQL of the rows they judged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import duckdb
+import pyarrow as pa
+
+from auditor.ingest import fast
+from auditor.ingest.lines import Rows
+from auditor.ingest.reader import LongLine
+from auditor.ingest.validate import names_its_event_sql, staging_select
+from auditor.store.db import one
+from auditor.store.events import FIELDS
+
+EVENT_COLUMNS = (
+    "source_id",
+    "line_no",
+    "stream",
+    "seq",
+    "ts",
+    "ts_offset_min",
+    "type",
+    *(f.column for f in FIELDS.values()),
+    "raw",
+)
+
+# The follower's small pieces wait here, checked before they join `events`.
+_STAGED_DDL = "CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM events LIMIT 0"
+_LINE_BYTES_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS line_bytes (source_id BIGINT, line_no BIGINT, bytes BLOB)"
+)
+_GOOD = "rejected IS NULL"
+
+
+def new_source_ids(con: duckdb.DuckDBPyConnection, n: int) -> list[int]:
+    """The ids of `n` new sources, in order."""
+    return [
+        int(r[0])
+        for r in con.execute(
+            f"SELECT nextval('source_id_seq') AS id FROM range({int(n)}) ORDER BY id"
+        ).fetchall()
+    ]
+
+
+def id_list(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    """The ids a query gives, as a SQL list of constants (NULL when there are none)."""
+    ids = sorted(int(r[0]) for r in con.execute(sql).fetchall())
+    return ", ".join(map(str, ids)) or "NULL"
+
+
+class Overlap(NamedTuple):
+    """What holding the rows against the events ingested found: `altered` says the first
+    line that differs from an ingested event (empty: none), `concerns` when that event
+    happened."""
+
+    altered: str
+    concerns: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One source's staged rows: events to load (duplicates left out), lines quarantined,
+    events skipped as already ingested, and the time span of its good lines."""
+
+    events: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    # DuckDB gives a time past Python's years as text, which the manifest takes as such.
+    first_ts: dt.datetime | str | None = None
+    last_ts: dt.datetime | str | None = None
+
+
+class Range(NamedTuple):
+    """The seqs of one stream that one source stages (good rows; `lo_named` and `hi_named`
+    count rejected lines that name their event too, as the overlap check does), with what
+    the stream held before: its highest seq and the source holding it, and (when asked)
+    whether any source ingested holds a seq within them."""
+
+    stream: str
+    source_id: int
+    lo: int | None
+    hi: int | None
+    n: int
+    seqs: int
+    lo_named: int | None
+    hi_named: int | None
+    top: int | None
+    top_source: int | None
+    stored: bool | None
+
+
+def bulk(ranges: Sequence[Range], past_top: bool) -> bool:
+    """Whether staged rows may be finished together without the checks a file gets alone:
+    no seq repeated within a source, no two sources sharing a stream's range, and no seq
+    that an ingested source may hold. Ingest asks that no ingested range meets the new one;
+    the follower (`past_top`) asks a little more, that every seq is past its stream's highest
+    (a seq filling an older gap goes the careful way too). `ranges` by stream, then by lowest
+    seq."""
+    last: dict[str, int] = {}
+    for r in ranges:
+        if r.n != r.seqs or r.lo_named is None or r.hi_named is None:
+            return False
+        if (r.top is not None and r.lo_named <= r.top) if past_top else r.stored:
+            return False
+        if r.stream in last and r.lo_named <= last[r.stream]:
+            return False
+        last[r.stream] = r.hi_named
+    return True
+
+
+def odd_sources(ranges: Sequence[Range]) -> set[int]:
+    """The sources whose ranges keep staged rows from going together (`bulk` with
+    `past_top`): a seq repeated or not past its stream's highest, or a stream shared with
+    another source."""
+    odd: set[int] = set()
+    sharing: dict[str, set[int]] = {}
+    for r in ranges:
+        if (r.n != r.seqs or r.lo_named is None or r.hi_named is None
+                or (r.top is not None and r.lo_named <= r.top)):
+            odd.add(r.source_id)
+        sharing.setdefault(r.stream, set()).add(r.source_id)
+    for sources in sharing.values():
+        if len(sources) > 1:
+            odd |= sources
+    return odd
+
+
+@contextmanager
+def staging(
+    con: duckdb.DuckDBPyConnection, sources: Sequence[int] | int, staged: bool = False
+) -> Iterator[Staging]:
+    """A transaction over the rows staged for `sources` (ids, or how many new sources to
+    take): committed when the block calls `commit`, else rolled back (an exception
+    included); then the staging's temporary tables go."""
+    con.execute("BEGIN TRANSACTION")
+    rows = None
+    try:
+        ids = new_source_ids(con, sources) if isinstance(sources, int) else sources
+        rows = Staging(con, ids, staged)
+        yield rows
+        if not rows.committed:
+            con.execute("ROLLBACK")
+    except BaseException:
+        if rows is None or not rows.committed:
+            con.execute("ROLLBACK")
+        raise
+    finally:
+        if rows is not None:
+            rows.close()
+
+
+class Staging:
+    """The rows of new sources, inserted into `events` under their source ids (ingest), or
+    of pieces of sources that hold events already, in a temporary table (`staged`: the
+    follower's small pieces), until `commit.finish` keeps the good ones.
+
+    `staged`, `overlap`, `dups` and `line_bytes` hold them and what the checks found; all
+    are this object's, dropped by `close`."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, source_ids: Sequence[int], staged: bool = False
+    ) -> None:
+        self.con = con
+        self.ids = [int(i) for i in source_ids]
+        self.staged = staged
+        self.table = "staged" if staged else "events"
+        self.dups = False  # lines skipped as duplicates are in `dups`
+        self._kept = False  # `keep` ran: in `events`, only the rows to load are left
+        self.committed = False
+        self._ranges: list[Range] | None = None  # as last computed, while the rows hold
+        self._problems: dict[int, list[tuple[int, str]]] | None = None
+        self._made: list[str] = []  # the temporary tables made, for `close`
+        if staged:
+            self._make("staged", _STAGED_DDL)
+        # The rows, as SQL: the staged table, or this staging's rows in `events`.
+        self.rows = "staged" if staged else (
+            f"(SELECT * FROM events WHERE source_id {self._which})"
+        )
+
+    def _make(self, name: str, ddl: str) -> None:
+        self.con.execute(ddl)
+        if name not in self._made:
+            self._made.append(name)
+
+    def _changed(self) -> None:
+        """The rows changed: what was read of them is read again."""
+        self._ranges = None
+        self._problems = None
+
+    @property
+    def _which(self) -> str:
+        """The sources, as SQL after `source_id`."""
+        if len(self.ids) == 1:
+            return f"= {self.ids[0]}"
+        return f"IN ({', '.join(map(str, self.ids))})"
+
+    def commit(self) -> None:
+        self.con.execute("COMMIT")
+        self.committed = True
+
+    def close(self) -> None:
+        """Drop what the staging made (once its transaction is over)."""
+        if self._made:
+            self.con.execute("; ".join(f"DROP TABLE IF EXISTS {t}" for t in self._made))
+
+    # -- rows in ----------------------------------------------------------------------------
+
+    def insert(self, rows: Sequence[Rows], source_id: int | None = None) -> None:
+        """Every row, the per-line path's with their reason in `rejected`; the rows carry a
+        source_id column unless `source_id` is given."""
+        self._changed()
+        sid = "source_id" if source_id is None else str(int(source_id))
+        cols = ", ".join((*EVENT_COLUMNS, "rejected"))
+        typed = [r.typed for r in rows if r.typed is not None]
+        if typed:
+            self.con.register("typed_chunk", pa.concat_tables(typed))
+            select = fast.typed_select("typed_chunk", sid)
+            self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
+            self.con.unregister("typed_chunk")
+        slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
+        if slow:
+            chunk = pa.concat_tables(slow)
+            self.con.register("chunk", chunk)
+            select = staging_select("chunk", sid)
+            self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
+            self.con.unregister("chunk")
+            self._keep_bytes([chunk], source_id)
+
+    def insert_long_lines(self, source_id: int, long_lines: Iterable[LongLine]) -> None:
+        """Long lines join the file's rejected rows, so quarantine, `log.malformed` and the
+        problems list take them like any bad line."""
+        rows = [(source_id, x.line_no, x.raw, x.reason) for x in long_lines]
+        if rows:
+            self._changed()
+            self.con.executemany(
+                f"INSERT INTO {self.table} (source_id, line_no, raw, rejected) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+            )
+
+    def _keep_bytes(self, parts: Iterable[pa.Table], source_id: int | None = None) -> None:
+        """Hold the bytes of lines that are not UTF-8 (`lines_table`'s raw_bytes) in
+        `line_bytes` until `quarantine` writes their rows: the events table has no place for
+        them. `parts` carry a source_id column unless `source_id` is given."""
+        sid = "source_id" if source_id is None else str(int(source_id))
+        for t in parts:
+            if t.column("raw_bytes").null_count == t.num_rows:
+                continue
+            self._make("line_bytes", _LINE_BYTES_DDL)
+            self.con.register("chunk_bytes", t)
+            self.con.execute(
+                f"INSERT INTO line_bytes SELECT {sid}, line_no, raw_bytes FROM chunk_bytes "
+                "WHERE raw_bytes IS NOT NULL"
+            )
+            self.con.unregister("chunk_bytes")
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def reject_repeated_seq(self, source_id: int) -> None:
+        """A seq used twice in one stream of one file: the first line stands, the rest wait."""
+        self._changed()
+        t = self.table
+        self.con.execute(
+            f"""
+            UPDATE {t} SET rejected = 'seq ' || {t}.seq || ' repeats in ' ||
+                                     replace({t}.stream, ':', ' ') ||
+                                     ' (first at line ' || d.first_line || ')'
+            FROM (SELECT stream, seq, min(line_no) AS first_line FROM {self.rows}
+                  WHERE rejected IS NULL GROUP BY ALL HAVING count(*) > 1) d
+            WHERE {t}.source_id = {source_id} AND {t}.rejected IS NULL
+              AND {t}.stream = d.stream AND {t}.seq = d.seq
+              AND {t}.line_no <> d.first_line
+            """
+        )
+
+    def check_overlap(
+        self,
+        source_id: int,
+        file_id: int | None = None,
+        known: tuple[int, ...] = (),
+        known_reason: str = "",
+    ) -> Overlap:
+        """Hold one source's rows against the events already in the database: identical
+        ones are skipped as duplicates (the rows `kept_sql` gives leave them out); a
+        different one means a log was altered, and the message says where, with the time of
+        the ingested event it would change.
+
+        A rejected line is held against them too when it still names its event (stream and
+        seq): a resend whose copy of an event was changed into a bad line is as altered as
+        one whose change still reads well, and quarantining that line would let the file
+        through.
+
+        Two cases of a piece of a file (`file_id`) or a path read before (`known`):
+        - an event of an earlier piece of the same file at another line is a seq repeated in
+          the file: rejected as such, as if the file had been read whole;
+        - sharing any event with the sources `known` (the same path, of which this is not a
+          continuation) means the bytes ingested under that name changed: `known_reason`,
+          dated by the first event ingested from the path."""
+        assert self.ids == [source_id]
+        self._changed()
+        con, t = self.con, self.table
+        named = names_its_event_sql()
+        earlier = id_list(
+            con,
+            f"""
+            SELECT DISTINCT r.source_id FROM stream_sources r
+            JOIN (SELECT stream, min(seq) AS lo, max(seq) AS hi FROM {self.rows}
+                  WHERE rejected IS NULL OR {named} GROUP BY stream) t
+              ON r.stream = t.stream AND r.min_seq <= t.hi AND r.max_seq >= t.lo
+            """,
+        )
+        named_s = names_its_event_sql("s.stream", "s.seq", "s.raw")
+        # Rows staged outside `events` cannot meet themselves there.
+        itself = "" if self.staged else "AND e.source_id <> s.source_id"
+        self._make(
+            "overlap",
+            f"""
+            CREATE OR REPLACE TEMP TABLE overlap AS
+            SELECT s.line_no, s.stream, s.seq, s.rejected, e.source_id AS other_source,
+                   e.line_no AS other_line, e.ts AS other_ts,
+                   (s.raw = e.raw OR try(json(s.raw) = json(e.raw))) AS same,
+                   x.file_id AS other_file
+            FROM {self.rows} s JOIN events e
+              ON e.stream = s.stream AND e.seq = s.seq {itself}
+            LEFT JOIN (SELECT source_id, min(file_id) AS file_id FROM source_extents
+                       WHERE source_id IN ({earlier}) GROUP BY source_id) x
+              ON x.source_id = e.source_id
+            WHERE (s.rejected IS NULL OR {named_s}) AND e.rejected IS NULL
+              AND e.source_id IN ({earlier})
+            """
+        )
+        if known and one(
+            con,
+            f"SELECT 1 FROM overlap WHERE other_source IN ({', '.join(map(str, known))}) "
+            "LIMIT 1",
+        ):
+            return Overlap(known_reason, None)
+        if file_id is not None:
+            con.execute(
+                f"""
+                UPDATE {t} SET rejected = 'seq ' || {t}.seq || ' repeats in ' ||
+                                         replace({t}.stream, ':', ' ') ||
+                                         ' (first at line ' || r.first_line || ')'
+                FROM (SELECT line_no, min(other_line) AS first_line FROM overlap
+                      WHERE other_file = {int(file_id)} AND other_line <> line_no
+                        AND rejected IS NULL GROUP BY line_no) r
+                WHERE {t}.source_id = {int(source_id)} AND {t}.line_no = r.line_no
+                  AND {t}.rejected IS NULL
+                """
+            )
+            con.execute(
+                f"DELETE FROM overlap WHERE other_file = {int(file_id)} AND other_line <> line_no"
+            )
+        differ = one(
+            con,
+            "SELECT o.stream, o.seq, o.line_no, o.rejected, src.path, o.other_line, "
+            "count(*) OVER (), o.other_ts FROM overlap o "
+            "JOIN sources src ON src.id = o.other_source "
+            "WHERE NOT coalesce(o.same, false) ORDER BY o.line_no LIMIT 1",
+        )
+        if differ:
+            stream, seq, line_no, rejected, other, other_line, n, when = differ
+            bad = f", malformed: {rejected}" if rejected else ""
+            return Overlap(
+                f"line {line_no} ({stream.replace(':', ' ')} seq {seq}{bad}) differs from the "
+                f"event already ingested from {other}:{other_line} "
+                f"({n} {'event differs' if n == 1 else 'events differ'})",
+                when,
+            )
+        # A rejected line the same as an ingested event stays in quarantine: only good lines
+        # are skipped as duplicates.
+        self._make(
+            "dups",
+            "CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM overlap "
+            "WHERE same AND rejected IS NULL",
+        )
+        self.dups = True
+        return Overlap("", None)
+
+    @property
+    def good(self) -> str:
+        """The condition on the staged rows of those to load."""
+        return f"{_GOOD} AND line_no NOT IN (SELECT line_no FROM dups)" if self.dups else _GOOD
+
+    def ranges(self, named: bool = False, stored: bool = False) -> list[Range]:
+        """The rows' `Range`s, in one query, by stream and then by lowest seq. `named`:
+        rejected lines that name their event count in lo_named and hi_named (needed only
+        when there are rejected lines); `stored`: say whether an ingested source's range
+        meets each."""
+        with_named = names_its_event_sql() if named else "false"
+        meets = (
+            "EXISTS (SELECT 1 FROM stream_sources r WHERE r.stream = s.stream "
+            "AND r.min_seq <= s.hi_named AND s.lo_named <= r.max_seq)"
+            if stored else "NULL"
+        )
+        good = self.good
+        self._ranges = [
+            Range(*r)
+            for r in self.con.execute(
+                f"""
+                WITH s AS (
+                  SELECT stream, source_id,
+                         min(seq) FILTER ({good}) AS lo, max(seq) FILTER ({good}) AS hi,
+                         count(*) FILTER ({good}) AS n,
+                         count(DISTINCT seq) FILTER ({good}) AS seqs,
+                         min(seq) AS lo_named, max(seq) AS hi_named
+                  FROM {self.rows} WHERE ({good}) OR (rejected IS NOT NULL AND {with_named})
+                  GROUP BY ALL
+                )
+                SELECT s.*, t.top, t.top_source, {meets} AS stored
+                FROM s
+                LEFT JOIN (SELECT stream, max(max_seq) AS top,
+                                  arg_max(source_id, max_seq) AS top_source
+                           FROM stream_sources WHERE stream IN (SELECT stream FROM s)
+                           GROUP BY stream) t USING (stream)
+                ORDER BY s.stream, s.lo_named
+                """
+            ).fetchall()
+        ]
+        return self._ranges
+
+    def last_ranges(self) -> list[Range]:
+        """The ranges as last computed if the rows have not changed since, else anew."""
+        return self._ranges if self._ranges is not None else self.ranges()
+
+    # -- what the finisher reads ------------------------------------------------------------
+
+    def tally(self) -> tuple[dict[int, Counts], dict[int, dict[str, int]]]:
+        """Per source, what its rows hold (a source without rows is absent), and the events
+        to load per stream, in one query."""
+        dup = (
+            "count(*) FILTER (rejected IS NULL AND line_no IN (SELECT line_no FROM dups))"
+            if self.dups else "0"
+        )
+        counts: dict[int, Counts] = {}
+        per_stream: dict[int, dict[str, int]] = {}
+        # The times are the source's (a time past Python's years comes back as text).
+        for sid, stream, n, bad, dups, first, last in self.con.execute(
+            f"SELECT source_id, stream, count(*) FILTER ({self.good}), "
+            f"count(*) FILTER (rejected IS NOT NULL), {dup}, "
+            "min(min(ts) FILTER (rejected IS NULL)) OVER w, "
+            "max(max(ts) FILTER (rejected IS NULL)) OVER w "
+            f"FROM {self.rows} GROUP BY source_id, stream "
+            "WINDOW w AS (PARTITION BY source_id) ORDER BY source_id, stream"
+        ).fetchall():
+            c = counts.get(sid, Counts())
+            counts[sid] = Counts(
+                c.events + n, c.quarantined + bad, c.duplicates + dups, first, last
+            )
+            if n:
+                per_stream.setdefault(sid, {})[stream] = n
+        return counts, per_stream
+
+    def problems(self) -> dict[int, list[tuple[int, str]]]:
+        """The lines rejected, per source: (line, reason)."""
+        if self._problems is None:
+            self._problems = {}
+            for sid, line_no, reason in self.con.execute(
+                f"SELECT source_id, line_no, rejected FROM {self.rows} "
+                "WHERE rejected IS NOT NULL ORDER BY source_id, line_no"
+            ).fetchall():
+                self._problems.setdefault(sid, []).append((line_no, reason))
+        return self._problems
+
+    def of_source(self, source_id: int) -> str:
+        """The SQL of one source's rows, good and rejected."""
+        if self.ids == [source_id]:
+            return self.rows
+        return f"(SELECT * FROM {self.rows} WHERE source_id = {int(source_id)})"
+
+    @property
+    def kept_sql(self) -> str:
+        """The SQL of the rows to load."""
+        if self._kept and not self.staged:
+            return f"SELECT * FROM {self.rows}"
+        return f"SELECT * FROM {self.rows} WHERE {self.good}"
+
+    def quarantine(self) -> None:
+        """The rejected lines into quarantine: reason, text, and the bytes of a line that is
+        not UTF-8 (its text shows them as U+FFFD)."""
+        self._make("line_bytes", _LINE_BYTES_DDL)
+        self.con.execute(
+            "INSERT INTO quarantine (source_id, line_no, reason, raw, raw_bytes) "
+            f"SELECT t.source_id, t.line_no, t.rejected, t.raw, b.bytes FROM {self.rows} t "
+            "LEFT JOIN line_bytes b ON b.source_id = t.source_id AND b.line_no = t.line_no "
+            "WHERE t.rejected IS NOT NULL ORDER BY t.source_id, t.line_no"
+        )
+        self.con.execute("DELETE FROM line_bytes")
+
+    def keep(self, rejected: bool) -> None:
+        """Only the good rows stay: the staged ones join `events`; in `events`, the rejected
+        ones (if there are: `rejected`) and the duplicates leave."""
+        self._kept = True
+        if self.staged:
+            self.con.execute(f"INSERT INTO events SELECT * FROM staged WHERE {self.good}")
+        elif rejected or self.dups:
+            dups = " OR line_no IN (SELECT line_no FROM dups)" if self.dups else ""
+            self.con.execute(
+                f"DELETE FROM events WHERE source_id {self._which} "
+                f"AND (rejected IS NOT NULL{dups})"
+            )

@@ -109,5 +109,5 @@ def open_audit(directory: Path) -> AuditDb:
 
 def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
     """Make ingest read files in blocks of `n` bytes, through the documented knob
-    `auditor.ingest.files.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
+    `auditor.ingest.files.CHUNK_BYTES` (ingest/test_ingest.py checks that the knob takes effect)."""
     mp.setattr(ingest_mod, "CHUNK_BYTES", n)

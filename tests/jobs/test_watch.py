@@ -31,7 +31,7 @@ from auditor.simulate.feed import Feed, Line, schedule
 from auditor.simulate.planted import GAMES, simulate
 from auditor.store import db, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 BIN = Path(sys.executable).parent / "bacc-audit"
 CONF = config.load(SAMPLE / "property.toml")
 
@@ -174,9 +174,9 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
 
 
 def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
-    """Simulated nights that between them plant every code (tests/test_simulate.py's recall
-    runs; tests/test_dealers.py's night with a dealer making ten times the errors, with a
-    seat counting Dragon 7; tests/test_integrity.py's night of planted shoe orders)."""
+    """Simulated nights that between them plant every code (tests/simulate/test_simulate.py's recall
+    runs; tests/replay/test_dealers.py's night with a dealer making ten times the errors, with a
+    seat counting Dragon 7; tests/replay/test_integrity.py's night of planted shoe orders)."""
     nights = []
     for seed, tables, hours, rate, games, patterns in [
         (4, 6, 1, 0.05, GAMES, ""),

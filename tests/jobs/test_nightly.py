@@ -30,7 +30,7 @@ from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, UserError
 from auditor.jobs import nightly
 from auditor.store import runs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 DAY = dt.date(2026, 11, 28)

@@ -7,7 +7,7 @@ gzip cut short), ingested in one run under a memory cap; then the figures and th
                          [--keep]
 
 Prints the kinds, the lines, the time and the peak RSS of the ingest (a child process, so its
-peak is its own), and checks what tests/test_fuzz.py checks at small size: every bad line in
+peak is its own), and checks what tests/ingest/test_fuzz.py checks at small size: every bad line in
 quarantine at its own line number, every good line one event, each bad file refused alone,
 no crash. Exits 1 if anything was lost or counted twice.
 """

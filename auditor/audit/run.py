@@ -548,7 +548,7 @@ def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
 
 def event_at(cols: dict[str, list], i: int) -> Event:
     """Row `i` of a batch's event columns as the replay's Event (the verdict's witness in
-    tests/test_verdict.py builds its rounds the same way)."""
+    tests/replay/test_verdict.py builds its rounds the same way)."""
     amount = cols["amount"][i]
     return Event(
         seq=cols["seq"][i],

@@ -56,7 +56,7 @@ CHUNK = 1000  # rows read at a time when catching up
 
 def record(row: tuple[Any, ...], zone: dt.tzinfo) -> dict[str, Any]:
     """One findings-v1 record from the RECORD_SQL columns, built as findings.select builds
-    the export's (tests/test_board.py holds the two equal)."""
+    the export's (tests/board/test_board.py holds the two equal)."""
     rec = dict(zip(STORED_FIELDS, row[:-1], strict=True))
     rec["id"] = short_id(rec["fingerprint"])
     rec["dealer"] = row[-1]  # findings v1.1, last as in the export

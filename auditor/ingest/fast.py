@@ -11,7 +11,7 @@ The fast path only ever *accepts*. A line it is not sure of goes to the per-line
 (`auditor.ingest.validate`), which judges it exactly as before: its reason, its quarantine
 row, its finding. So the fast path may be stricter than the format (a JSON escape, a leap
 second, an amount written `1.0E7` all take the per-line path) but never looser, and what it
-accepts it types as the per-line path would (`tests/test_ingest_fast.py` holds them equal).
+accepts it types as the per-line path would (`tests/ingest/test_fast.py` holds them equal).
 When the reader refuses a piece of the block, the piece is cut in eight and each part tried
 again, so a bad line costs the per-line path only for the few lines around it (and when the
 first two parts are refused whole, the rest of the piece is not tried: a form the reader

@@ -66,7 +66,7 @@ HEAD_LINES = 200
 ALLOWED_FAILURES = 3
 # How long to try reaching a scheduler given with --address.
 CONNECT_TIMEOUT = "10s"
-# Test hook (tests/test_backfill.py): a path; the first partition task to find it missing
+# Test hook (tests/jobs/test_backfill.py): a path; the first partition task to find it missing
 # creates it and kills its own worker process midway.
 KILL_HOOK = "BACC_AUDIT_TEST_KILL_PARTITION"
 

@@ -202,7 +202,7 @@ def pack_runs(codes: Sequence[int], min_len: int = MIN_PACK_RUN) -> list[Run]:
 # --- how much of the previous shoe's order a shoe kept ----------------------------------------
 
 # One-sided normal tail of 6 sd: about 1e-9 per shoe; measured on fairly shuffled shoes in
-# tests/test_integrity.py and docs/shoe-integrity.md.
+# tests/replay/test_integrity.py and docs/shoe-integrity.md.
 PAIR_Z = 6.0
 
 

@@ -63,7 +63,7 @@ def window_of(
 @dataclass(frozen=True)
 class Filter:
     """Which findings to show. Applied in SQL to what is read from the database (`where`)
-    and in Python to a record already read (`matches`); the two agree (tests/test_board.py).
+    and in Python to a record already read (`matches`); the two agree (tests/board/test_board.py).
     """
 
     severity: str | None = None  # this severity and the graver ones

@@ -109,5 +109,6 @@ def open_audit(directory: Path) -> AuditDb:
 
 def set_chunk_bytes(mp: pytest.MonkeyPatch, n: int) -> None:
     """Make ingest read files in blocks of `n` bytes, through the documented knob
-    `auditor.ingest.reader.CHUNK_BYTES` (test_ingest.py checks that the knob takes effect)."""
+    `auditor.ingest.reader.CHUNK_BYTES` (ingest/test_ingest.py checks that the knob takes
+    effect)."""
     mp.setattr(reader, "CHUNK_BYTES", n)

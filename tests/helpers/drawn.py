@@ -1,5 +1,5 @@
-"""Lines drawn by hypothesis for the ingest property tests (test_ingest_property.py, and
-test_ingest_fast.py, which holds the fast path to the per-line path on them): valid event
+"""Lines drawn by hypothesis for the ingest property tests (ingest/test_ingest_property.py, and
+ingest/test_fast.py, which holds the fast path to the per-line path on them): valid event
 lines from the schema tests' examples, random text, random bytes, random JSON values that
 are not events, valid events with one field replaced by a random JSON value, blank lines.
 """

@@ -2,7 +2,7 @@
 the variations the contract allows and the lines it forbids (each with the field at fault), the
 JSON Schema they are checked against, and builders for valid events and JSONL lines.
 
-tests/test_schema.py checks these examples against the schema; the ingest tests build their
+tests/ingest/test_schema.py checks these examples against the schema; the ingest tests build their
 lines from them, so the schema tests and the ingest tests share one notion of "valid".
 """
 

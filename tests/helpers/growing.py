@@ -1,4 +1,4 @@
-"""Files that grow, for tests/test_ingest_growing.py: a simulated table's log as bytes one line
+"""Files that grow, for tests/ingest/test_growing.py: a simulated table's log as bytes one line
 at a time, the pieces the database recorded (`source_extents`) checked against the files
 they came from, and a follower in a child process that the test can kill.
 """

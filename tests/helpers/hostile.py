@@ -1,4 +1,4 @@
-"""Hostile input for the fuzz suite (tests/test_fuzz.py small, bench/fuzz.py at full size):
+"""Hostile input for the fuzz suite (tests/ingest/test_fuzz.py small, bench/fuzz.py at full size):
 every kind of bad line the format can have, mixed into files of good events, so a run can
 check that each bad line is quarantined and each good one loaded, none lost, none twice.
 

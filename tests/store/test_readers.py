@@ -43,7 +43,7 @@ from auditor.store import acks, db, runs, serving, shared, wire
 from auditor.store.findings import short_id
 from auditor.store.records import Acknowledgement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 SHIFT = "2026-11-28/grave"

@@ -21,7 +21,7 @@ from auditor.replay.shoes import (
 )
 from auditor.rules.pack import load_pack
 
-SHIPPED_RULES = Path(__file__).resolve().parent.parent / "rules"
+SHIPPED_RULES = Path(__file__).resolve().parents[2] / "rules"
 
 # An 8-deck shoe's first cards after a correct burn (Ac exposed: 1 more card).
 BURN_ACE = ["Ac", "Kd"]

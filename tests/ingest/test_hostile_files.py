@@ -36,7 +36,7 @@ from auditor.ingest.paths import escape_path, unescape_path
 
 L = contract_lines()  # 15 valid lines of table MB-07, seq 1-15
 ODD = os.fsdecode(b"x_\xff.jsonl")  # a name with a byte that is not UTF-8
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 
 
 def table_lines(table: str) -> list[str]:

@@ -19,7 +19,7 @@ from auditor.ingest.run import ingest
 from auditor.report import gather, render
 from auditor.store import acks, db, findings, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 SHIFT = "2026-11-28/grave"
 

@@ -191,15 +191,15 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
         r = simulate(tmp_path / str(seed), tables, hours, seed=seed, deviation_rate=rate,
                      games=games)
         kinds |= {d["kind"] for d in r.deviations}
-    # The dealer, seat and shoe-order patterns are planted only when asked
-    # (tests/test_dealers.py, test_sidebets.py and test_integrity.py find them).
+    # The dealer, seat and shoe-order patterns are planted only when asked (tests/replay/'s
+    # test_dealers.py, test_sidebets.py and test_integrity.py find them).
     r = simulate(tmp_path / "dealer", 8, 2, seed=3, deviation_rate=0.03, games=ALL_GAMES,
                  error_prone_dealer=True, counting_seat=True)
     kinds |= {d["kind"] for d in r.deviations}
     r = simulate(tmp_path / "orders", 6, 3, seed=2, games=("mini_baccarat", "punto_banco"),
                  shoe_twice=True, unshuffled=True)
     kinds |= {d["kind"] for d in r.deviations}
-    # So is the counting seat (tests/test_sidebets.py finds it).
+    # So is the counting seat (tests/replay/test_sidebets.py finds it).
     r = simulate(tmp_path / "counter", 2, 2, seed=4, games=("mini_baccarat",),
                  counting_seat=True)
     kinds |= {d["kind"] for d in r.deviations}

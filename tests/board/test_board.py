@@ -46,7 +46,7 @@ from auditor.rules.codes import REGISTRY
 from auditor.store import acks, db, findings, runs
 from auditor.store.filters import Filter
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 MB01 = SAMPLE / "2026-11-28_MB-01.jsonl"
 SHIFT = "2026-11-28/grave"

@@ -29,7 +29,7 @@ from auditor.ingest.run import ingest
 from auditor.report import gather, render
 from auditor.store import acks, db, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 MB01 = SAMPLE / "2026-11-28_MB-01.jsonl"
 

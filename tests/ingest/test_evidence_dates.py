@@ -12,7 +12,7 @@ from typing import Any
 
 import pypdf
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 MB01 = SAMPLE / "2026-11-28_MB-01.jsonl"
 

@@ -737,7 +737,7 @@ def test_doctor_permissions_as_the_user_of_the_job(
 # Errors a user causes must not look like bugs (issue 19)
 # --------------------------------------------------------------------------------------------
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 SHIFT = "2026-11-28/grave"
 
 
@@ -855,7 +855,7 @@ def test_shifts_that_meet_end_to_start_are_accepted(tmp_path: Path) -> None:
     assert [s.name for s in config.load(SAMPLE / "property.toml").shifts] == [
         "day", "swing", "grave"
     ]
-    example = Path(__file__).resolve().parent.parent / "docs" / "property.example.toml"
+    example = Path(__file__).resolve().parents[2] / "docs" / "property.example.toml"
     assert config.load(example).pit_procedures == {"P1": 1, "P2": 3}
 
 

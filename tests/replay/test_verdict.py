@@ -8,7 +8,7 @@ can plant plus random mutations of the event lines (cards dropped, added, moved 
 amounts changed, settlements dropped, doubled or retyped, pays and vigorish swapped,
 announcements dropped or wrong, voids and irregularities), judged once with the shipped rule
 packs and once with packs whose house options differ from what the simulator dealt by. The
-hand-written rounds of tests/test_replay_round.py and tests/test_hostile_rounds.py go through
+hand-written rounds of tests/replay/test_round.py and tests/replay/test_hostile_rounds.py go through
 the verdict too (tests/helpers/verdict.py).
 """
 
@@ -56,7 +56,7 @@ from auditor.simulate.generator import Deviation, Night, NoticeChange, TableNigh
 from auditor.store import db, runs
 from auditor.store.events import ROUND_EVENTS
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 RoundKey = tuple[str, str, int]
 Packs = Mapping[tuple[str, str], RulePack]
 

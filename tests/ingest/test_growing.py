@@ -45,7 +45,7 @@ from auditor.ingest.follow import Follower, Position
 from auditor.jobs import nightly
 from auditor.store import db, runs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 
 

@@ -21,11 +21,11 @@ from auditor.rules.pack import (
     load_pack_file,
 )
 
-REPO_RULES = Path(__file__).resolve().parent.parent / "rules"
+REPO_RULES = Path(__file__).resolve().parents[2] / "rules"
 NJ_MINI = REPO_RULES / "nj-mini_baccarat.toml"
 PACKS = [("NJ", "mini_baccarat"), ("NJ", "punto_banco"), ("NZ", "mini_baccarat")]
 # The chemin de fer pack has no tie wager, side bets or vigorish, so it is not in the fixture
-# above; tests/test_chemin.py checks it.
+# above; tests/replay/test_chemin.py checks it.
 CHEMIN_PACK = ("NJ", "chemin_de_fer")
 
 

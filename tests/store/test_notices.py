@@ -23,7 +23,7 @@ from auditor.ingest.run import ingest
 from auditor.store import db, notices, runs
 
 EST = dt.timezone(dt.timedelta(hours=-5))
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 runner = CliRunner()
 
 

@@ -32,7 +32,7 @@ from auditor.jobs.archive import archive_dir, archive_path
 from auditor.jobs.lock import LockInfo, NightlyLocked, lock_holder, lock_path
 from auditor.store import runs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 DAY = dt.date(2026, 11, 28)

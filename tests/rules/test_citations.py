@@ -18,7 +18,7 @@ from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RULES_ENV, RulePackError, load_pack, load_pack_file
 from auditor.shipped import shipped
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 SHIPPED = [("NJ", "mini_baccarat"), ("NJ", "punto_banco"), ("NZ", "mini_baccarat"),
            ("NJ", "chemin_de_fer")]

@@ -1,6 +1,6 @@
 """The JSON Schema (auditor/ingest/schema/event-log-v1.schema.json) and the ingester must agree.
 
-Every line tests/test_schema.py calls valid (VALID_EVENTS, ACCEPTED, the contract's example,
+Every line tests/ingest/test_schema.py calls valid (VALID_EVENTS, ACCEPTED, the contract's example,
 the docs' examples; all in tests/helpers/events.py) must load as an event; every line it calls
 invalid (REJECTED, non-objects) must be quarantined, for a reason that names the same field the
 schema blames.

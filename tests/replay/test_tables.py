@@ -508,7 +508,7 @@ def test_every_procedures_own_order_fits_it(procedure):
 
 # --- the sample night ----------------------------------------------------------------------
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 
 
 def readme_late_changes() -> set[str]:
@@ -565,7 +565,7 @@ def test_sample_night_late_notices_are_the_pit_p2_change_at_three(sample_night):
 def test_sample_night_with_the_example_config_baseline_finds_the_same(tmp_path):
     from auditor import config
 
-    conf = config.load(Path(__file__).resolve().parent.parent / "docs" / "property.example.toml")
+    conf = config.load(Path(__file__).resolve().parents[2] / "docs" / "property.example.toml")
     a = TablePassDb(tmp_path, conf)
     ingest(a.con, [SAMPLE], runs.start(a.con, "ingest", {}))
     a.run()

@@ -18,7 +18,7 @@ from auditor.ingest.run import ingest
 from auditor.report import formatting, gather, procedures, render
 from auditor.store import db, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 SHIFT = "2026-11-28/grave"
 
 
@@ -183,7 +183,7 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
 
 # --- layout (issue 19) -----------------------------------------------------------------------
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "reports" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
 
 def test_a_closed_table_shows_no_procedure_after_its_close(rendered):

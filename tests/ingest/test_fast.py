@@ -35,7 +35,7 @@ from auditor.simulate.generator import Night, TableNight, TableSpec
 from auditor.store import db, runs
 
 LONG = 4_096  # the line limit set here, so a "long line" stays small
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _text(e: dict[str, Any], spaced: bool = False) -> str:

@@ -14,7 +14,7 @@ from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.store import db, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 # Findings about one round: banking rounds and chemin de fer coups alike.
 ROUND_CODES = [c.code for c in REGISTRY.values() if c.scope in ("round", "chemin")]
 LOG_CODES = [c.code for c in REGISTRY.values() if c.scope == "log"]

@@ -16,7 +16,7 @@ from auditor.finding import Finding
 from auditor.store import filters, findings
 from auditor.store.filters import Filter
 
-CONFIG = Path(__file__).resolve().parent.parent / "sample_logs" / "property.toml"
+CONFIG = Path(__file__).resolve().parents[2] / "sample_logs" / "property.toml"
 START = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
 # (code, table, pit, minutes after START)
 PLANTED = [

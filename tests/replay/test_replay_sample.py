@@ -27,7 +27,7 @@ from auditor.replay.round import Event, TableContext, check_round
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RulePack, load_pack
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 RoundKey = tuple[str, str, int]  # (table, shoe, round)
 
 

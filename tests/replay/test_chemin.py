@@ -21,7 +21,7 @@ from auditor.replay.hands import count
 from auditor.replay.model import TableContext
 from auditor.rules.pack import RulePack, RulePackError, load_pack, load_pack_file
 
-REPO_RULES = Path(__file__).resolve().parent.parent / "rules"
+REPO_RULES = Path(__file__).resolve().parents[2] / "rules"
 CF_TOML = (REPO_RULES / "nj-chemin_de_fer.toml").read_text()
 NJ_CF = load_pack("NJ", "chemin_de_fer", rules_dir=REPO_RULES)
 T0 = dt.datetime(2026, 11, 28, 23, 0, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
@@ -815,7 +815,7 @@ def test_a_stay_declared_on_a_mandatory_draw_shows_as_a_minor_option_in_the_expo
 ) -> None:
     """As a user meets it: the sample's chemin de fer log with a "stay" declared before a
     third card the Dominant Player had to take (and took), ingested, audited and exported."""
-    sample = Path(__file__).resolve().parent.parent / "sample_logs" / "2026-11-28_CF-01.jsonl"
+    sample = Path(__file__).resolve().parents[2] / "sample_logs" / "2026-11-28_CF-01.jsonl"
     events = [json.loads(line) for line in sample.read_text().splitlines()]
     by_round: dict[tuple[str, int], list[int]] = {}
     for i, e in enumerate(events):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -30,7 +32,7 @@ from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 BIN = Path(sys.executable).parent / "bacc-audit"
 CONF = config.load(SAMPLE / "property.toml")
 
@@ -173,9 +175,9 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
 
 
 def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
-    """Simulated nights that between them plant every code (tests/test_simulate.py's recall
-    runs; tests/test_dealers.py's night with a dealer making ten times the errors, with a
-    seat counting Dragon 7; tests/test_integrity.py's night of planted shoe orders)."""
+    """Simulated nights that between them plant every code (tests/simulate/test_simulate.py's recall
+    runs; tests/replay/test_dealers.py's night with a dealer making ten times the errors, with a
+    seat counting Dragon 7; tests/replay/test_integrity.py's night of planted shoe orders)."""
     nights = []
     for seed, tables, hours, rate, games, patterns in [
         (4, 6, 1, 0.05, GAMES, ""),
@@ -216,6 +218,24 @@ def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _said(proc: subprocess.Popen[str], start: str, seconds: float) -> None:
+    """Wait until a line of `proc`'s stderr starts with `start` (read from the pipe itself,
+    line by line, so nothing it said after is held back in a buffer)."""
+    assert proc.stderr is not None
+    fd, seen = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 4096) if ready else b""
+        seen += chunk
+        if any(x.startswith(start.encode()) for x in seen.splitlines()):
+            return
+        if ready and not chunk:  # it ended
+            break
+    pytest.fail(f"`watch` did not say {start!r} in {seconds:.0f} s (exit {proc.poll()}): "
+                f"{seen.decode(errors='replace')}")
+
+
 def _killed_and_started_again(tmp_path: Path, started: list[subprocess.Popen[str]]):
     """The sample night written into a spool while `bacc-audit watch` follows it, SIGKILLed
     halfway and started again, then stopped with SIGTERM: its JSON summary, the batch
@@ -235,8 +255,12 @@ def _killed_and_started_again(tmp_path: Path, started: list[subprocess.Popen[str
 
     first = start()
     started.append(first)
+    # Its run is recorded before it says it follows the spool: only then does the feed start,
+    # so a machine slow to start a process (a loaded CI) still kills a watch that ran.
+    _said(first, "watch: following ", 120)
     feed = Feed(lines[:half], spool).start()
     time.sleep(2.0)  # killed while lines are still coming in and being loaded
+    assert not feed.done, "the first half was written before the kill: nothing was interrupted"
     first.send_signal(signal.SIGKILL)
     first.wait(30)
     assert feed.join(60)

@@ -114,3 +114,69 @@ def test_the_checker_catches_a_backwards_import_even_inside_a_function() -> None
 def test_a_module_outside_every_stage_is_refused() -> None:
     with pytest.raises(ValueError, match="belongs to no stage"):
         stage_of("auditor.misc")
+
+
+# --- private names stay in their module ----------------------------------------------------
+# A name with a leading underscore is its module's own business: a neighbour that needs it
+# asks for it to be made public, so that a reader sees every use of a module from its names.
+MAX_LINES = 800  # no module over this (data literals aside: none is over it today)
+
+
+def private_uses(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Where `source` (the text of `module`) uses a `_name` of another auditor module: imported
+    (`from auditor.x import _y`) or reached through an imported module (`x._y`)."""
+    out = []
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # local name -> auditor module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("auditor.") and a.asname:
+                    modules[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module if is_package else module.rpartition(".")[0]
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            if not base.startswith("auditor"):
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in ALL_MODULES:
+                    modules[a.asname or a.name] = f"{base}.{a.name}"
+                elif a.name.startswith("_") and not a.name.startswith("__") and base != module:
+                    out.append(f"{module}:{node.lineno} imports {a.name} from {base}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and modules[node.value.id] != module
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            out.append(f"{module}:{node.lineno} uses {modules[node.value.id]}.{node.attr}")
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(ALL_MODULES))
+def test_no_module_uses_a_private_name_of_another(module: str) -> None:
+    path = ALL_MODULES[module]
+    assert private_uses(module, path.read_text(), path.name == "__init__.py") == []
+
+
+def test_the_private_name_checker_can_fail() -> None:
+    source = (
+        "from auditor.report.gather import _card_face\n"
+        "from auditor.ingest import commit\n"
+        "from auditor.ingest import reader as r\n"
+        "def f():\n"
+        "    return commit._extend_streams, r._private, commit.finish\n"
+    )
+    assert private_uses("auditor.board.views", source) == [
+        "auditor.board.views:1 imports _card_face from auditor.report.gather",
+        "auditor.board.views:5 uses auditor.ingest.commit._extend_streams",
+        "auditor.board.views:5 uses auditor.ingest.reader._private",
+    ]
+    assert private_uses("auditor.ingest.commit", "from auditor.ingest.commit import _x\n") == []
+
+
+@pytest.mark.parametrize("module", sorted(ALL_MODULES))
+def test_no_module_is_over_800_lines(module: str) -> None:
+    lines = len(ALL_MODULES[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines: cut it by job"

@@ -286,3 +286,19 @@ def test_a_signing_section_that_cannot_be_right_is_refused(
     with pytest.raises(UserError) as e:
         config.load(path)
     assert str(e.value) == f"{path}: {sentence}"
+
+
+def test_the_example_configs_signing_section_loads_as_documented(tmp_path: Path) -> None:
+    """docs/property.example.toml shows [signing] commented out; uncommented (one of its two
+    password sources, as the loader asks), it is what the docs say."""
+    example = (Path(__file__).resolve().parents[2] / "docs" / "property.example.toml")
+    text = example.read_text()
+    section = text[text.index("# [signing]"):]
+    body = "\n".join(line[2:] for line in section.splitlines()
+                     if line.startswith("# ") and "password_env" not in line)
+    path = tmp_path / "example.toml"
+    path.write_text(text[: text.index("# [signing]")] + body + "\n")
+    assert config.load(path).signing == SigningConfig(
+        Path("/etc/bacc-audit/signing.p12"), Path("/etc/bacc-audit/signing.pass"), None,
+        Path("/etc/bacc-audit/ca.pem"),
+    )

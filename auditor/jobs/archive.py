@@ -131,7 +131,7 @@ class Archived:
     content_sha256: str | None  # None: not known (a PDF that carries no version record)
     findings: versions.Findings | None  # None: not known
     acks_known: bool
-    recorded: bool  # this database's report_versions holds it
+    recorded: bool  # this database's report_versions holds it, filed here
 
 
 def archived(con: duckdb.DuckDBPyConnection, first: Path, slug: str) -> list[Archived]:
@@ -141,7 +141,9 @@ def archived(con: duckdb.DuckDBPyConnection, first: Path, slug: str) -> list[Arc
     if not folder.is_dir():
         return []
     name = re.compile(rf"{re.escape(slug)}(?:\.v([2-9]|[1-9][0-9]+))?\.pdf")
-    known = {v.sha256: v for v in versions.history(con, slug)}
+    history = versions.history(con, slug)
+    known = {v.sha256: v for v in history}
+    here = {(v.sha256, v.path) for v in history}
     found = []
     for path in folder.iterdir():
         m = name.fullmatch(path.name)
@@ -152,7 +154,7 @@ def archived(con: duckdb.DuckDBPyConnection, first: Path, slug: str) -> list[Arc
         v = known.get(sha)
         if v is not None:
             found.append(Archived(number, path, sha, v.html_sha256 or None, v.findings, True,
-                                  True))
+                                  (sha, str(path.resolve())) in here))
         else:
             said = attached.read_filed(path)
             found.append(Archived(number, path, sha, said.content_sha256, said.findings,
@@ -196,7 +198,7 @@ def report_shift(
             last = filed[-1]
             again = {**context, "version": _version(con, last.number, filed[:-1], now, scope.zone)}
             if _unchanged(last, again):
-                if not last.recorded:  # filed by another database, or before versions were
+                if not last.recorded:  # filed by another database, or into another archive
                     versions.record(con, versions.Version(
                         scope.slug, last.number, str(last.path.resolve()), last.sha256,
                         _content_sha(again), now), run_id)
@@ -368,12 +370,13 @@ def changed_days(
         SELECT w.day, f.status, f.severity, count(*),
                list(DISTINCT regexp_replace(f.source, ':[0-9]+$', '') ORDER BY 1)
                  FILTER (f.source IS NOT NULL)
-        FROM findings f
+        FROM (SELECT * FROM findings WHERE run_id = ? OR recorded_at > ?) f
         JOIN (VALUES {values}) AS w(day, lo, hi, filed) ON f.ts >= w.lo AND f.ts < w.hi
         WHERE f.run_id = ? OR f.recorded_at > w.filed
         GROUP BY ALL ORDER BY w.day
         """,
-        [x for w in windows for x in w] + [run_id],
+        [run_id, min((w[3] for w in windows if w[3]), default=None),
+         *(x for w in windows for x in w), run_id],
     ).fetchall()
     changed: dict[dt.date, Refiled] = {}
     for day, status, severity, n, sources in rows:

@@ -121,9 +121,11 @@ def unsigned(con: duckdb.DuckDBPyConnection, day: str | None = None) -> list[dic
     )
     rows = con.execute(
         f"""
-        SELECT slug, version, path, sha256, filed_at, version < latest AS superseded
+        SELECT slug, version, arg_min(path, filed_at), sha256, min(filed_at),
+               bool_or(version < latest) AS superseded
         FROM (SELECT *, max(version) OVER (PARTITION BY slug) AS latest FROM report_versions) v
         WHERE (? IS NULL OR slug = ? OR starts_with(slug, ? || '_')) {signed}
+        GROUP BY slug, version, sha256  -- one file, recorded again in a moved archive: once
         ORDER BY slug, version
         """,
         [day, day, day],

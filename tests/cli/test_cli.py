@@ -805,7 +805,7 @@ CONFIGS = {
     "[[shift]]": (
         '[[shift]]\nname = "day"\nstart = "06:00"\nend = "18:00"\n',
         "unknown key 'shift'; did you mean 'shifts'? "
-        "(known here: property, shifts, procedures, house_options, board)",
+        "(known here: property, shifts, procedures, house_options, board, signing)",
     ),
     "a shift's key": (
         '[[shifts]]\nname = "day"\nbegin = "06:00"\nend = "18:00"\n',

@@ -32,7 +32,7 @@ from auditor.rules.codes import REGISTRY
 from auditor.simulate.planted import GAMES, KIND_CODES, simulate
 from auditor.store import db, runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # a local Dask cluster of two workers
 
 CONF = config.PropertyConfig()
 DAY1 = dt.date(2026, 12, 1)

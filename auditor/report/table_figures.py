@@ -112,7 +112,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
     outcomes = _outcomes(con, scope, basis.values)
     totals: Counter[str] = Counter()  # every table's outcomes (the Tables listing)
     banking: Counter[str] = Counter()  # the chart's: tables whose pack gives exact odds
-    exact_weighted: Counter[str] = Counter()
+    exact_weighted: dict[str, float] = defaultdict(float)
     left_out: Counter[str] = Counter()  # rounds not in the chart, by why
     rows = []
     for t in tables:

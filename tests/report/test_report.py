@@ -396,3 +396,34 @@ def test_the_outcome_chart_sets_the_banking_rounds_against_their_exact_odds(rend
     assert observed == [round(100 * winners[k] / charted, 1) for k in ("banker", "player", "tie")]
     assert cdf > 0
     assert f"The {cdf:,} chemin de fer rounds are left out" in text
+
+
+@pytest.mark.slow
+def test_the_html_report_is_worded_for_a_page(night, tmp_path):
+    """Issue 30: a web page has no attachments panel and no page to fill: it says where the
+    findings files are instead, and lists every finding that needs action."""
+    con = db.connect(night, read_only=True)
+    conf = config.PropertyConfig(name="Harbor Point Casino", time_zone="America/New_York")
+    scope = gather.scope_for(conf, con, shift=SHIFT)
+    context = gather.gather(con, conf, scope)
+    out = render.write_report(con, conf, scope, tmp_path / "grave.html", fmt="html")
+    con.close()
+    html = out.read_text()
+    assert "Attached to this PDF" not in html and "paperclip" not in html
+    assert "This page has no attachments: the PDF of this report carries findings.csv" in html
+    pending = context["needs_action_all"]
+    assert len(pending) == context["needs_action_total"]
+    cover = html.split("<h2>Needs action</h2>")[1].split("</table>")[0]
+    assert [m for m in re.findall(r"<tr><td>(F[0-9a-f]+)</td>", cover)] == [
+        f["id"] for f in pending]
+    assert "more, in the Findings section" not in html
+
+
+@pytest.mark.slow
+def test_the_code_table_gives_each_codes_severity_and_a_whole_shoe_finding_no_round(rendered):
+    *_, text, context = rendered
+    assert "draw.banker_missed critical" in text
+    shoe_level = {**context["details"][0], "round": None, "source": None}
+    html = render.render_html({**context, "details": [shoe_level],
+                               "needs_action": [{**context["needs_action"][0], "round": None}]})
+    assert "Source: None" not in html and "rNone" not in html and " rNone" not in html

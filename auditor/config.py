@@ -213,6 +213,7 @@ def _shifts(raw: Any, path: Path) -> tuple[Shift, ...]:
     if not shifts:
         raise UserError(f"{path}: [[shifts]] lists no shift")
     _check_overlaps(shifts, path)
+    _check_coverage(shifts, path)
     return tuple(shifts)
 
 
@@ -236,6 +237,26 @@ def _check_overlaps(shifts: list[Shift], path: Path) -> None:
                     f"{path}: shifts {s.name!r} ({s.start:%H:%M}-{s.end:%H:%M}) and {t.name!r} "
                     f"({t.start:%H:%M}-{t.end:%H:%M}) overlap; a time belongs to one shift"
                 )
+
+
+def _check_coverage(shifts: list[Shift], path: Path) -> None:
+    """A time in no shift would put its rounds in no shift report and no nightly filing,
+    while the day report and the night's summary still count them (issue 30)."""
+    covered = sorted(piece for s in shifts for piece in _minutes(s))
+    gaps, reached = [], 0
+    for a, b in covered:
+        if a > reached:
+            gaps.append((reached, a))
+        reached = max(reached, b)
+    if reached < 24 * 60:
+        gaps.append((reached, 24 * 60))
+    if gaps:
+        hours = ", ".join(f"{a // 60:02d}:{a % 60:02d}-{b // 60 % 24:02d}:{b % 60:02d}"
+                          for a, b in gaps)
+        raise UserError(
+            f"{path}: the shifts leave {hours} uncovered; every time of the gaming day must "
+            "belong to a shift, or its rounds are in no shift report"
+        )
 
 
 def load(path: Path | str | None = None) -> PropertyConfig:

@@ -77,7 +77,8 @@ def _print_table(rows: list[dict]) -> None:
     for col in ("id", "time", "severity", "code", "table", "shoe/round", "message"):
         t.add_column(col, no_wrap=col == "id")
     for r in rows:
-        where = f"{r['shoe']} r{r['round']}" if r["shoe"] else ""
+        where = (r["shoe"] or "") + (f" r{r['round']}" if r["shoe"] and r["round"] is not None
+                                     else "")
         t.add_row(
             r["id"],
             r["ts"][:19].replace("T", " "),

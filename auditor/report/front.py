@@ -98,5 +98,6 @@ def section_needs_action(basis: Basis) -> dict[str, Any]:
                         .astimezone(basis.scope.zone)})
     pending.sort(key=lambda f: (f["video_by"], severity_rank(f["severity"]), f["id"]))
     return {"needs_action": pending[:NEEDS_ACTION_LIMIT],
+            "needs_action_all": pending,  # a web page lists them all
             "needs_action_more": max(0, len(pending) - NEEDS_ACTION_LIMIT),
             "needs_action_total": len(pending)}

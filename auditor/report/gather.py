@@ -76,7 +76,7 @@ SECTIONS: tuple[Section, ...] = (
 def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
     """Everything the report shows, as plain values: the keys of every section together."""
     basis = read_basis(con, conf, scope)
-    context: dict[str, Any] = {}
+    context: dict[str, Any] = {"for_web": False}  # render_report sets it for an HTML page
     for section in SECTIONS:
         part = section(basis)
         assert not part.keys() & context.keys(), f"{section.__name__} repeats a key"

@@ -39,17 +39,18 @@ def section_procedures(basis: Basis) -> dict[str, Any]:
     pits = sorted({t["pit"] for t in basis.tables if t["pit"]})
     events = _table_events(con, scope, names)
     given = sorted((n for n in load_notices(con) if n.pit in pits), key=_notice_order)
+    hand = _entered_by_hand(con, scope.zone)
     notices = [
-        _notice_dict(n) for n in given
+        _notice_dict(n, hand) for n in given
         if scope.start - dt.timedelta(days=1) <= n.effective < scope.end
     ]
     pairing = _audit_changes(basis, events)
-    changes = _changes(scope, names, pit_of, events, given, pairing, basis.found)
+    changes = _changes(scope, names, pit_of, events, given, pairing, basis.found, hand)
     lanes, svg = _timeline(scope, names, pit_of, events, notices)
     return {
         "procedures": {
             "withdrawn_notices": _withdrawn_hand_notices(con, scope, pits),
-            "cleared_by_hand": _cleared_by_hand(con, scope, names, pit_of, notices),
+            "cleared_by_hand": _cleared_by_hand(con, scope, names, pit_of, notices, hand),
             "changes": changes,
             "lanes": lanes,
             "timeline_svg": svg,
@@ -87,13 +88,24 @@ def _notice_order(n: Notice) -> tuple:
     return (n.pit, n.effective, n.given_at, n.recipient)
 
 
-def _notice_dict(n: Notice) -> dict[str, Any]:
+def _notice_dict(n: Notice, hand: dict[str, str]) -> dict[str, Any]:
     """A notice, logged or entered by hand (bacc-audit notice add), as the page shows it."""
     return {"pit": n.pit, "ts": n.given_at, "procedure": n.procedure, "effective": n.effective,
             "recipient": n.recipient, "written": n.written, "tables": n.tables,
             "source": n.source,
-            # A notice typed in with `bacc-audit notice add` says so, by whom and when.
-            "by_hand": n.source if n.key.startswith("hand:") else None}
+            # A notice typed in with `bacc-audit notice add` says so, by whom, when and why.
+            "by_hand": hand.get(n.key)}
+
+
+def _entered_by_hand(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[str, str]:
+    """Each notice entered by hand (by its Notice key) as the page says it: who entered it,
+    when in local time, and the note they gave."""
+    return {
+        f"hand:{r.id}": f"entered by hand by {r.entered_by} at "
+        f"{r.entered_at.astimezone(zone):%Y-%m-%d %H:%M} (notice {r.id})"
+        + (f": {r.note}" if r.note else "")
+        for r in hand_notices.list_notices(con)
+    }
 
 
 # A change as the audit judged it: the Change, and all its table's changes in time order.
@@ -135,6 +147,7 @@ def _counted(notices: list[Notice], judged: Judged | None, zone: dt.tzinfo) -> l
 def _changes(
     scope: Scope, names: list[str], pit_of: dict[str, str], events: dict[str, list[dict]],
     notices: list[Notice], pairing: dict[tuple[str, int], Judged], found: list[dict],
+    hand: dict[str, str],
 ) -> list[dict[str, Any]]:
     """Every procedure_change in the window, table by table: the notices that count for it
     with their lead, and the procedure findings of its table."""
@@ -153,7 +166,7 @@ def _changes(
                 "seq": c["seq"],
                 "notices": [
                     {
-                        **_notice_dict(n),
+                        **_notice_dict(n, hand),
                         "given": n.given_at.astimezone(scope.zone),
                         "lead_minutes": (c["ts"] - n.given_at).total_seconds() / 60,
                     }
@@ -214,7 +227,7 @@ def _timeline(
 
 def _cleared_by_hand(
     con: duckdb.DuckDBPyConnection, scope: Scope, names: list[str], pit_of: dict[str, str],
-    notices: list[dict],
+    notices: list[dict], hand: dict[str, str],
 ) -> list[dict]:
     """Findings that a notice entered by hand withdrew, beside the logged notices of their
     change: what someone typed in must never clear a finding unseen."""
@@ -222,7 +235,8 @@ def _cleared_by_hand(
         con,
         """
         SELECT code, table_id, seq, ts, message,
-               json_extract_string(evidence, '$.withdrawn_because.entered') AS entered
+               json_extract_string(evidence, '$.withdrawn_because.entered') AS entered,
+               json_extract_string(evidence, '$.withdrawn_because.hand_notices') AS keys
         FROM (
           SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
           FROM findings WHERE code LIKE 'procedure.notice_%'
@@ -236,7 +250,11 @@ def _cleared_by_hand(
     )
     for f in cleared:
         f["at"] = f["ts"].astimezone(scope.zone)
-        f["entered"] = "; ".join(json.loads(f["entered"] or "[]"))
+        # The notices as the page says them (local time, note); as recorded if not found.
+        keys = json.loads(f.pop("keys") or "[]")
+        recorded = json.loads(f["entered"] or "[]")
+        f["entered"] = "; ".join(hand[k] for k in keys) if all(k in hand for k in keys) and keys \
+            else "; ".join(recorded)
         f["logged"] = "; ".join(
             f"{n['recipient']} {n['ts'].astimezone(scope.zone):%H:%M}"
             for n in notices

@@ -52,6 +52,7 @@ def environment(folder: Path = TEMPLATES):
     env.filters["local"] = lambda t, f="%Y-%m-%d %H:%M": t.strftime(f)
     env.filters["stamp"] = lambda t: t.strftime(LOCAL_TIME)  # a time to the second
     env.globals["registry_title"] = lambda code: REGISTRY[code].title
+    env.globals["registry_severity"] = lambda code: REGISTRY[code].severity
     return env
 
 
@@ -153,6 +154,7 @@ def write_report(
     key = signing.key_for(conf) if fmt != "html" else None
     tell("gather", 0, steps)
     context = gather(con, conf, scope)
+    context["for_web"] = fmt == "html"  # a page: no attachments, nothing cut to fit
     if fmt != "html":
         context["signature"] = signing.cover(key)
     tell("render HTML", 1, steps)

@@ -104,14 +104,16 @@ def section_tables(basis: Basis) -> dict[str, Any]:
     round outcomes counted from the cards against their exact probabilities."""
     from auditor.rules.odds import house_edges, probabilities
 
-    con, scope, tables, rounds = basis.con, basis.scope, basis.tables, basis.rounds
+    con, scope, tables = basis.con, basis.scope, basis.tables
     packs, per_table_findings = basis.packs, basis.per_table_findings
     money = _money_by_table(con, scope)
     by_bet = _handle_by_bet(con, scope)
     decks = _decks_by_table(con, scope)
     outcomes = _outcomes(con, scope, basis.values)
-    totals: Counter[str] = Counter()
-    exact_weighted: Counter[str] = Counter()
+    totals: Counter[str] = Counter()  # every table's outcomes (the Tables listing)
+    banking: Counter[str] = Counter()  # the chart's: tables whose pack gives exact odds
+    exact_weighted: dict[str, float] = defaultdict(float)
+    left_out: Counter[str] = Counter()  # rounds not in the chart, by why
     rows = []
     for t in tables:
         name = t["table_id"]
@@ -133,13 +135,21 @@ def section_tables(basis: Basis) -> dict[str, Any]:
             if covered:
                 theo = sum(float(a) * float(edges[b]) for b, a in bets.items() if b in edges)
                 theo = theo / float(covered)
-            probs = probabilities(pack, n_decks)
-            for k in ("banker", "player", "tie"):
-                exact_weighted[k] += float(probs[k]) * t["rounds"]
-        if t["game"] == "chemin_de_fer":
-            win = m.get("commission", Decimal(0))
         o = outcomes.get(name, Counter())
         totals.update(o)
+        decided = sum(o.values())
+        if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
+            # Each table's exact odds weigh as many rounds as its observed bars count.
+            probs = probabilities(pack, decks.get(name) or 8)
+            for k in ("banker", "player", "tie"):
+                exact_weighted[k] += float(probs[k]) * decided
+            banking.update(o)
+        elif decided:
+            left_out["chemin de fer" if t["game"] == "chemin_de_fer" else "no exact odds"] += (
+                decided
+            )
+        if t["game"] == "chemin_de_fer":
+            win = m.get("commission", Decimal(0))
         rows.append(
             {
                 **t,
@@ -153,23 +163,26 @@ def section_tables(basis: Basis) -> dict[str, Any]:
                 "decks": decks.get(name),
             }
         )
-    total_outcomes = sum(totals.values())
-    exact = {k: exact_weighted[k] / rounds for k in ("banker", "player", "tie")} if rounds else {}
+    charted = sum(banking.values())
+    shares = {k: banking[k] / charted if charted else 0.0 for k in ("banker", "player", "tie")}
+    exact = {k: exact_weighted[k] / charted if charted else 0.0
+             for k in ("banker", "player", "tie")}
     return {
         "tables": rows,
         "tables_listing": listing([_table_line(t) for t in rows])
         if len(rows) > formatting.LISTING_ROWS else [],
         "outcomes": {k: totals.get(k, 0) for k in ("banker", "player", "tie")},
+        "outcomes_charted": charted,
+        "outcomes_exact": exact,
+        "outcomes_left_out": dict(left_out),
         "chart_outcomes": charts.paired_bars(
             ["Banker", "Player", "Tie"],
-            [
-                totals.get(k, 0) / total_outcomes if total_outcomes else 0
-                for k in ("banker", "player", "tie")
-            ],
-            [exact.get(k, 0) for k in ("banker", "player", "tie")],
-            f"Round outcomes: observed ({total_outcomes:,} rounds) against exact probability",
+            [shares[k] for k in ("banker", "player", "tie")],
+            [exact[k] for k in ("banker", "player", "tie")],
+            f"Round outcomes of the banking games: observed ({charted:,} rounds) against "
+            "exact probability",
             ("observed", "exact (rule pack)"),
-        ),
+        ) if charted else "",
     }
 
 

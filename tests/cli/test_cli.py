@@ -840,6 +840,13 @@ CONFIGS = {
         "shifts 'grave' (22:00-07:00) and 'day' (06:00-22:00) overlap; a time belongs to one "
         "shift",
     ),
+    "hours in no shift": (
+        '[[shifts]]\nname = "day"\nstart = "06:00"\nend = "14:00"\n'
+        '[[shifts]]\nname = "swing"\nstart = "15:00"\nend = "21:00"\n'
+        '[[shifts]]\nname = "grave"\nstart = "22:00"\nend = "06:00"\n',
+        "the shifts leave 14:00-15:00, 21:00-22:00 uncovered; every time of the gaming day "
+        "must belong to a shift, or its rounds are in no shift report",
+    ),
     "procedures not a table": (
         'procedures = "P1=1"\n',
         "[procedures] must be a table of keys (a [procedures] header with key = value lines), "

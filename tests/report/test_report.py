@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -348,3 +349,81 @@ def test_a_database_of_one_night_says_the_30_days_rest_on_it(rendered):
     # One night: each dealer's 30 days are the gaming day's rounds, this shift's among them.
     for d in context["dealers"]:
         assert context["dealers_span"][d.dealer].count.rounds >= d.rounds
+
+
+@pytest.mark.slow
+def test_the_outcome_chart_sets_the_banking_rounds_against_their_exact_odds(rendered, night):
+    """Issue 30: with a chemin de fer table in the shift, the exact bars are the banking
+    tables' odds (published: Banker 45.86 %, Player 44.62 %, Tie 9.52 % at 8 decks; 45.87 /
+    44.63 / 9.51 at 6), the observed bars those tables' decided rounds only, and the chemin de
+    fer rounds are named as left out."""
+    *_, text, context = rendered
+    charted = context["outcomes_charted"]
+    cdf = context["outcomes_left_out"]["chemin de fer"]
+    m = re.search(
+        r"Round outcomes of the banking games: observed \(([\d,]+) rounds\) against exact "
+        r"probability observed exact \(rule pack\) ([\d.]+)% ([\d.]+)% Banker ([\d.]+)% "
+        r"([\d.]+)% Player ([\d.]+)% ([\d.]+)% Tie", text)
+    assert m, text[text.find("Round outcomes"):][:600]
+    assert int(m.group(1).replace(",", "")) == charted
+    labels = [float(x) for x in m.groups()[1:]]
+    observed, exact = labels[0::2], labels[1::2]  # each bar pair: observed, then exact
+    assert exact == [45.9, 44.6, 9.5]
+    assert abs(sum(observed) - 100) <= 0.2
+    banking = {t["table_id"] for t in context["tables"] if t["game"] != "chemin_de_fer"}
+    con = db.connect(night, read_only=True)
+    try:
+        scope = context["scope"]
+        cards = con.execute(
+            """SELECT e.table_id, e.shoe, e.round, e.to_hand, e.card FROM events e
+               JOIN (SELECT DISTINCT table_id, shoe, round FROM events
+                     WHERE type = 'round_start' AND ts >= ? AND ts < ?)
+               USING (table_id, shoe, round)
+               WHERE e.type = 'card'""", [scope.start, scope.end]).fetchall()
+    finally:
+        con.close()
+    hands: dict[tuple, dict[str, list[int]]] = {}
+    for table, shoe, rnd, hand, card in cards:
+        if table in banking:
+            value = min(10, "A23456789T".index(card[0]) + 1) % 10 if card[0] in "A23456789" else 0
+            hands.setdefault((table, shoe, rnd), {"player": [], "banker": []})[hand].append(value)
+    winners = Counter(
+        "player" if sum(h["player"]) % 10 > sum(h["banker"]) % 10
+        else "banker" if sum(h["banker"]) % 10 > sum(h["player"]) % 10 else "tie"
+        for h in hands.values() if len(h["player"]) + len(h["banker"]) >= 4
+    )
+    assert sum(winners.values()) == charted
+    assert observed == [round(100 * winners[k] / charted, 1) for k in ("banker", "player", "tie")]
+    assert cdf > 0
+    assert f"The {cdf:,} chemin de fer rounds are left out" in text
+
+
+@pytest.mark.slow
+def test_the_html_report_is_worded_for_a_page(night, tmp_path):
+    """Issue 30: a web page has no attachments panel and no page to fill: it says where the
+    findings files are instead, and lists every finding that needs action."""
+    con = db.connect(night, read_only=True)
+    conf = config.PropertyConfig(name="Harbor Point Casino", time_zone="America/New_York")
+    scope = gather.scope_for(conf, con, shift=SHIFT)
+    context = gather.gather(con, conf, scope)
+    out = render.write_report(con, conf, scope, tmp_path / "grave.html", fmt="html")
+    con.close()
+    html = out.read_text()
+    assert "Attached to this PDF" not in html and "paperclip" not in html
+    assert "This page has no attachments: the PDF of this report carries findings.csv" in html
+    pending = context["needs_action_all"]
+    assert len(pending) == context["needs_action_total"]
+    cover = html.split("<h2>Needs action</h2>")[1].split("</table>")[0]
+    assert [m for m in re.findall(r"<tr><td>(F[0-9a-f]+)</td>", cover)] == [
+        f["id"] for f in pending]
+    assert "more, in the Findings section" not in html
+
+
+@pytest.mark.slow
+def test_the_code_table_gives_each_codes_severity_and_a_whole_shoe_finding_no_round(rendered):
+    *_, text, context = rendered
+    assert "draw.banker_missed critical" in text
+    shoe_level = {**context["details"][0], "round": None, "source": None}
+    html = render.render_html({**context, "details": [shoe_level],
+                               "needs_action": [{**context["needs_action"][0], "round": None}]})
+    assert "Source: None" not in html and "rNone" not in html and " rNone" not in html

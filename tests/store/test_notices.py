@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pypdf
 import pytest
@@ -263,7 +264,7 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
         "add", "--pit", "P2", "--procedure", "4", "--effective", "2026-11-29 03:00",
         "--recipient", "division", "--recipient", "surveillance",
         "--given-at", "2026-11-29 02:20", "--by", "Night Auditor", "--db", str(path),
-        "--config", str(config),
+        "--config", str(config), "--note", "copy in the pit binder",
     ])
     assert added.exit_code == 0, added.output
     audited = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
@@ -275,8 +276,15 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
                             "--shift", "2026-11-28/grave", "--out", str(out)])
     assert r.exit_code == 0, r.output
     text = re.sub(r"\s+", " ", " ".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
-    assert "entered by hand by Night Auditor" in text
-    assert "(notice 1)" in text and "(notice 2)" in text
+    # Issue 30: when it was entered in the page's local time (not UTC ISO), and its note.
+    con = db.connect(path, read_only=True)
+    entered = {r.id: r.entered_at for r in notices.list_notices(con)}
+    con.close()
+    for i in (1, 2):
+        local = entered[i].astimezone(ZoneInfo("America/New_York"))
+        assert (f"entered by hand by Night Auditor at {local:%Y-%m-%d %H:%M} (notice {i}): "
+                "copy in the pit binder") in text
+    assert "+00:00" not in text
     # The two findings it withdrew, listed with the notices the logs carry (02:40).
     cleared = text.split("Findings withdrawn because of notices entered by hand")[1]
     assert cleared.count("procedure.notice_late") == 2

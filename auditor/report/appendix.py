@@ -48,9 +48,42 @@ def _sources(con: duckdb.DuckDBPyConnection, scope: Scope, tables: set[str]) -> 
     )
 
 
+# Findings listed one a line in Appendix A; past it, they are counted by code, table and
+# dealer instead (each one is in the attached findings.csv and findings.jsonl).
+APPENDIX_LINES = 400
+
+
 def section_appendix(basis: Basis) -> dict[str, Any]:
-    """Appendix A: every finding, one line each, however many there are."""
-    return {"appendix_blocks": _appendix_blocks(basis.found, basis.scope.zone)}
+    """Appendix A: every finding on its own line, or past APPENDIX_LINES a line per code,
+    table and dealer with the count, the acknowledged and the first and last time."""
+    found, zone = basis.found, basis.scope.zone
+    if len(found) <= APPENDIX_LINES:
+        return {"appendix_blocks": _appendix_blocks(found, zone), "appendix_groups": []}
+    return {"appendix_blocks": [], "appendix_groups": _group_blocks(found, zone),
+            "appendix_group_head": GROUP_FORMAT % GROUP_HEAD, "appendix_lines": APPENDIX_LINES}
+
+
+GROUP_HEAD = ("code", "severity", "table", "dealer", "findings", "acked",
+              "first (local)", "last (local)")
+GROUP_FORMAT = "%-28s %-8s %-8s %-16s %8s %6s  %-16s  %-16s"
+
+
+def _group_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
+    """One line per (code, table or pit, dealer), in the order of `found` (gravest first),
+    so the graver codes lead."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for f in found:
+        key = (f["code"], f["table"] or f["pit"] or "", f.get("dealer") or "")
+        groups.setdefault(key, []).append(f)
+    lines = []
+    for (code, where, dealer), fs in groups.items():
+        times = sorted(dt.datetime.fromisoformat(f["ts"]) for f in fs)
+        lines.append(GROUP_FORMAT % (
+            code, fs[0]["severity"], where, dealer[:16], f"{len(fs):,}",
+            f"{sum(1 for f in fs if f.get('ack')):,}",
+            f"{times[0].astimezone(zone):%Y-%m-%d %H:%M}",
+            f"{times[-1].astimezone(zone):%Y-%m-%d %H:%M}"))
+    return listing(lines)
 
 
 def section_sources(basis: Basis) -> dict[str, Any]:

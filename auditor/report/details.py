@@ -19,7 +19,10 @@ from auditor.report.formatting import (
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import video_retention_days
 
-DETAIL_LIMIT = 100  # findings shown in full in the body (gravest first); all are in the appendix
+# Findings shown in full in the body. Past it, only those that need action (critical and
+# major, not acknowledged), gravest first, up to it: a 10,000-finding night stays a report a
+# person reads (issue 30); the appendix and the attached files hold every finding.
+DETAIL_LIMIT = 40
 SIDE_BET_CODE = "play.side_bet_counting"
 
 
@@ -72,15 +75,25 @@ def section_side_bets(basis: Basis) -> dict[str, Any]:
     return {"side_bets": out}
 
 
+def in_full(found: list[dict]) -> list[dict]:
+    """The findings the body shows in full: all of them up to DETAIL_LIMIT, else the first
+    DETAIL_LIMIT that need action (`found` runs gravest first)."""
+    if len(found) <= DETAIL_LIMIT:
+        return found
+    return [f for f in found
+            if f["severity"] in ("critical", "major") and not f.get("ack")][:DETAIL_LIMIT]
+
+
 def section_findings(basis: Basis) -> dict[str, Any]:
-    """Findings: the gravest DETAIL_LIMIT in full, with the round's cards and the date by which
-    the surveillance video must be pulled before the house deletes it."""
-    found, scope, values = basis.found, basis.scope, basis.values
-    keys = {(f["table"], f["shoe"], f["round"]) for f in found if f["round"] is not None}
+    """Findings: those `in_full` with the round's cards and the date by which the
+    surveillance video must be pulled before the house deletes it."""
+    scope, values = basis.scope, basis.values
+    shown = in_full(basis.found)
+    keys = {(f["table"], f["shoe"], f["round"]) for f in shown if f["round"] is not None}
     cards = reads.round_cards(basis.con, keys)
     retention = video_retention_days(basis.any_pack)
     details = []
-    for f in found[:DETAIL_LIMIT]:
+    for f in shown:
         c = REGISTRY[f["code"]]
         ts = dt.datetime.fromisoformat(f["ts"])
         round_cards = cards.get((f["table"], f["shoe"], f["round"]), [])

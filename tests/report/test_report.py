@@ -427,3 +427,39 @@ def test_the_code_table_gives_each_codes_severity_and_a_whole_shoe_finding_no_ro
     html = render.render_html({**context, "details": [shoe_level],
                                "needs_action": [{**context["needs_action"][0], "round": None}]})
     assert "Source: None" not in html and "rNone" not in html and " rNone" not in html
+
+
+@pytest.mark.slow
+def test_past_the_limits_the_report_shows_what_needs_action_and_counts_the_rest(
+    night, monkeypatch
+):
+    """Issue 30: a night of thousands of findings stays a report a person reads: in full only
+    what needs action (critical and major, not acknowledged) up to the limit, Appendix A a
+    line per code, table and dealer, each finding still in the attached files; the cover
+    says so. Limits lowered here so the sample night crosses them."""
+    from auditor.report import appendix, details
+
+    monkeypatch.setattr(details, "DETAIL_LIMIT", 5)
+    monkeypatch.setattr(appendix, "APPENDIX_LINES", 10)
+    con = db.connect(night, read_only=True)
+    conf = config.PropertyConfig(time_zone="America/New_York")
+    context = gather.gather(con, conf, gather.scope_for(conf, con, date="2026-11-28"))
+    con.close()
+    found = context["findings"]
+    needs = [f["id"] for f in found if f["severity"] in ("critical", "major") and not f["ack"]]
+    assert len(found) > 10 and len(needs) > 5
+    assert [f["id"] for f in context["details"]] == needs[:5]
+    assert context["appendix_blocks"] == []
+    lines = "\n".join(context["appendix_groups"]).splitlines()
+    expected = Counter((f["code"], f["table"] or f["pit"] or "", f["dealer"] or "")
+                       for f in found)
+    got = {(x.split()[0], x[38:46].strip(), x[47:63].strip()): int(x[64:72].replace(",", ""))
+           for x in lines}
+    assert got == dict(expected)
+    assert lines[0].split()[:2] == [found[0]["code"], found[0]["severity"]]
+    html = render.render_html(context)
+    assert (f"{len(found):,}: too many to show each in full, so the Findings section shows 5 "
+            "(those that need action, gravest first) and Appendix A counts them by code, table "
+            "and dealer; every one is in the attached files") in html
+    assert f"shown are the 5 gravest that need action (critical and major, not acknowledged) " \
+           f"of {len(needs)}" in html

@@ -463,3 +463,18 @@ def test_past_the_limits_the_report_shows_what_needs_action_and_counts_the_rest(
             "and dealer; every one is in the attached files") in html
     assert f"shown are the 5 gravest that need action (critical and major, not acknowledged) " \
            f"of {len(needs)}" in html
+
+
+@pytest.mark.slow
+def test_sign_off_heads_the_summary_page_and_no_table_row_is_split(rendered):
+    """Issue 30's layout: Sign-off was alone on page 2 when Needs action filled the cover,
+    and a Tables row ran across a page end."""
+    _, _, reader, _, context = rendered
+    pages = [re.sub(r"\s+", " ", p.extract_text()) for p in reader.pages]
+    assert "Needs action" in pages[0] and "Sign-off" not in pages[0]
+    assert pages[1].startswith("Sign-off I have reviewed this report")
+    assert "Summary" in pages[1] and "critical major minor info" in pages[1]
+    for t in context["tables"]:
+        # A row's table id and its rounds figure are on the same page.
+        assert any(f"{t['table_id']} " in p and f" {t['rounds']:,} " in
+                   p[p.index(f"{t['table_id']} "):] for p in pages), t["table_id"]

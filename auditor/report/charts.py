@@ -75,7 +75,7 @@ def paired_bars(
     height: int = 190,
 ) -> str:
     """Observed against expected shares (0-1), side by side per label."""
-    top, bottom, left = 34, 30, 34
+    top, bottom, left = 44, 30, 34  # the tallest bar's label clears the legend (y 19-28)
     plot_h = height - top - bottom
     plot_w = WIDTH - left - 8
     step = plot_w / max(len(labels), 1)

@@ -58,13 +58,16 @@ def section_trend(basis: Basis) -> dict[str, Any]:
     days = span.days
     shown = next((i for i, d in enumerate(days) if d.rounds), len(days) - 1)
     rate = 1000 * span.findings / span.rounds if span.rounds else None
+    with_rounds = sum(1 for d in days if d.rounds)
     return {
+        "trend_days_with_rounds": with_rounds,
         "trend_days": days[shown:],  # from the first day with rounds (the last day at least)
         "trend_before": days[:shown],  # days without rounds before the first that has some
         "trend_rate": rate,
         "trend_rounds": span.rounds,
         "trend_findings": span.findings,
-        "chart_trend": charts.gap_line(
+        # One day is a point, not a trend: a grey box with a dot said nothing (issue 30).
+        "chart_trend": "" if with_rounds < 2 else charts.gap_line(
             [f"{d.day:%m-%d}" for d in days],
             [d.per_1000 for d in days],
             f"Findings per 1,000 rounds, gaming days {days[0].day:%Y-%m-%d} to "

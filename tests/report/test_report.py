@@ -346,6 +346,10 @@ def test_a_database_of_one_night_says_the_30_days_rest_on_it(rendered):
     [day] = context["trend_days"]
     assert day.day == dt.date(2026, 11, 28) and day.rounds >= context["rounds"]
     assert f"2026-11-28 {day.rounds:,} {day.findings:,} {day.per_1000:.1f}" in text
+    # Issue 30: one day is no trend: no chart of a grey box and a dot, a sentence instead.
+    assert context["chart_trend"] == ""
+    assert ("No chart: only 1 of the last 30 gaming days has rounds, and a trend needs two; "
+            "the table below gives its figures.") in text
     # One night: each dealer's 30 days are the gaming day's rounds, this shift's among them.
     for d in context["dealers"]:
         assert context["dealers_span"][d.dealer].count.rounds >= d.rounds
@@ -478,3 +482,18 @@ def test_sign_off_heads_the_summary_page_and_no_table_row_is_split(rendered):
         # A row's table id and its rounds figure are on the same page.
         assert any(f"{t['table_id']} " in p and f" {t['rounds']:,} " in
                    p[p.index(f"{t['table_id']} "):] for p in pages), t["table_id"]
+
+
+def test_no_bar_label_of_the_outcome_chart_runs_into_its_legend():
+    """Issue 30: the tallest bar's percentage was written over the legend."""
+    from auditor.report import charts
+
+    svg = charts.paired_bars(["Banker", "Player", "Tie"], [0.46, 0.45, 0.09],
+                             [0.4586, 0.4462, 0.0952], "t", ("observed", "exact (rule pack)"))
+    legend_bottom = max(float(y) + float(h) for y, h in
+                        re.findall(r'<rect x="[\d.]+" y="([\d.]+)" width="9" height="(\d+)"', svg))
+    labels = [(float(y), int(size)) for y, size in
+              re.findall(r'y="([\d.]+)" font-size="(\d+)" text-anchor="middle" fill="[^"]+">'
+                         r"[\d.]+%</text>", svg)]
+    assert len(labels) == 6
+    assert min(y - size for y, size in labels) > legend_bottom

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import textwrap
 from typing import Any
 
 import duckdb
@@ -106,15 +107,25 @@ def _ack_text(ack: dict | None) -> str:
     return f"  [acknowledged {ack['at']:%Y-%m-%d %H:%M} by {ack['by']}: {ack['disposition']}{note}]"
 
 
+# Characters of a message on one line of Appendix A: a landscape A4 line of 6 pt DejaVu Sans
+# Mono holds 209, and the message starts at the 115th (report.css, @page listing).
+MESSAGE_WIDTH = 94
+MESSAGE_COLUMN = 114
+
+
 def _appendix_blocks(found: list[dict], zone: dt.tzinfo) -> list[str]:
-    """Every finding on one fixed-width line (wrapping only its message), in blocks. Each line
-    carries its date: the lines run gravest first, not in time order, across midnight. The
-    id before the message is what `bacc-audit ack` takes, so an officer acks from the PDF."""
+    """Every finding on one fixed-width line, its message wrapped under itself, in blocks.
+    Each line carries its date: the lines run gravest first, not in time order, across
+    midnight. The id before the message is what `bacc-audit ack` takes, so an officer acks
+    from the PDF."""
+    indent = "\n" + " " * MESSAGE_COLUMN
     return listing([
         f"{local_time(f['ts'], zone):<23} {f['severity']:<8} {f['code']:<28} "
         f"{f['table'] or f['pit'] or '':<8} "
         f"{_shoe_round(f):<18} {f['seq'] or '':>7}  "
-        f"{f['id']:<13}  {f['message']}{_ack_text(f.get('ack'))}"
+        f"{f['id']:<13}  "
+        + indent.join(textwrap.wrap(f"{f['message']}{_ack_text(f.get('ack'))}", MESSAGE_WIDTH,
+                                    break_on_hyphens=False) or [""])
         for f in found
     ])
 

@@ -316,8 +316,13 @@ def test_appendix_lines_carry_the_date(rendered):
     """The shift crosses midnight and the lines run gravest first, so a bare 23:11 or 03:01
     does not say which day."""
     *_, text, context = rendered
-    lines = "\n".join(context["appendix_blocks"]).splitlines()
+    all_lines = "\n".join(context["appendix_blocks"]).splitlines()
+    lines = [x for x in all_lines if not x.startswith(" ")]  # a wrapped message goes on below
     assert len(lines) == len(context["findings"])
+    # Issue 30: a wrapped message continues under itself, in the message column.
+    wrapped = [x for x in all_lines if x.startswith(" ")]
+    assert wrapped and all(re.match(r" {114}\S", x) for x in wrapped)
+    assert all(len(x) <= 114 + 94 for x in all_lines)
     assert all(re.match(r"2026-11-2[89] \d\d:\d\d:\d\d EST ", x) for x in lines)
     assert lines[0].startswith("2026-11-28 23:11:17 EST critical draw.banker_missed")
     assert "2026-11-29 03:01:18 EST critical draw.player_extra" in text

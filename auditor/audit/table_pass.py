@@ -21,10 +21,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor.audit import dealers, load
+from auditor.audit import dealers, load, shoe_reads
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
-from auditor.replay import log_ends, procedures
+from auditor.replay import log_ends, procedures, shoe_labels
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
@@ -49,6 +49,8 @@ OWNED_CODES = (
     "shoe.cut_card",
     "shoe.end_of_shoe",
     "shoe.void_required",
+    "shoe.not_started",
+    "shoe.reopened",
     "irregularity.disposition",
     "log.table_unclosed",
     "log.shoe_unfinished",
@@ -214,11 +216,12 @@ def _by_batch(
             )
             out.runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
-        shoes = load.load_shoes(con, shoe_rules, tables_in, every_round)
+        shoes = shoe_reads.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
-        excess, used = load.load_composition(con, tables_in)
-        last_cards = load.load_last_round_cards(con, shoes)
+        excess, used = shoe_reads.load_composition(con, tables_in, shoes)
+        last_cards = shoe_reads.load_last_round_cards(con, shoes)
         out.found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
+        out.found += shoe_labels.label_findings(shoes)
         if latest is not None:
             out.found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
                                                    latest, days)

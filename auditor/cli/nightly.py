@@ -61,7 +61,9 @@ def nightly_cmd(
     """The unattended nightly job: ingest the spool, audit, file a PDF per shift.
 
     Every shift of the gaming day with rounds gets its PDF under ARCHIVE/DAY/DAY_SHIFT.pdf;
-    shifts without rounds are skipped and said so. One run at a time (a lock file beside the
+    shifts without rounds are skipped and said so. The gaming day is recorded closed before
+    the audit (unless it has not ended yet), so a table whose log stops without its close is
+    in that day's PDF. One run at a time (a lock file beside the
     database, `DB.lock`); a run killed anywhere leaves a consistent database and the next run
     completes its work.
 

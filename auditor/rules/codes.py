@@ -515,10 +515,12 @@ _CODES = [
         "A table opening with no table_close: the table's log stops, or the table opens again, "
         "without it",
         "Rounds that are not in the log are never audited, and a log cut at a round boundary "
-        "shows no gap in seq. The end of a table's log is judged only once its gaming day is "
-        "over (the database holds an event at or after the end of the gaming day of the "
-        "table's last event, by the property's gaming_day_start), so a night still being "
-        "delivered is not flagged; a later file that completes the table withdraws it.",
+        "shows no gap in seq. The end of a table's log is judged only once the gaming day of "
+        "its last event is closed on record (nightly closes the day it reports, close-day by "
+        "hand, watch once the logs reach the day's end plus its grace, audit once the "
+        "database holds an event at or after the day's end), so a night still being "
+        "delivered is not flagged, and the day's own report shows it; a later file that "
+        "completes the table withdraws it.",
         "Table MB-03's log stops at 01:12 after round 31 of its fourth shoe; the other tables "
         "closed after 06:00.",
         "Its file goes on to the end of the shoe and the table_close at 06:04.",

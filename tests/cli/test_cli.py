@@ -953,6 +953,7 @@ DB_COMMANDS = {
     "ack": ["ack", "fp", "--by", "me", "--disposition", "ok"],
     "notice list": ["notice", "list"],
     "nightly": ["nightly", "--spool", "{spool}"],
+    "close-day": ["close-day", "2026-11-28"],
 }
 
 
@@ -1166,7 +1167,7 @@ def test_counts_say_one_thing_in_the_singular() -> None:
 COMMANDS = [
     ["ingest"], ["audit"], ["findings"], ["codes"], ["report"], ["doctor"], ["odds"],
     ["nightly"], ["runs"], ["ack"], ["simulate"], ["notice"], ["notice", "add"],
-    ["notice", "list"],
+    ["notice", "list"], ["close-day"],
 ]
 
 

@@ -6,7 +6,8 @@ ordinary deviations of a night (rate 0.02) so that the dealers' chart has errors
 - shoe.unshuffled: 0 (runs of 8: 0.00097 a year; the shuffle test: ~1e-9 a shoe);
 - play.side_bet_counting: 0 expected (1e-5 per seat, shift and bet tested);
 - dealer.error_rate: at most what its rate allows over the dealer-shifts charted (the
-  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%.
+  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%;
+- shoe.not_started, shoe.reopened (issue 28): 0 (a clean log names the shoe it deals from).
 """
 
 from __future__ import annotations
@@ -88,3 +89,11 @@ def test_dealer_alarms_within_their_rate(nights):
     assert found["dealer.error_rate"] <= _poisson_bound(dealer_shifts * TAIL)
     # the nights did carry errors to chart
     assert sum(n for code, n in found.items() if code.startswith(("draw.", "settle."))) > 50
+
+
+@pytest.mark.slow
+def test_no_shoe_named_out_of_its_stream_on_clean_nights(nights):
+    found, shoes, _ = nights
+    assert shoes > 700
+    assert found["shoe.not_started"] == 0
+    assert found["shoe.reopened"] == 0

@@ -140,15 +140,27 @@ def load_rounds(
           SELECT table_id, shoe, seq FROM events WHERE type = 'shoe_start' AND {these}
         ), ends AS (
           SELECT table_id, shoe, seq FROM events WHERE type = 'shoe_end' AND {these}
+        ), spans AS (
+          SELECT table_id, shoe, min(first_seq_all) AS lo, max(last_seq_all) AS hi
+          FROM r GROUP BY ALL
+        ), odd AS (
+          -- The shoes whose rounds may lie outside their shoe: not started before their first
+          -- round, or another shoe started between their first and last; only their rounds
+          -- are placed one by one.
+          SELECT table_id, shoe FROM spans s
+          WHERE NOT EXISTS (SELECT 1 FROM starts t WHERE t.table_id = s.table_id
+                              AND t.shoe = s.shoe AND t.seq < s.lo)
+             OR EXISTS (SELECT 1 FROM starts t WHERE t.table_id = s.table_id
+                          AND t.shoe <> s.shoe AND t.seq > s.lo AND t.seq < s.hi)
         ), placed AS (
-          SELECT r.*, c.shoe AS current, c.seq AS current_seq,
+          SELECT r.table_id, r.shoe, r.round, c.shoe AS current, c.seq AS current_seq,
                  coalesce(e.seq > c.seq, false) AS current_ended,
                  CASE WHEN o.seq IS NULL THEN 'not_started'
                       WHEN c.seq > o.seq THEN 'reopened' END AS misfiled,
                  CASE WHEN o.seq = c.seq AND t.seq > c.seq AND t.shoe <> r.shoe
                       THEN t.seq END AS split_at,
                  t.shoe AS split_to
-          FROM r
+          FROM (SELECT * FROM r SEMI JOIN odd USING (table_id, shoe)) r
           ASOF LEFT JOIN starts c ON r.table_id = c.table_id AND r.first_seq_all > c.seq
           ASOF LEFT JOIN starts o ON r.table_id = o.table_id AND r.shoe = o.shoe
             AND r.first_seq_all > o.seq
@@ -156,9 +168,11 @@ def load_rounds(
             AND r.first_seq_all > e.seq
           ASOF LEFT JOIN starts t ON r.table_id = t.table_id AND r.last_seq_all > t.seq
         )
-        SELECT *, CASE WHEN misfiled IS NOT NULL AND current IS NOT NULL AND NOT current_ended
-                       THEN current ELSE shoe END AS counted_in
-        FROM placed ORDER BY table_id, counted_in, first_seq
+        SELECT r.*, p.* EXCLUDE (table_id, shoe, round),
+               CASE WHEN p.misfiled IS NOT NULL AND p.current IS NOT NULL
+                         AND NOT p.current_ended THEN p.current ELSE r.shoe END AS counted_in
+        FROM r LEFT JOIN placed p USING (table_id, shoe, round)
+        ORDER BY table_id, counted_in, first_seq
         """
     ).to_arrow_table()
 

@@ -2,7 +2,8 @@
 relabelled to a shoe id that looks like the real one, the real shoe's `remaining` raised by
 that round's cards. Ingest and audit of the edited night still raise the critical
 shoe.composition, plus shoe.not_started naming the lie; nothing is downgraded to shoe.burn.
-The same edit with the table's previous shoe id: shoe.reopened."""
+The same edit with the table's previous shoe id: shoe.reopened. The issue's own edit (the id
+with an invisible U+200B) is refused line by line by the id alphabet."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
@@ -20,6 +22,8 @@ from auditor.store import db, runs
 # A night whose shoe MB-01-1201-02 holds a card too many (planted extra_card).
 SEED, TABLES, HOURS, RATE = 6, 2, 1, 0.1
 TABLE, SHOE = "MB-01", "MB-01-1201-02"
+
+pytestmark = pytest.mark.slow  # each test simulates, ingests and audits a night twice
 
 
 def _audited(files: list[Path], path: Path) -> duckdb.DuckDBPyConnection:
@@ -121,5 +125,37 @@ def test_a_round_relabelled_to_the_tables_previous_shoe_is_a_return_to_it(tmp_pa
     assert json.loads(lie["observed"])["counted_in"] == SHOE
     assert f"went back to shoe {previous}" in lie["message"]
     assert json.loads(lie["observed"])["cards"] == moved
+    assert not any(f["code"] in ("shoe.burn", "shoe.not_started") for f in after.values())
+    con.close()
+
+
+def test_the_issues_edit_with_an_invisible_character_is_refused_line_by_line(tmp_path):
+    """The issue's forger: round 8 relabelled to SHOE followed by U+200B. Every relabelled
+    line is quarantined as log.malformed whose message shows the character as U+200B, and the
+    hole they leave in the table's stream is a log.seq_gap. What those lines held (here the
+    card too many) is not audited until they are corrected and ingested again, as for any
+    quarantined line (README, "Nothing is lost")."""
+    files, honest, excess = _night(tmp_path)
+    rnd = _excess_round(honest, excess)
+    honest.close()
+    moved = _relabel(files, rnd, SHOE + "\u200b")
+    con = _audited(files, tmp_path / "lied.duckdb")
+    [(first, last, lines)] = con.execute(
+        "SELECT min(line_no), max(line_no), count(*) FROM quarantine").fetchall()
+    after = _standing(con)
+    malformed = sorted((f["seq"], f["severity"], f["table_id"], f["round"])
+                       for f in after.values() if f["code"] == "log.malformed")
+    assert lines == len(malformed) == last - first + 1 > moved
+    assert malformed == [(seq, "major", TABLE, rnd) for seq in range(first, last + 1)]
+    assert all(
+        f'shoe has U+200B at character 14, after "{SHOE}"' in f["message"]
+        for f in after.values() if f["code"] == "log.malformed")
+    [gap] = [f for f in after.values() if f["code"] == "log.seq_gap"]
+    assert (gap["table_id"], gap["seq"]) == (TABLE, last + 1)
+    assert f"seq {first - 1} is followed by seq {last + 1}; {lines} events are missing" in (
+        gap["message"])
+    # No event carries the look-alike id: nothing was counted in a phantom shoe.
+    assert con.execute("SELECT count(*) FROM events WHERE shoe LIKE ?",
+                       [SHOE + "_%"]).fetchone() == (0,)
     assert not any(f["code"] in ("shoe.burn", "shoe.not_started") for f in after.values())
     con.close()

@@ -34,6 +34,7 @@ from auditor.cli import (
     odds,
     report,
     runs,
+    signoff,
     simulate,
     watch,
 )
@@ -103,6 +104,7 @@ COMMANDS = (
     ("close-day", close_day.close_day_cmd),
     ("runs", runs.runs_cmd),
     ("ack", ack.ack_cmd),
+    ("signoff", signoff.signoff_cmd),
     ("simulate", simulate.simulate_cmd),
     ("watch", watch.watch_cmd),
     ("backfill", backfill.backfill_cmd),

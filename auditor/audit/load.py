@@ -143,15 +143,18 @@ def load_rounds(
         ), spans AS (
           SELECT table_id, shoe, min(first_seq_all) AS lo, max(last_seq_all) AS hi
           FROM r GROUP BY ALL
+        ), opened AS (
+          SELECT s.*, (SELECT max(t.seq) FROM starts t WHERE t.table_id = s.table_id
+                         AND t.shoe = s.shoe AND t.seq < s.lo) AS start_seq
+          FROM spans s
         ), odd AS (
           -- The shoes whose rounds may lie outside their shoe: not started before their first
-          -- round, or another shoe started between their first and last; only their rounds
-          -- are placed one by one.
-          SELECT table_id, shoe FROM spans s
-          WHERE NOT EXISTS (SELECT 1 FROM starts t WHERE t.table_id = s.table_id
-                              AND t.shoe = s.shoe AND t.seq < s.lo)
+          -- round, or another shoe started between that start and their last round; only
+          -- their rounds are placed one by one.
+          SELECT table_id, shoe FROM opened s
+          WHERE start_seq IS NULL
              OR EXISTS (SELECT 1 FROM starts t WHERE t.table_id = s.table_id
-                          AND t.shoe <> s.shoe AND t.seq > s.lo AND t.seq < s.hi)
+                          AND t.shoe <> s.shoe AND t.seq > s.start_seq AND t.seq < s.hi)
         ), placed AS (
           SELECT r.table_id, r.shoe, r.round, c.shoe AS current, c.seq AS current_seq,
                  coalesce(e.seq > c.seq, false) AS current_ended,

@@ -111,6 +111,27 @@ def test_a_return_to_an_earlier_shoe_counts_in_the_shoe_being_dealt(tmp_path):
     assert a.findings("shoe.not_started") == []
 
 
+
+def test_a_shoe_whose_every_round_comes_after_the_next_shoe_started_is_reopened(tmp_path):
+    """S1 started and S2 started over it before any S1 round: the rounds logged as S1 are
+    all after S2's shoe_start, so each is a return to S1 and counts in S2."""
+    log = Log()
+    log.open("MB-01", "P1", "22:00")
+    log.shoe_start("MB-01", "22:01", "S1", decks=1)
+    log.shoe_start("MB-01", "22:02", "S2", decks=1)
+    log.burn("MB-01", "S2", BURN)
+    dealt = deal_rounds(DECK, 2, 2)
+    for rnd, cards in enumerate(dealt, start=1):
+        log.round("MB-01", "S1", rnd, cards)
+    log.shoe_end("MB-01", "S2", remaining=52 - 2 - 8)
+    log.close("MB-01", "23:30")
+    a = run(tmp_path, log)
+    [back] = a.findings("shoe.reopened")  # one finding for the return, from its first round
+    assert (back["severity"], back["shoe"], back["round"], back["observed"]["counted_in"]) \
+        == ("major", "S1", 1, "S2")
+    assert (back["observed"]["rounds"], back["observed"]["cards"]) == ([1, 2], 8)
+    assert a.findings("shoe.composition") == []  # S2's count balances with them in it
+
 def test_a_shoe_end_of_a_shoe_never_started_ends_nothing(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "22:00")

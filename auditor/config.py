@@ -333,3 +333,47 @@ def parse_date(text: str) -> dt.date:
         return dt.date.fromisoformat(text)
     except ValueError:
         raise UserError(f"a date must look like 2026-11-28, not {text!r}") from None
+
+
+# --- local times typed by a person -----------------------------------------------------------
+
+
+def shown_time(value: dt.datetime) -> str:
+    """A time as a person typed or reads it, in the zone it carries: "2026-11-01 01:40 EST"
+    (seconds when it has some); never UTC with microseconds."""
+    text = value.strftime("%Y-%m-%d %H:%M:%S" if value.second else "%Y-%m-%d %H:%M")
+    name = value.tzname()
+    return f"{text} {name}" if name else text
+
+
+def local_moment(value: dt.datetime, zone: dt.tzinfo, what: str) -> dt.datetime:
+    """A local date and time without an offset, read in `zone`. Where the zone's clocks
+    skip it (spring forward) or pass it twice (fall back) it is no one moment: refused with
+    a sentence giving the moments it could mean, each with its offset, to write instead."""
+    if value.tzinfo is not None:
+        return value
+    first, second = value.replace(tzinfo=zone, fold=0), value.replace(tzinfo=zone, fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return first
+    typed = value.strftime("%Y-%m-%d %H:%M:%S" if value.second else "%Y-%m-%d %H:%M")
+    place = getattr(zone, "key", str(zone))
+    real = first.astimezone(dt.UTC).astimezone(zone).replace(tzinfo=None) == value
+    # Both readings, earlier first (a set would merge them: within one zone, aware times
+    # compare by their wall time, fold aside).
+    moments = sorted([first, second], key=lambda m: m.astimezone(dt.UTC))
+    if real:
+        readings = " or ".join(f"{_with_offset(m)} ({m.tzname()})" for m in moments)
+        raise UserError(f"{what} {typed} happens twice in {place} (the clocks go back that "
+                        f"night): write {readings}")
+    # Both readings of a time the clocks skip, as the local times they are.
+    readings = " or ".join(
+        f"{_with_offset(x)} ({x.tzname()})"
+        for x in (m.astimezone(dt.UTC).astimezone(zone) for m in moments)
+    )
+    raise UserError(f"{what} {typed} does not exist in {place} (the clocks go forward over "
+                    f"it that night): write the moment meant with its offset, {readings}")
+
+
+def _with_offset(moment: dt.datetime) -> str:
+    """"2026-11-01 01:40-05:00": a local time as it is typed with its offset."""
+    return moment.isoformat(sep=" ", timespec="seconds" if moment.second else "minutes")

@@ -6,9 +6,9 @@ Without --db, builds (once, cached as bench/out/tables-<rounds>.duckdb) an inges
 database of simulated NJ mini-baccarat tables (auditor.simulate.bulk, deviations planted at
 a rate of 0.001 a round). The database is copied to a temporary file first, so the original
 is never written to; then auditor.audit.table_pass.compute runs once on the copy (it only
-reads), with each loader of auditor.audit.load and each check of auditor.replay.shoes timed
-on the way. Prints rounds, shoes, findings, seconds (in all and per step) and the peak
-resident memory of this process.
+reads), with each loader of auditor.audit.load and .shoe_reads, and each check of
+auditor.replay.shoes, .log_ends and .shoe_labels, timed on the way. Prints rounds, shoes,
+findings, seconds (in all and per step) and the peak resident memory of this process.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from auditor.audit import load, table_pass  # noqa: E402
+from auditor.audit import load, shoe_reads, table_pass  # noqa: E402
 from auditor.config import PropertyConfig  # noqa: E402
 from auditor.ingest.run import ingest  # noqa: E402
+from auditor.replay import log_ends, shoe_labels  # noqa: E402
 from auditor.replay import shoes as shoe_checks  # noqa: E402
 from auditor.replay import tables as table_checks  # noqa: E402
 from auditor.simulate.bulk import simulate_bulk  # noqa: E402
@@ -101,7 +102,11 @@ def main() -> None:
     loaders = sorted(n for n in vars(load) if n.startswith("load_")
                      or n == "tables_with_other_orders")
     timed(load, loaders, spent, calls)
-    timed(shoe_checks, ["shoe_findings", "log_end_findings"], spent, calls)
+    timed(shoe_reads, sorted(n for n in vars(shoe_reads) if n.startswith("load_")), spent,
+          calls)
+    timed(shoe_checks, ["shoe_findings"], spent, calls)
+    timed(log_ends, ["log_end_findings"], spent, calls)
+    timed(shoe_labels, ["label_findings"], spent, calls)
     timed(table_checks, ["undeclared_runs"], spent, calls)
     with tempfile.TemporaryDirectory(prefix="bench-tables-", dir=source.parent) as tmp:
         copy = Path(tmp) / "audit.duckdb"

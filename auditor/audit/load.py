@@ -12,9 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 
 import duckdb
 import numpy as np
@@ -24,15 +22,6 @@ import pyarrow.compute as pc
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
-from auditor.replay.shoes import (
-    Excess,
-    Rounds,
-    Shoe,
-    ShoeEvent,
-    ShoeRules,
-    cited_rounds,
-    opening_seq,
-)
 from auditor.replay.tables import RoundOrder, order_facts, round_order
 from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
@@ -120,22 +109,73 @@ def load_rounds(
     con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None = None
 ) -> pa.Table:
     """Every round (table_id, shoe, round) of the tables in `tables_in` (one of
-    db.table_batches, or all) as columns, in seq order per shoe: `first_seq_all` and `void`
-    over all its events, where the payment orders read the declared procedure; `first_seq`,
-    `last_seq` and `cards` without the cutting card, the span the shoe checks count
-    (`spanned` false when the cutting card is all the round has). One aggregate over the
-    events serves both passes, the costliest read of the table pass."""
+    db.table_batches, or all) as columns: `first_seq_all` and `void` over all its events,
+    where the payment orders read the declared procedure; `first_seq`, `last_seq` and `cards`
+    without the cutting card, the span the shoe checks count (`spanned` false when the
+    cutting card is all the round has). One aggregate over the events serves both passes,
+    the costliest read of the table pass.
+
+    And where the stream puts it (replay/shoe_labels.py): `current` and `current_seq`, the
+    table's last shoe_start before the round, `current_ended` whether that shoe had ended;
+    `misfiled` 'not_started' when no shoe_start of the round's own shoe came before it,
+    'reopened' when the table started another shoe since; `counted_in`, the shoe its cards
+    count in (the shoe being dealt for a misfiled round, else its own); `split_at`, where a
+    round begun in its own shoe goes on after another shoe's shoe_start (`split_to`): a round
+    number of the shoe left, reused for events of the next. In order of (table_id,
+    counted_in, first_seq). Seq gaps are not looked at here (load_shoes)."""
+    these = table_range_sql(tables_in)
     return con.sql(
         f"""
-        SELECT table_id, shoe, round, min(seq) AS first_seq_all,
-               bool_or(type = 'void') AS void,
-               count(*) FILTER (type NOT IN ('cut_card')) > 0 AS spanned,
-               min(seq) FILTER (type NOT IN ('cut_card')) AS first_seq,
-               max(seq) FILTER (type NOT IN ('cut_card')) AS last_seq,
-               count(*) FILTER (type = 'card') AS cards
-        FROM events
-        WHERE shoe IS NOT NULL AND round IS NOT NULL AND {table_range_sql(tables_in)}
-        GROUP BY ALL ORDER BY table_id, shoe, first_seq
+        WITH r AS (
+          SELECT table_id, shoe, round, min(seq) AS first_seq_all, max(seq) AS last_seq_all,
+                 bool_or(type = 'void') AS void,
+                 count(*) FILTER (type NOT IN ('cut_card')) > 0 AS spanned,
+                 min(seq) FILTER (type NOT IN ('cut_card')) AS first_seq,
+                 max(seq) FILTER (type NOT IN ('cut_card')) AS last_seq,
+                 count(*) FILTER (type = 'card') AS cards
+          FROM events
+          WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
+          GROUP BY ALL
+        ), starts AS (
+          SELECT table_id, shoe, seq FROM events WHERE type = 'shoe_start' AND {these}
+        ), ends AS (
+          SELECT table_id, shoe, seq FROM events WHERE type = 'shoe_end' AND {these}
+        ), spans AS (
+          SELECT table_id, shoe, min(first_seq_all) AS lo, max(last_seq_all) AS hi
+          FROM r GROUP BY ALL
+        ), opened AS (
+          SELECT s.*, (SELECT max(t.seq) FROM starts t WHERE t.table_id = s.table_id
+                         AND t.shoe = s.shoe AND t.seq < s.lo) AS start_seq
+          FROM spans s
+        ), odd AS (
+          -- The shoes whose rounds may lie outside their shoe: not started before their first
+          -- round, or another shoe started between that start and their last round; only
+          -- their rounds are placed one by one.
+          SELECT table_id, shoe FROM opened s
+          WHERE start_seq IS NULL
+             OR EXISTS (SELECT 1 FROM starts t WHERE t.table_id = s.table_id
+                          AND t.shoe <> s.shoe AND t.seq > s.start_seq AND t.seq < s.hi)
+        ), placed AS (
+          SELECT r.table_id, r.shoe, r.round, c.shoe AS current, c.seq AS current_seq,
+                 coalesce(e.seq > c.seq, false) AS current_ended,
+                 CASE WHEN o.seq IS NULL THEN 'not_started'
+                      WHEN c.seq > o.seq THEN 'reopened' END AS misfiled,
+                 CASE WHEN o.seq = c.seq AND t.seq > c.seq AND t.shoe <> r.shoe
+                      THEN t.seq END AS split_at,
+                 t.shoe AS split_to
+          FROM (SELECT * FROM r SEMI JOIN odd USING (table_id, shoe)) r
+          ASOF LEFT JOIN starts c ON r.table_id = c.table_id AND r.first_seq_all > c.seq
+          ASOF LEFT JOIN starts o ON r.table_id = o.table_id AND r.shoe = o.shoe
+            AND r.first_seq_all > o.seq
+          ASOF LEFT JOIN ends e ON c.table_id = e.table_id AND c.shoe = e.shoe
+            AND r.first_seq_all > e.seq
+          ASOF LEFT JOIN starts t ON r.table_id = t.table_id AND r.last_seq_all > t.seq
+        )
+        SELECT r.*, p.* EXCLUDE (table_id, shoe, round),
+               CASE WHEN p.misfiled IS NOT NULL AND p.current IS NOT NULL
+                         AND NOT p.current_ended THEN p.current ELSE r.shoe END AS counted_in
+        FROM r LEFT JOIN placed p USING (table_id, shoe, round)
+        ORDER BY table_id, counted_in, first_seq
         """
     ).to_arrow_table()
 
@@ -258,287 +298,6 @@ def load_round_orders(
             r = round_order(table, shoe, rnd, first_seq, moves[i], None if d < 0 else d, charged)
             if r is not None:
                 out.append(r)
-    return out
-
-
-# --- shoes ---------------------------------------------------------------------------------
-
-_NORM_CARD = (
-    "(CASE WHEN length(c) = 3 THEN 'T' ELSE upper(left(c, 1)) END || lower(right(c, 1)))"
-)
-
-
-@lru_cache(maxsize=1024)
-def _card_text(card: str) -> str:
-    return str(parse_card(card))
-
-
-def load_shoes(
-    con: duckdb.DuckDBPyConnection,
-    rules_for: Callable[[str | None, str | None], ShoeRules | None],
-    tables_in: tuple[str, str] | None = None,
-    rounds: pa.Table | None = None,
-) -> list[Shoe]:
-    """Every (table, shoe) with its shoe-level events, round spans, rules and opening (of the
-    tables in `tables_in`, one of db.table_batches, or of all; `rounds`: load_rounds of
-    them, if already read)."""
-    these = table_range_sql(tables_in, "e.table_id")
-    rows = con.execute(
-        f"""
-        WITH t AS (
-          SELECT e.table_id, e.seq, e.ts, e.type, s.path || ':' || e.line_no AS source,
-                 e.shoe, e.pit, e.game, e.jurisdiction, e.decks, e.shuffle, e.batch, e.cards,
-                 e.card, e.burned, e.round, e.remaining
-          FROM events e JOIN sources s ON s.id = e.source_id
-          WHERE e.type IN ('table_open', 'table_close', 'shoe_start', 'burn', 'face_up_in_shoe',
-                           'cut_card', 'shoe_end') AND {these}
-        )
-        SELECT *, lead(type) OVER (PARTITION BY table_id ORDER BY seq) AS next_type
-        FROM t ORDER BY table_id, seq
-        """
-    ).fetchall()
-    shoes: dict[tuple[str, str], Shoe] = {}
-    order: list[tuple[str, str]] = []
-    opening: dict[str, tuple[int, str | None, str | None, str | None]] = {}
-    for (table, seq, ts, type_, source, shoe_id, pit, game, jurisdiction, decks, shuffle,
-         batch, cards, card, burned, rnd, remaining, next_type) in rows:
-        if type_ == "table_open":
-            n = opening.get(table, (0, None, None, None))[0] + 1
-            opening[table] = (n, pit, game, jurisdiction)
-            continue
-        if type_ == "table_close" or shoe_id is None:
-            continue
-        key = (table, shoe_id)
-        if key not in shoes:
-            session, pit_, game_, jur = opening.get(table, (0, None, None, None))
-            shoes[key] = Shoe(table, shoe_id, pit_, jur, session,
-                              rules=rules_for(jur, game_))
-            order.append(key)
-        s = shoes[key]
-        ev = ShoeEvent(table, shoe_id, seq, ts, type_, source, decks, shuffle, batch,
-                       tuple(map(_card_text, cards or ())),
-                       None if card is None else _card_text(card),
-                       tuple(map(_card_text, burned or ())), rnd, remaining, next_type)
-        if type_ == "shoe_start" and s.start is None:
-            s.start = ev
-        elif type_ == "burn":
-            s.burns.append(ev)
-        elif type_ == "face_up_in_shoe":
-            s.face_ups.append(ev)
-        elif type_ == "cut_card" and s.cut is None:
-            s.cut = ev
-        elif type_ == "shoe_end" and s.end is None:
-            s.end = ev
-    # Rounds as columns, a shoe's rounds together in seq order; a shoe known only by its rounds
-    # comes after the others of its table here, and the sort at the end puts it in its place.
-    spans = load_rounds(con, tables_in) if rounds is None else rounds
-    spans = spans.filter(pc.field("spanned"))
-    if spans.num_rows:
-        cols = {n: spans.column(n).to_numpy() for n in ("round", "first_seq", "last_seq",
-                                                         "cards")}
-        cols["void"] = spans.column("void").fill_null(False).to_numpy()
-        tables = pc.dictionary_encode(spans.column("table_id").combine_chunks())
-        shoe_ids = pc.dictionary_encode(spans.column("shoe").combine_chunks())
-        t_idx = tables.indices.fill_null(-1).to_numpy()
-        s_idx = shoe_ids.indices.fill_null(-1).to_numpy()
-        starts = np.flatnonzero(np.diff(t_idx, prepend=-2) | np.diff(s_idx, prepend=-2))
-        names, shoe_names = tables.dictionary.to_pylist(), shoe_ids.dictionary.to_pylist()
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), spans.num_rows], strict=True):
-            key = (names[t_idx[lo]], shoe_names[s_idx[lo]])
-            if key not in shoes:
-                shoes[key] = Shoe(*key)
-                order.append(key)
-            shoes[key].rounds = Rounds(**{n: c[lo:hi] for n, c in cols.items()})
-        _cite_rounds(con, shoes.values(), these)
-    _mark_gaps(con, shoes, tables_in)
-    return [shoes[k] for k in sorted(order, key=lambda k: (k[0], opening_seq(shoes[k])))]
-
-
-def _cite_rounds(con: duckdb.DuckDBPyConnection, shoes: Iterable[Shoe], these: str) -> None:
-    """The time and source of the rounds a finding can cite (shoes.cited_rounds), read for
-    those rounds only."""
-    where: dict[tuple[str, str, int], tuple[Shoe, int]] = {}
-    for s in shoes:
-        for i in cited_rounds(s):
-            where[(s.table, s.shoe, int(s.rounds.round[i]))] = (s, i)
-    if not where:
-        return
-    con.register("cited_rounds", pa.table({
-        "table_id": pa.array([k[0] for k in where], pa.string()),
-        "shoe": pa.array([k[1] for k in where], pa.string()),
-        "round": pa.array([k[2] for k in where], pa.int64()),
-    }))
-    try:
-        rows = con.execute(
-            f"""
-            SELECT e.table_id, e.shoe, e.round, min(e.ts),
-                   arg_min(s.path || ':' || e.line_no, e.seq)
-            FROM events e
-            JOIN cited_rounds c ON e.table_id IS NOT DISTINCT FROM c.table_id
-              AND e.shoe = c.shoe AND e.round = c.round
-            JOIN sources s ON s.id = e.source_id
-            WHERE e.type NOT IN ('cut_card') AND {these}
-            GROUP BY ALL
-            """
-        ).fetchall()
-    finally:
-        con.unregister("cited_rounds")
-    for table, shoe_id, rnd, ts, source in rows:
-        s, i = where[(table, shoe_id, rnd)]
-        s.rounds.detail[i] = (ts, source)
-
-
-def _mark_gaps(
-    con: duckdb.DuckDBPyConnection,
-    shoes: Mapping[tuple[str, str], Shoe],
-    tables_in: tuple[str, str] | None,
-) -> None:
-    gaps: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for table, prev, seq in _seq_gaps(con, "stream", tables_in):
-        gaps[table].append((prev, seq))
-    for (table, _), s in shoes.items():
-        lo = opening_seq(s)
-        ends = [e.seq for e in (s.end, s.cut) if e is not None]
-        if len(s.rounds):
-            ends.append(int(s.rounds.last_seq.max()))
-        hi = max(ends, default=lo)
-        s.gap = any(prev < hi and seq > lo for prev, seq in gaps[table])
-
-
-def _seq_gaps(
-    con: duckdb.DuckDBPyConnection, by: str, tables_in: tuple[str, str] | None
-) -> list[tuple[str, int, int]]:
-    """(table, seq before, seq) wherever seq skips numbers in a partition (`by`: stream or
-    table_id) of the events of tables. A stream never repeats a seq (ingest refuses that), so a
-    partition of one stream whose seqs number as many as its range has no gap: the window over
-    the events, the costly part, runs only over the others."""
-    these = table_range_sql(tables_in)
-    broken = [
-        part for part, ok in con.execute(
-            f"""
-            SELECT {by}, count(seq) = count(*) AND count(*) = max(seq) - min(seq) + 1
-                   AND min(stream) = max(stream)
-            FROM events WHERE table_id IS NOT NULL AND {these} GROUP BY ALL
-            """
-        ).fetchall()
-        if not ok
-    ]
-    if not broken:
-        return []
-    only = ("true" if None in broken
-            else f"{by} IN (SELECT unnest(?::VARCHAR[]))")
-    return [
-        (t, p, q) for t, p, q in con.execute(
-            f"""
-            SELECT table_id, prev, seq FROM (
-              SELECT table_id, seq, lag(seq) OVER (PARTITION BY {by} ORDER BY seq) AS prev
-              FROM events WHERE table_id IS NOT NULL AND {these} AND {only}
-            ) WHERE seq > prev + 1
-            """,
-            [] if None in broken else [broken],
-        ).fetchall()
-    ]
-
-
-def load_composition(
-    con: duckdb.DuckDBPyConnection,
-    tables_in: tuple[str, str] | None = None,
-) -> tuple[dict[tuple[str, str], list[Excess]], dict[tuple[str, str], int]]:
-    """Per (table, shoe): the cards seen more often than its decks allow, and the number of
-    cards dealt, burned or found face up.
-
-    Cards are counted per shoe as logged, and spellings are merged on those counts, not on
-    every card; only the shoes with a card too many are read card by card."""
-    these = table_range_sql(tables_in)
-    decks_sql = f"""
-        SELECT table_id, shoe, arg_min(decks, seq) AS decks FROM events
-        WHERE type = 'shoe_start' AND {these} GROUP BY ALL"""
-    used: dict[tuple[str, str], int] = {}
-    over: list[tuple[str, str]] = []
-    for table, shoe, n, too_many in con.execute(
-        f"""
-        WITH logged AS (
-          SELECT table_id, shoe, card AS c, count(*) AS n FROM events
-          WHERE type = 'card' AND shoe IS NOT NULL AND {these} GROUP BY ALL
-          UNION ALL
-          SELECT table_id, shoe, c, count(*) FROM (
-            SELECT table_id, shoe,
-                   unnest(CASE WHEN type = 'burn' THEN cards
-                               ELSE list_prepend(card, coalesce(burned, []::VARCHAR[])) END) AS c
-            FROM events
-            WHERE type IN ('burn', 'face_up_in_shoe') AND shoe IS NOT NULL AND {these}
-          ) GROUP BY ALL
-        ), counted AS (
-          SELECT table_id, shoe, {_NORM_CARD} AS card, sum(n) AS n FROM logged GROUP BY ALL
-        )
-        SELECT c.table_id, c.shoe, sum(c.n), coalesce(bool_or(c.n > d.decks), false)
-        FROM counted c LEFT JOIN ({decks_sql}) d USING (table_id, shoe)
-        GROUP BY ALL
-        """
-    ).fetchall():
-        used[(table, shoe)] = int(n)
-        if too_many:
-            over.append((table, shoe))
-    if not over:
-        return {}, used
-    con.register("shoes_over", pa.table({
-        "table_id": pa.array([t for t, _ in over], pa.string()),
-        "shoe": pa.array([s for _, s in over], pa.string()),
-    }))
-    try:
-        rows = con.execute(
-            f"""
-            WITH shoe_cards AS (
-              SELECT table_id, shoe, seq, ts, source_id, line_no, {_NORM_CARD} AS card FROM (
-                SELECT e.table_id, e.shoe, e.seq, e.ts, e.source_id, e.line_no,
-                       unnest(CASE WHEN e.type = 'card' THEN [e.card]
-                                   WHEN e.type = 'burn' THEN e.cards
-                                   ELSE list_prepend(e.card, coalesce(e.burned, []::VARCHAR[]))
-                              END) AS c
-                FROM events e JOIN shoes_over o USING (table_id, shoe)
-                WHERE e.type IN ('card', 'burn', 'face_up_in_shoe') AND {these}
-              )
-            )
-            SELECT c.table_id, c.shoe, c.card, count(*),
-                   list({{'seq': c.seq, 'ts': c.ts, 'source_id': c.source_id,
-                          'line': c.line_no}} ORDER BY c.seq),
-                   d.decks
-            FROM shoe_cards c JOIN ({decks_sql}) d USING (table_id, shoe)
-            GROUP BY c.table_id, c.shoe, c.card, d.decks
-            HAVING count(*) > d.decks
-            ORDER BY c.table_id, c.shoe, c.card
-            """
-        ).fetchall()
-    finally:
-        con.unregister("shoes_over")
-    excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
-    for table, shoe, card, n, seqs, decks in rows:
-        at = seqs[decks]
-        path = con.execute("SELECT path FROM sources WHERE id = ?",
-                           [at["source_id"]]).fetchall()[0][0]
-        excess[(table, shoe)].append(Excess(card, n, at["seq"], at["ts"],
-                                            f"{path}:{at['line']}",
-                                            tuple(x["seq"] for x in seqs)))
-    return dict(excess), used
-
-
-def load_last_round_cards(
-    con: duckdb.DuckDBPyConnection, shoes: Sequence[Shoe]
-) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """The (to, card) pairs of the last round of each shoe dealt to its last card."""
-    wanted = [
-        (s.table, s.shoe, int(s.rounds.round[-1]))
-        for s in shoes
-        if len(s.rounds) and s.size is not None and not s.gap and s.consumed >= s.size
-    ]
-    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for table, shoe, rnd in wanted:
-        rows = con.execute(
-            "SELECT to_hand, card FROM events WHERE type = 'card' AND table_id = ? AND shoe = ? "
-            "AND round = ? ORDER BY seq",
-            [table, shoe, rnd],
-        ).fetchall()
-        out[(table, shoe)] = [(to, str(parse_card(c))) for to, c in rows]
     return out
 
 

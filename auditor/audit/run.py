@@ -99,11 +99,14 @@ def audit(
     progress: Progress | None = None,
     closed_before: dt.datetime | None = None,
     known: Known | None = None,
+    day_close: tuple[str, dt.timedelta] = ("audit", dt.timedelta(0)),
 ) -> AuditResult:
     """Audit every round not yet audited; with `rerun` (a UTC window), also every round that
     started in it; with `closed_before` (`watch`), only the rounds that can get no more
     events (see select_rounds). One transaction: a crash leaves no partial audit behind.
-    Then, unless `tables` is false, the table, pit and shoe pass.
+    Then, unless `tables` is false, the table, pit and shoe pass, which records closed the
+    gaming days the database shows over (`day_close`: who closes them, and the grace after
+    a day's end; table_pass.table_findings).
 
     `progress` is told after each batch of tables and around the table pass: a 10M-round
     day takes many minutes, and an operator (or cron's log) should see it moving.
@@ -134,7 +137,7 @@ def audit(
         progress("tables, pits and shoes", len(batches), total)
     # Across rounds, tables and pits: recomputed over the whole database every time (each
     # in its own transaction), so a crash between the passes is mended by the next run.
-    result.tables = table_findings(con, run_id, config)
+    result.tables = table_findings(con, run_id, config, day_close=day_close)
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     # Before the dealers: a shoe finding counts against the shoe's dealer.
     result.tables["shoe_integrity"] = integrity_findings(

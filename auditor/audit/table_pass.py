@@ -21,10 +21,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from auditor.audit import dealers, load
+from auditor.audit import dealers, load, shoe_reads
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
-from auditor.replay import log_ends, procedures
+from auditor.replay import log_ends, procedures, shoe_labels
 from auditor.replay import shoes as shoe_checks
 from auditor.replay import tables as table_checks
 from auditor.replay.irregular import irregularity_findings
@@ -32,7 +32,7 @@ from auditor.replay.procedures import Notice, ProcedureRules
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import PackCache, RulePack
-from auditor.store import db, findings
+from auditor.store import closed_days, db, findings
 from auditor.store import notices as hand_notices
 from auditor.store.sql import quote
 
@@ -49,6 +49,8 @@ OWNED_CODES = (
     "shoe.cut_card",
     "shoe.end_of_shoe",
     "shoe.void_required",
+    "shoe.not_started",
+    "shoe.reopened",
     "irregularity.disposition",
     "log.table_unclosed",
     "log.shoe_unfinished",
@@ -99,10 +101,15 @@ def compute(
     *,
     min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
     changeover_grace: dt.timedelta | None = None,
+    day_grace: dt.timedelta = dt.timedelta(0),
 ) -> tuple[list[Finding], dict[str, Any], dict[tuple[str, int], list[Notice]]]:
     """Every table-, pit- and shoe-level finding the database supports now, counts of what
     was examined, and the changes (table, seq) answered by notices entered by hand. Reads
-    only (the notices table is created if missing)."""
+    only (the notices table is created if missing).
+
+    The ends of table logs are judged for the gaming days closed (store/closed_days.py), and
+    for a day the database shows over: an event at or after its end plus `day_grace`; those
+    days are in the counts' `gaming_days_closed`, for table_findings to record."""
     hand_notices.ensure_table(con)
     zone = config.zone_for(con)
     packs = PackCache()
@@ -125,7 +132,10 @@ def compute(
         changeover_grace = _changeover_grace(pack_of)
     episodes = table_checks.pit_episodes(timeline.segments, changeover_grace)
     found += table_checks.pit_findings(episodes, zone)
-    batches = _by_batch(con, config, zone, packs, timeline, charged, min_undeclared_rounds)
+    closed = log_ends.ClosedDays(
+        log_ends.GamingDays(config.gaming_day_start, zone),
+        frozenset(closed_days.closed_days(con)), load.load_latest_ts(con), day_grace)
+    batches = _by_batch(con, config, packs, timeline, charged, min_undeclared_rounds, closed)
     found += batches.found
     found += table_checks.undeclared_findings(batches.runs, timeline.pits, notices, zone)
     irregular, unjudged = irregularity_findings(load.load_irregularities(con), pack_of)
@@ -144,6 +154,7 @@ def compute(
         "shoes_with_seq_gap": batches.counts["gap"],
         "irregularities_not_judged": unjudged,
         "rule_packs_missing": packs.unusable(),
+        "gaming_days_closed": [f"{d:%Y-%m-%d}" for d in sorted(closed.newly)],
     }
     return found, stats, _answered_by_hand(verdicts)
 
@@ -181,11 +192,11 @@ class _Batches:
 def _by_batch(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
-    zone: dt.tzinfo,
     packs: PackCache,
     timeline: procedures.Timeline,
     charged: Mapping[str, bool | None],
     min_undeclared_rounds: int,
+    closed: log_ends.ClosedDays,
 ) -> _Batches:
     """Rounds and shoes a batch of tables at a time: a run of rounds and a shoe stay at one
     table, and a day of millions of rounds would not fit in memory at once."""
@@ -200,8 +211,6 @@ def _by_batch(
         return shoe_rules_of[key]
 
     out = _Batches()
-    latest = load.load_latest_ts(con)
-    days = log_ends.GamingDays(config.gaming_day_start, zone)
     for tables_in in db.table_batches(con):
         every_round = load.load_rounds(con, tables_in)
         suspects, n = load.tables_with_other_orders(
@@ -214,14 +223,14 @@ def _by_batch(
             )
             out.runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
             del rounds
-        shoes = load.load_shoes(con, shoe_rules, tables_in, every_round)
+        shoes = shoe_reads.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
-        excess, used = load.load_composition(con, tables_in)
-        last_cards = load.load_last_round_cards(con, shoes)
+        excess, used = shoe_reads.load_composition(con, tables_in, shoes)
+        last_cards = shoe_reads.load_last_round_cards(con, shoes)
         out.found += shoe_checks.shoe_findings(shoes, excess, used, last_cards)
-        if latest is not None:
-            out.found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
-                                                   latest, days)
+        out.found += shoe_labels.label_findings(shoes)
+        out.found += log_ends.log_end_findings(load.load_streams(con, tables_in), shoes,
+                                               closed)
         out.counts["shoes"] += len(shoes)
         out.counts["no_pack"] += sum(1 for s in shoes if s.rules is None)
         out.counts["gap"] += sum(1 for s in shoes if s.gap)
@@ -235,20 +244,26 @@ def table_findings(
     *,
     min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
     changeover_grace: dt.timedelta | None = None,
+    day_close: tuple[str, dt.timedelta] = ("audit", dt.timedelta(0)),
 ) -> dict[str, Any]:
     """Compute the table, pit and shoe findings over the whole database and record them.
 
     New findings are appended; standing findings of OWNED_CODES that the data no longer
     supports are withdrawn. Fingerprints are deterministic, so a rerun on the same data adds
-    and withdraws nothing. Runs its own transaction (call it outside any other). Returns a
-    JSON-ready summary.
+    and withdraws nothing. The gaming days the database shows over (an event at or after the
+    day's end plus the grace of `day_close`) are recorded closed, by its `how`, with the
+    findings. Runs its own transaction (call it outside any other). Returns a JSON-ready
+    summary.
     """
+    how, grace = day_close
     found, stats, by_hand = compute(
         con, config, min_undeclared_rounds=min_undeclared_rounds,
-        changeover_grace=changeover_grace,
+        changeover_grace=changeover_grace, day_grace=grace,
     )
     con.execute("BEGIN TRANSACTION")
     try:
+        closed_days.close(con, [dt.date.fromisoformat(d) for d in stats["gaming_days_closed"]],
+                          run_id, how)
         new, withdrawn = _store(con, run_id, found, by_hand)
         con.execute("COMMIT")
     except BaseException:

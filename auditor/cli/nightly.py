@@ -61,7 +61,9 @@ def nightly_cmd(
     """The unattended nightly job: ingest the spool, audit, file a PDF per shift.
 
     Every shift of the gaming day with rounds gets its PDF under ARCHIVE/DAY/DAY_SHIFT.pdf;
-    shifts without rounds are skipped and said so. A report once filed is never rewritten:
+    shifts without rounds are skipped and said so. The gaming day is recorded closed before
+    the audit (unless it has not ended yet), so a table whose log stops without its close is
+    in that day's PDF. A report once filed is never rewritten:
     when what it shows changed, the next version is filed beside it (DAY_SHIFT.v2.pdf,
     numbered after the files in the archive). An earlier gaming day with reports in the
     archive whose findings changed since (a log of that day delivered late) is filed again

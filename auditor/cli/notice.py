@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from auditor.config import local_moment
 from auditor.errors import EXIT_OK, UserError
 from auditor.store import db, notices, runs
 from auditor.words import count
@@ -50,7 +51,8 @@ class Recipient(StrEnum):
 
 def parse_time(text: str, zone: dt.tzinfo, what: str) -> dt.datetime:
     """RFC 3339 with an offset (`2026-11-29T02:40:00-05:00`, `...Z`), or a local date and time
-    (`2026-11-29 02:40`) read in the property's zone."""
+    (`2026-11-29 02:40`) read in the property's zone; a local time the zone skips or passes
+    twice (a change of daylight saving time) is refused, asking for the offset."""
     try:
         value = dt.datetime.fromisoformat(text.strip())
     except ValueError:
@@ -58,9 +60,7 @@ def parse_time(text: str, zone: dt.tzinfo, what: str) -> dt.datetime:
             f"{what} {text!r} is not a time: give RFC 3339 like 2026-11-29T02:40:00-05:00, "
             "or a local date and time like \"2026-11-29 02:40\""
         ) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
-    return value
+    return local_moment(value, zone, what)
 
 
 @notice_app.command("add")
@@ -96,7 +96,8 @@ def add_cmd(
     The pit (and any --tables) must be in the logs or the property config. A notice given
     after the time it announces is refused unless --late. Times: RFC 3339 with an offset, or
     a local date and time read in the property's time zone (config), else at the offset the
-    logs carry.
+    logs carry; a local time that a change of daylight saving time makes ambiguous or skips
+    is refused: give it with its offset ("2026-11-01 01:40-05:00").
     """
     from auditor import config as cfg
 

@@ -107,6 +107,24 @@ def simulate_cmd(
             "pack's order (shoe.unshuffled; docs/shoe-integrity.md).",
         ),
     ] = False,
+    phantom_shoe: Annotated[
+        bool,
+        typer.Option(
+            "--phantom-shoe",
+            help="Plant a lie: the round with a shoe's card too many logged in a shoe id one "
+            "character off, the shoe's remaining raised to match (shoe.not_started; the "
+            "shoe.composition stands; docs/procedures.md, Shoes).",
+        ),
+    ] = False,
+    shoe_reopened: Annotated[
+        bool,
+        typer.Option(
+            "--shoe-reopened",
+            help="Plant a lie: the round with a shoe's card too many logged as the next "
+            "round of the table's previous shoe, the remaining raised to match "
+            "(shoe.reopened; the shoe.composition stands).",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -125,7 +143,8 @@ def simulate_cmd(
         raise UserError(f"--date: {e}") from None
     patterns = [name for name, on in (
         ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
-        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled)) if on]
+        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled),
+        ("--phantom-shoe", phantom_shoe), ("--shoe-reopened", shoe_reopened)) if on]
     if bulk and patterns:
         raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
                         "round deviations; leave out --bulk")
@@ -140,6 +159,7 @@ def simulate_cmd(
                 out_dir, tables, hours, seed, deviation_rate, chosen,
                 day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
                 counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
+                phantom_shoe=phantom_shoe, shoe_reopened=shoe_reopened,
             )
     except ValueError as e:
         raise UserError(str(e)) from None

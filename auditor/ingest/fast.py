@@ -39,9 +39,13 @@ from auditor.store.events import (
     EVENT_TYPES,
     FIELDS,
     ID,
+    ID_CHARS,
+    ID_MAX,
     IDS,
     INT,
     LABEL,
+    NAME,
+    NAME_MAX,
     PIT_EVENTS,
     REQUIRED,
     STR,
@@ -65,6 +69,7 @@ _ARROW = {
     INT: pa.int64(),
     STR: pa.string(),
     ID: pa.string(),
+    NAME: pa.string(),
     LABEL: pa.string(),
     CARD: pa.string(),
     CARDS: pa.list_(pa.string()),
@@ -81,7 +86,10 @@ SCHEMA = pa.schema([*ENVELOPE, *((f.name, _ARROW[f.kind]) for f in FIELDS.values
 # `_keys_as_set` sends the lines that have such fields to the per-line path.
 _PARSE = pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
 
-ID_PATTERN = r"^[A-Za-z0-9._-]{1,32}$"
+ID_PATTERN = f"^[{ID_CHARS}]{{1,{ID_MAX}}}$"
+# A shoe, batch or dealer id; a dealer written as a number is left to the per-line path (the
+# reader refuses a number in a string column).
+NAME_PATTERN = f"^[{ID_CHARS}]{{1,{NAME_MAX}}}$"
 # RFC 3339 as the per-line path takes it, less what is rare enough to leave to it: lower
 # case t and z, and the leap second. The calendar is checked apart (`_times_ok`).
 TS_PATTERN = (
@@ -382,10 +390,12 @@ def _field_ok(
     if f.kind == INT:
         high = min(f.high if f.high is not None else INT_LIMIT, INT_LIMIT)
         good = _np(pc.and_(pc.greater_equal(col, f.low), pc.less_equal(col, high)))
-    elif f.kind in (STR, LABEL):
+    elif f.kind == STR:
         good = _np(pc.greater(pc.binary_length(col), 0))
     elif f.kind == ID:
         good = _matches(col, ID_PATTERN)
+    elif f.kind in (NAME, LABEL):
+        good = _matches(col, NAME_PATTERN)
     elif f.kind == CARD:
         good = _matches(col, CARD_PATTERN_SQL)
     elif f.kind in (CARDS, STRS, IDS):

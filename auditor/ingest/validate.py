@@ -21,9 +21,14 @@ from auditor.store.events import (
     EVENT_TYPES,
     FIELDS,
     ID,
+    ID_CHARS,
+    ID_CHARS_TEXT,
+    ID_MAX,
     IDS,
     INT,
     LABEL,
+    NAME,
+    NAME_MAX,
     PIT_EVENTS,
     REQUIRED,
     STR,
@@ -35,7 +40,8 @@ from auditor.store.events import (
 )
 from auditor.store.sql import is_stream_sql, quote, stream_key_sql
 
-ID_RE = r'"[A-Za-z0-9._-]{1,32}"'
+ID_RE = f'"[{ID_CHARS}]{{1,{ID_MAX}}}"'
+NAME_RE = f"[{ID_CHARS}]{{1,{NAME_MAX}}}"  # the decoded text of a name
 # RFC 3339 date-time with its ranges (second 60 is a leap second); the calendar (30 February)
 # is left to DuckDB's cast.
 _DATE = r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
@@ -110,11 +116,14 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
         cond = f"left({r}, 1) = '\"' AND length({r}) > 2"
         return cond, f"{name} || ' must be a non-empty string, not ' || {shown}"
     if f.kind == LABEL:
-        cond = f"(left({r}, 1) = '\"' AND length({r}) > 2) OR regexp_full_match({r}, '\\d+')"
-        return cond, f"{name} || ' must be a non-empty string or a whole number, not ' || {shown}"
+        number = rf"regexp_full_match({r}, '\d{{1,{NAME_MAX}}}')"
+        cond = f"{number} OR ({_name_ok(r)})"
+        return cond, _id_message(f, "a name or a whole number", number)
+    if f.kind == NAME:
+        return _name_ok(r), _id_message(f, "a string")
     if f.kind == ID:
         cond = f"regexp_full_match({r}, {quote(ID_RE)})"
-        return cond, f"{name} || ' must be 1-32 of A-Z a-z 0-9 . _ -, not ' || {shown}"
+        return cond, _id_message(f, "a string")
     if f.kind == CARD:
         cond = f"regexp_full_match({r}, {quote(CARD_RE)})"
         return cond, (
@@ -170,6 +179,37 @@ def field_check(f: FieldSpec) -> tuple[str, str]:
     raise AssertionError(f"unknown field kind {f.kind}")
 
 
+def _name_ok(r: str) -> str:
+    """A JSON string whose text (escapes decoded) is 1-64 of the id alphabet."""
+    return (f"left({r}, 1) = '\"' AND "
+            f"coalesce(regexp_full_match({_json_string(r)}, {quote(NAME_RE)}), false)")
+
+
+def _id_message(f: FieldSpec, form: str, allowed: str = "false") -> str:
+    """Why an id is refused, naming the first character outside the alphabet as U+XXXX and
+    where it is: an invisible or look-alike character must be visible in the message.
+    `allowed`: SQL true where the value is good in another form (a dealer's number)."""
+    r, name = raw(f.name), quote(f.name)
+    most = ID_MAX if f.kind == ID else NAME_MAX
+    rule = f"1-{most} characters of {ID_CHARS_TEXT}"
+    text = f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} END"
+    bad = f"regexp_extract({text}, {quote(f'[^{ID_CHARS}]')})"
+    at = f"instr({text}, {bad})"
+    return (
+        f"CASE WHEN {text} IS NULL AND NOT {allowed} THEN {name} || "
+        f"{quote(f' must be {form} of {rule}, not ')} || {_shown(r)} "
+        f"WHEN {text} = '' THEN {name} || {quote(f' is empty: an id is {rule}')} "
+        f"WHEN {bad} <> '' THEN {name} || ' has ' || printf('U+%04X', unicode({bad})) || "
+        f"' at character ' || {at} || CASE WHEN {at} > 1 THEN ', after ' || "
+        f"{_shown(f'to_json(left({text}, {at} - 1))::VARCHAR')} ELSE '' END || "
+        f"{quote(f': an id is {rule}, with no space, invisible or non-ASCII character')} "
+        f"WHEN length({text}) > {most} THEN {name} || ' is ' || length({text}) || "
+        f"{quote(f' characters long: an id is {rule}')} "
+        f"ELSE {name} || {quote(f' must be {rule}, written without escapes, not ')} || "
+        f"{_shown(r)} END"
+    )
+
+
 def _ts_message(name: str, r: str) -> str:
     shown = _shown(r)
     return (
@@ -192,6 +232,8 @@ def field_value(f: FieldSpec) -> str:
         return f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} ELSE {r} END"
     if f.kind == ID:
         return _unquote(r)
+    if f.kind == NAME:
+        return _json_string(r)
     if f.kind == CARD:
         return card_norm(_unquote(r))
     if f.kind == CARDS:

@@ -41,7 +41,7 @@ from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_
 from auditor.jobs.lock import NightlyLock, nightly_lock
 from auditor.report import signing
 from auditor.rules.codes import SEVERITIES, at_least
-from auditor.store import db, outcome, runs, signoffs
+from auditor.store import closed_days, db, outcome, runs, signoffs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
 
@@ -109,6 +109,7 @@ class NightlyResult:
     interrupted_runs: list[int] = field(default_factory=list)
     file_ingested: str = "keep"
     filed: dict[Path, Filed] = field(default_factory=dict)  # spool path -> where it went
+    day_closed: str = ""  # what became of the gaming day's closing (_close_day)
     # Earlier gaming days with filed reports whose findings this run changed, filed again.
     refiled: list[Refiled] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=lambda: {"signed": False})
@@ -133,6 +134,7 @@ class NightlyResult:
         return {
             "run_id": self.run_id,
             "gaming_day": f"{self.day:%Y-%m-%d}",
+            "gaming_day_closed": self.day_closed,
             "time_zone": self.zone,
             "window_utc": [t.isoformat() for t in self.window],
             "spool": str(self.spool),
@@ -256,10 +258,12 @@ def _work(
     ingested, problems = _ingest_spool(con, run_id, options)
     zone = options.conf.zone_for(con)  # after the ingest: the logs it loaded count
     filed = _file_spool(con, ingested, options, zone, problems)
-    say("audit")
-    audited = audit(con, run_id, options.conf)
     day = options.day or last_ended_gaming_day(options.conf, zone, options.now)
     window = options.conf.gaming_day_window(day, zone)
+    day_closed = _close_day(con, run_id, day, options.conf, zone, options.now)
+    say(f"gaming day {day:%Y-%m-%d}: {day_closed}")
+    say("audit")
+    audited = audit(con, run_id, options.conf)
     epoch = data_changed_at(con)
     reports = [
         report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id,
@@ -300,10 +304,32 @@ def _work(
         partials_removed=removed,
         file_ingested=options.file_ingested,
         filed=filed,
+        day_closed=day_closed,
         refiled=refiled,
         signature=signing.cover(key),
         unsigned=signoffs.unsigned(con),
     )
+
+
+def _close_day(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    day: dt.date,
+    conf: PropertyConfig,
+    zone: dt.tzinfo,
+    now: dt.datetime | None,
+) -> str:
+    """Record the gaming day the run reports closed, before its audit, so that the tables
+    whose logs stop in it are judged on its own night (store/closed_days.py); a day not over
+    yet is left open. Says what became of it."""
+    early = closed_days.not_over(conf, day, zone, now)
+    if early is not None:
+        return f"{early}: not closed, the ends of its tables' logs are not judged yet"
+    before = closed_days.closed_days(con).get(day)
+    if before is not None:
+        return f"closed already ({before.how}, run {before.run_id})"
+    closed_days.close(con, [day], run_id, "nightly")
+    return "closed by this run"
 
 
 def _prepare(options: NightlyOptions) -> list[Path]:
@@ -386,6 +412,7 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"nightly run {result.run_id}: gaming day {s['gaming_day']} ({result.zone}), "
         f"spool {result.spool}"
     ]
+    lines.append(f"gaming day {s['gaming_day']}: {result.day_closed}")
     for rid in result.interrupted_runs:
         lines.append(f"run {rid} had been interrupted; this run completes its work")
     for p in result.partials_removed:

@@ -38,6 +38,7 @@ from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import discover
 from auditor.replay.log_ends import GamingDays
+from auditor.store.closed_days import closed_days
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name
 
@@ -48,6 +49,11 @@ ROUND_LOOKBACK = dt.timedelta(minutes=10)
 CONTEXT_TYPES = ("table_open", "procedure_change")
 # On stopping, polls until one loads nothing, but at most this many (a spool still written).
 DRAIN_POLLS = 1000
+# A gaming day is closed, and the ends of its tables' logs judged (store/closed_days.py),
+# once the logs reach this long past its end: the next gaming day has begun, and the table
+# systems have had time to deliver the last lines of the night (a table closing a little
+# after the hour, a system that writes late). docs/live.md.
+CLOSE_GRACE = dt.timedelta(minutes=30)
 
 
 @dataclass
@@ -60,6 +66,7 @@ class WatchOptions:
     sweep_share: float = 0.05  # the sweeps' share of the time, at most
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
     idle_sweep: float = 60.0  # a sweep this long after the last, even if nothing asked
+    close_grace: dt.timedelta = CLOSE_GRACE  # past a gaming day's end before it is closed
 
 
 @dataclass
@@ -129,6 +136,7 @@ class Watch:
         # Rounds whose round_end came but that could still get events (chemin de fer).
         self._unclosed: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
+        self._closed_seen = len(closed_days(con))  # gaming days on record as closed
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -157,6 +165,7 @@ class Watch:
         if now - self._last_scan >= self.options.rescan:
             self._scan()
             self._last_scan = now
+            self._sweep_due |= self._days_closed_beside()
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
@@ -188,6 +197,7 @@ class Watch:
             self.config,
             closed_before=cutoff or dt.datetime.min.replace(tzinfo=dt.UTC),
             known=self.known,
+            day_close=("watch", self.options.close_grace),
         )
         took = time.monotonic() - started
         self.stats.sweeps += 1
@@ -211,6 +221,14 @@ class Watch:
             if path not in followed:
                 self.follower.follow(path)
                 self.stats.files += 1
+
+    def _days_closed_beside(self) -> bool:
+        """Whether a gaming day was closed since the last look (`close-day`, written through
+        this watch): its tables' log ends are then judged at the next sweep."""
+        seen = len(closed_days(self.con))
+        changed = seen != self._closed_seen
+        self._closed_seen = seen
+        return changed
 
     def _note(self, poll: Poll) -> None:
         self.stats.events += poll.events

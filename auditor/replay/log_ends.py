@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.finding import Finding, fingerprint
@@ -31,6 +31,29 @@ class GamingDays:
 
     def end(self, day: dt.date) -> dt.datetime:
         return dt.datetime.combine(day + dt.timedelta(days=1), self.start, self.zone)
+
+
+@dataclass
+class ClosedDays:
+    """Which gaming days are closed, so that the streams that stop in them are judged: the
+    days on record (the `closed_days` table: `nightly`, `close-day`, `watch`, an earlier
+    audit), and a day the database shows over, its latest event (`latest`) at or after the
+    day's end plus `grace`, which the run then records (`newly`, by `how`). A day is never
+    judged closed but on such a record."""
+
+    days: GamingDays
+    recorded: frozenset[dt.date] = frozenset()
+    latest: dt.datetime | None = None
+    grace: dt.timedelta = dt.timedelta(0)
+    newly: set[dt.date] = field(default_factory=set)
+
+    def __call__(self, day: dt.date) -> bool:
+        if day in self.recorded or day in self.newly:
+            return True
+        if self.latest is not None and self.latest >= self.days.end(day) + self.grace:
+            self.newly.add(day)
+            return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -109,8 +132,7 @@ def _log_finding(code: str, key: str, stream: TableStream, shoe: str | None,
 def log_end_findings(
     streams: Sequence[TableStream],
     shoes: Sequence[Shoe],
-    latest: dt.datetime,
-    days: GamingDays,
+    closed: ClosedDays,
 ) -> list[Finding]:
     """log.table_unclosed and log.shoe_unfinished over `streams` and their tables' `shoes`.
 
@@ -118,8 +140,7 @@ def log_end_findings(
     stream ends; a shoe must have its shoe_end before the table goes on to another shoe, closes
     or opens again. What the stream has already gone past is judged at once (the missing event
     cannot come later unless seq skips numbers there, which log.seq_gap reports instead). The
-    end of a stream is judged only once its gaming day is over, that is once the database
-    (`latest`, its latest event) reaches the end of the gaming day of the stream's last event:
+    end of a stream is judged only once the gaming day of its last event is closed (`closed`):
     a night still being delivered is not flagged, and a later file that completes the stream
     withdraws the finding. A shoe in play where an unclosed opening stops is named in the
     table's finding, not reported again.
@@ -147,27 +168,24 @@ def log_end_findings(
             open_shoe = inside[-1] if inside and inside[-1].end is None else None
             if open_shoe is not None:
                 covered.add(open_shoe.shoe)
-            found = _unclosed(stream, opened, stop, reopened, open_shoe, latest, days)
+            found = _unclosed(stream, opened, stop, reopened, open_shoe, closed)
             if found is not None:
                 out.append(found)
         for s in table_shoes:
             if s.end is None and s.shoe not in covered:
-                found = _unfinished(stream, s, table_shoes, latest, days)
+                found = _unfinished(stream, s, table_shoes, closed)
                 if found is not None:
                     out.append(found)
     return out
 
 
-def _day_over(stop: StreamEvent, latest: dt.datetime, days: GamingDays) -> bool:
-    return latest >= days.end(days.of(stop.ts))
-
-
 def _unclosed(stream: TableStream, opened: StreamEvent, stop: StreamEvent,
-              reopened: StreamEvent | None, open_shoe: Shoe | None, latest: dt.datetime,
-              days: GamingDays) -> Finding | None:
+              reopened: StreamEvent | None, open_shoe: Shoe | None,
+              closed: ClosedDays) -> Finding | None:
+    days = closed.days
     zone = days.zone
     day = days.of(stop.ts)
-    if reopened is None and not _day_over(stop, latest, days):
+    if reopened is None and not closed(day):
         return None
     if reopened is not None and stream.gap_between(stop.seq, reopened.seq):
         return None
@@ -216,14 +234,14 @@ def _first_event(shoe: Shoe) -> StreamEvent | None:
 
 
 def _unfinished(stream: TableStream, shoe: Shoe, table_shoes: Sequence[Shoe],
-                latest: dt.datetime, days: GamingDays) -> Finding | None:
-    zone = days.zone
+                closed: ClosedDays) -> Finding | None:
+    zone = closed.days.zone
     last = last_seq(shoe)
     later = [e for e in map(_first_event, table_shoes) if e is not None and e.seq > last]
     later += [m for m in stream.marks if m.seq > last]
     went_on = min(later, key=lambda e: e.seq, default=None)
     if went_on is None:  # the stream stops in the shoe, and no opening names it
-        if not _day_over(stream.last, latest, days):
+        if not closed(closed.days.of(stream.last.ts)):
             return None
         at, gone = stream.last, f"the log stops at {stream.last.text(zone)}"
     else:

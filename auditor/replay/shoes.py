@@ -110,6 +110,7 @@ class RoundSpan:
     source: str
     cards: int
     void: bool
+    label: str | None = None  # the shoe its events name, where that is another (Misfiled)
 
 
 def _none() -> np.ndarray:
@@ -128,6 +129,9 @@ class Rounds:
     cards: np.ndarray = field(default_factory=_none)
     void: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     detail: dict[int, tuple[dt.datetime, str]] = field(default_factory=dict)
+    # The shoe the events of a round name, by position, where it is not the shoe the round
+    # is counted in (a round the stream shows was dealt from another shoe: Misfiled).
+    labels: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.round)
@@ -140,7 +144,11 @@ class Rounds:
             raise LookupError(f"round at position {i} is not one cited_rounds names")
         ts, source = self.detail[i]
         return RoundSpan(int(self.round[i]), int(self.first_seq[i]), int(self.last_seq[i]), ts,
-                         source, int(self.cards[i]), bool(self.void[i]))
+                         source, int(self.cards[i]), bool(self.void[i]), self.labels.get(i))
+
+    def label(self, i: int, shoe: str) -> str:
+        """The shoe the events of the round at position `i` name (`shoe`, unless misfiled)."""
+        return self.labels.get(i, shoe)
 
     def find(self, rnd: int | None) -> int | None:
         """The position of the first round numbered `rnd`."""
@@ -152,6 +160,37 @@ class Rounds:
     def dealt_before(self, seq: int) -> int:
         """Cards dealt in the rounds that ended before event `seq`."""
         return int(self.cards[self.last_seq < seq].sum())
+
+
+@dataclass(frozen=True)
+class Misfiled:
+    """Events of a table's stream that name a shoe the table was not dealing from: a shoe no
+    shoe_start began before them (`not_started`), or one the table had left for another shoe
+    it started since (`reopened`). A round (`type` "round", its first and last seq) or one
+    shoe event. They count in the shoe the table was dealing from (`counted_in`: its last
+    shoe_start, not yet ended), or in their own shoe when it was dealing from none."""
+
+    table: str
+    label: str  # the shoe the events name
+    kind: str  # "not_started" or "reopened"
+    type: str  # "round", or the shoe event's type
+    seq: int
+    last_seq: int
+    ts: dt.datetime
+    source: str
+    round: int | None
+    cards: int  # cards out of the shoe: the round's, or a burn's
+    counted_in: str  # the shoe they count in (the label itself: no shoe being dealt)
+    current: str | None  # the shoe of the table's last shoe_start before them
+    current_seq: int | None  # that shoe_start's seq
+    current_ended: bool = False  # that shoe had ended before them
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"table": self.table, "shoe": self.label, "seq": self.seq, "ts": iso(self.ts),
+               "type": self.type, "source": self.source}
+        if self.round is not None:
+            out["round"] = self.round
+        return out
 
 
 @dataclass
@@ -171,6 +210,8 @@ class Shoe:
     rounds: Rounds = field(default_factory=Rounds)
     rules: ShoeRules | None = None
     gap: bool = False  # the table's seq skips numbers within the shoe: counts are incomplete
+    # Events counted in this shoe (or in none) that name another shoe: shoe_labels reports them.
+    misfiled: list[Misfiled] = field(default_factory=list)
 
     @property
     def decks(self) -> int | None:
@@ -238,8 +279,8 @@ def _finding(
 def _event_json(shoe: Shoe, e: ShoeEvent | RoundSpan) -> dict[str, Any]:
     if isinstance(e, ShoeEvent):
         return e.as_json()
-    return {"table": shoe.table, "shoe": shoe.shoe, "seq": e.first_seq, "ts": iso(e.ts),
-            "type": "round", "round": e.round, "source": e.source}
+    return {"table": shoe.table, "shoe": e.label or shoe.shoe, "seq": e.first_seq,
+            "ts": iso(e.ts), "type": "round", "round": e.round, "source": e.source}
 
 
 # --- decks and batches --------------------------------------------------------------------
@@ -425,7 +466,8 @@ def burn_findings(shoe: Shoe) -> list[Finding]:
     first_round = shoe.rounds[0] if shoe.rounds else None
     if rules is not None and rules.burn is not None:
         if not shoe.burns:
-            if first_round is not None:
+            # A shoe no shoe_start began has no start to burn at: shoe.not_started says so.
+            if first_round is not None and shoe.start is not None:
                 out.append(_finding(
                     "shoe.burn", shoe, first_round, "none",
                     f"{shoe.table} shoe {shoe.shoe}: no burn was recorded before dealing "

@@ -424,6 +424,41 @@ _CODES = [
         "The round declared void and every wager returned.",
         needs=("shoe.face_up_in_shoe",),
     ),
+    # Shoes as the log records them (issue 28): defined by the event log format, not a
+    # jurisdiction, so they cite the format as the log codes do.
+    Code(
+        "shoe.not_started",
+        "major",
+        "shoe",
+        "Event log v1, shoe events: a table deals from the shoe its last shoe_start began, "
+        "until that shoe's shoe_end; every round names that shoe",
+        "Rounds (or a shoe event) name a shoe that no shoe_start began at the table",
+        "A shoe that was never started has no decks on record, so its rounds would escape "
+        "the checks of the shoe they were dealt from: a round relabelled to an id that looks "
+        "like the real shoe's takes its cards out of that shoe's composition and counts. The "
+        "cards are counted in the shoe the table was dealing from all the same, so its "
+        "composition finding stands; this finding names the lie.",
+        "Round 6 logged in shoe MB-01-1128-0l while MB-01 was dealing from MB-01-1128-01 "
+        "(shoe_start at seq 2); no shoe_start of MB-01-1128-0l.",
+        "Round 6 logged in shoe MB-01-1128-01, the shoe the table started.",
+        games=(),
+    ),
+    Code(
+        "shoe.reopened",
+        "major",
+        "shoe",
+        "Event log v1, shoe events: a shoe replaced by another shoe_start is not dealt from "
+        "again without a new shoe_start",
+        "A table goes back to an earlier shoe of its own without a new shoe_start",
+        "Cards of a finished or replaced shoe do not come back to the table; rounds logged in "
+        "it after another shoe began are either dealt from the shoe in play (and counted "
+        "there) or the log is wrong, and either way the record of the shoes is not what "
+        "happened.",
+        "Rounds of shoe MB-01-1128-01, shoe_start of MB-01-1128-02, its rounds, then a round "
+        "logged in MB-01-1128-01 again.",
+        "Every round after the shoe_start of MB-01-1128-02 logged in MB-01-1128-02.",
+        games=(),
+    ),
     Code(
         "irregularity.disposition",
         "major",
@@ -480,10 +515,12 @@ _CODES = [
         "A table opening with no table_close: the table's log stops, or the table opens again, "
         "without it",
         "Rounds that are not in the log are never audited, and a log cut at a round boundary "
-        "shows no gap in seq. The end of a table's log is judged only once its gaming day is "
-        "over (the database holds an event at or after the end of the gaming day of the "
-        "table's last event, by the property's gaming_day_start), so a night still being "
-        "delivered is not flagged; a later file that completes the table withdraws it.",
+        "shows no gap in seq. The end of a table's log is judged only once the gaming day of "
+        "its last event is closed on record (nightly closes the day it reports, close-day by "
+        "hand, watch once the logs reach the day's end plus its grace, audit once the "
+        "database holds an event at or after the day's end), so a night still being "
+        "delivered is not flagged, and the day's own report shows it; a later file that "
+        "completes the table withdraws it.",
         "Table MB-03's log stops at 01:12 after round 31 of its fourth shoe; the other tables "
         "closed after 06:00.",
         "Its file goes on to the end of the shoe and the table_close at 06:04.",

@@ -83,8 +83,17 @@ ORDER_KINDS = {
     "weak_shuffle": "shoe.unshuffled",
     "pack_run": "shoe.unshuffled",
 }
+# Shoe lies (issue 28), planted only when asked (`simulate(phantom_shoe=True,
+# shoe_reopened=True)`, auditor.simulate.shoe_lies): the round with a shoe's card too many
+# logged under another shoe id, the shoe's remaining raised by its cards. The card too many
+# stays an extra_card line of the ground truth.
+SHOE_LIE_KINDS = {
+    "phantom_shoe": "shoe.not_started",  # a shoe id one character off the real one
+    "earlier_shoe": "shoe.reopened",  # the next round of the table's previous shoe
+    "remaining_raised": "shoe.composition",  # the real shoe's count in all, off by the round
+}
 KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
-              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS)
+              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS | SHOE_LIE_KINDS)
 
 
 def table_kinds(spec: TableSpec) -> tuple[str, ...]:

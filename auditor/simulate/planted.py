@@ -15,6 +15,7 @@ from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
+from auditor.simulate import shoe_lies
 from auditor.simulate.deal import Outcome, amount, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
@@ -110,6 +111,7 @@ class SimTableNight(TableNight):
         self.order_now = ""
         self.previous: tuple[list[str], int] | None = None
         self.order_rng = random.Random(f"{spec.table}:order")
+        self.lies: list[shoe_lies.Lie] = []  # shoe lies planted at this table (see `simulate`)
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -134,6 +136,8 @@ class SimTableNight(TableNight):
             return self.plan_order(shoe_id)
         plan = super().plan_shoe(shoe_id)
         drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
+        if any(lie.shoe_no == self.shoe_count for lie in self.lies):
+            drawn.add("extra_card")  # the card too many a shoe lie hides
         if not self.batches:
             drawn.discard("batch_repeated")  # the first shoe of the opening has no previous
         self.this_shoe = drawn
@@ -384,7 +388,20 @@ class SimTableNight(TableNight):
                 self.resent = [*lines[max(0, i - 2):i],
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)
+        self.tell_lies(lines)
         return lines
+
+    def tell_lies(self, lines: list[str]) -> None:
+        """The shoe lies asked for (shoe_lies), last, over the file as it will be written."""
+        for lie in self.lies:
+            shoe = f"{self.spec.table}-{self.night.date:%m%d}-{lie.shoe_no:02d}"
+            if not any(d["kind"] == "extra_card" and d["shoe"] == shoe for d in self.planted):
+                continue  # the card too many did not come out: nothing to hide
+            done = shoe_lies.relabel(lines, shoe, lie.kind)
+            if done is not None:
+                self.truth(lie.kind, done.label, done.round)
+                if done.remaining_raised:
+                    self.truth("remaining_raised", shoe)
 
 
     def lose_shoe_end(self, lines: list[str]) -> list[str]:
@@ -506,6 +523,8 @@ def simulate(
     counting_seat: bool = False,
     shoe_twice: bool = False,
     unshuffled: bool = False,
+    phantom_shoe: bool = False,
+    shoe_reopened: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -558,11 +577,21 @@ def simulate(
     out to show it (ORDER_MIN_DEALT, WEAK_MIN_DEALT): a night of two hours or more. Off by
     default, like the dealer pattern.
 
+    With `phantom_shoe` and `shoe_reopened`, the shoe lies of issue 28 (shoe_lies.py): the
+    first shoe of the first banking table, and the second shoe of the next (the same table
+    when there is one), get a card too many (extra_card), and the round it came out in is
+    logged in a phantom shoe id one character off (shoe.not_started) or as the next round
+    of the table's previous shoe (shoe.reopened), the shoe's remaining raised by its cards
+    (remaining_raised, shoe.composition). The ground truth has the extra_card line, the lie's
+    (table, the shoe id named, the round) and remaining_raised's. A night of two hours or more
+    reaches a second shoe. Off by default, like the dealer pattern.
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     return simulate_night(Path(out_dir), NightSettings(
         tables, hours, seed, deviation_rate, tuple(games), day,
-        error_prone_dealer, counting_seat, shoe_twice, unshuffled,
+        error_prone_dealer, counting_seat, shoe_twice, unshuffled, phantom_shoe,
+        shoe_reopened,
     ), replace)
 
 
@@ -601,6 +630,8 @@ class NightSettings:
     counting_seat: bool = False
     shoe_twice: bool = False
     unshuffled: bool = False
+    phantom_shoe: bool = False
+    shoe_reopened: bool = False
 
 
 class _Cast:
@@ -617,6 +648,7 @@ class _Cast:
             (s.table for s in night.tables if "dragon7" in s.side_bets
              and s.game != "chemin_de_fer"), None) if settings.counting_seat else None
         self.order_at = _order_plan(night, settings.shoe_twice, settings.unshuffled)
+        self.lies = shoe_lies.plan(night, settings.phantom_shoe, settings.shoe_reopened)
         self.library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
         self.shift_label, self.shift_end = "", None  # type: tuple[str, dt.datetime | None]
         if self.bad_table is not None or self.counter_table is not None:
@@ -635,6 +667,7 @@ class _Cast:
         if spec.table == self.counter_table:
             player.counter_seat, player.counter_until = COUNTING_SEAT, self.shift_end
         player.library = self.library
+        player.lies = self.lies.get(spec.table, [])
         for (table, shoe_no), (kind, source) in self.order_at.items():
             if table == spec.table:
                 player.order_kinds[shoe_no] = kind

@@ -24,6 +24,7 @@ from auditor.store import (
     serving,
     shared,
 )
+from auditor.store.closed_days import DDL as CLOSED_DAYS_DDL
 from auditor.store.events import FIELDS
 from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
@@ -236,6 +237,8 @@ DDL = [
       run_id BIGINT,
       filed_at TIMESTAMPTZ NOT NULL
     )""",
+    # The gaming days closed, on which the ends of table logs are judged (closed_days.py).
+    CLOSED_DAYS_DDL,
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")

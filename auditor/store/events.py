@@ -13,7 +13,8 @@ FORMAT_VERSION = 1
 # Field kinds. Each names a check ingest applies to the field's raw JSON text.
 INT = "int"  # non-negative JSON integer
 STR = "str"  # non-empty JSON string
-ID = "id"  # table or pit id: 1-32 of [A-Za-z0-9._-]
+ID = "id"  # table or pit id: 1-32 of the id alphabet
+NAME = "name"  # a shoe or batch: a JSON string of 1-64 of the id alphabet
 CARD = "card"
 CARDS = "cards"  # JSON array of cards
 AMOUNT = "amount"  # non-negative decimal, at most 2 places, number or string
@@ -21,7 +22,14 @@ TS = "ts"  # RFC 3339 with offset
 BOOL = "bool"
 STRS = "strs"  # JSON array of strings
 IDS = "ids"  # JSON array of ids
-LABEL = "label"  # a string or a whole number, kept as text (employee ids come both ways)
+LABEL = "label"  # a name or a whole number, kept as text (employee ids come both ways)
+
+# The characters of every id the checks group by (tables, pits, shoes, batches, dealers): no
+# space, no invisible or non-ASCII character, so that two ids that look alike are alike.
+ID_CHARS = "A-Za-z0-9._-"
+ID_CHARS_TEXT = "A-Z a-z 0-9 . _ -"
+ID_MAX = 32  # table and pit ids
+NAME_MAX = 64  # shoe, batch and dealer ids
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ def _f(name: str, kind: str, column: str | None = None, **kw: object) -> FieldSp
         INT: "BIGINT",
         STR: "VARCHAR",
         ID: "VARCHAR",
+        NAME: "VARCHAR",
         CARD: "VARCHAR",
         CARDS: "VARCHAR[]",
         AMOUNT: "DECIMAL(18,2)",
@@ -62,7 +71,7 @@ FIELDS: dict[str, FieldSpec] = {
     for f in [
         _f("table", ID, "table_id"),
         _f("pit", ID),
-        _f("shoe", STR),
+        _f("shoe", NAME),
         _f("round", INT, "round", low=1),
         _f("dealer", LABEL),
         _f("origin", STR),
@@ -74,7 +83,7 @@ FIELDS: dict[str, FieldSpec] = {
         _f("side_bets", STRS),
         _f("decks", INT, low=1),
         _f("shuffle", STR),
-        _f("batch", STR),
+        _f("batch", NAME),
         _f("cards", CARDS),
         _f("card", CARD),
         _f("burned", CARDS),

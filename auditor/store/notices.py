@@ -15,6 +15,7 @@ import duckdb
 from sqlalchemy import BigInteger, Column, DateTime, Sequence, Text
 from sqlmodel import Field, SQLModel
 
+from auditor.config import shown_time
 from auditor.errors import UserError
 from auditor.store.db import add_row, all_rows, ensure_schema
 
@@ -96,7 +97,7 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str = "notices") -> bool:
 
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None or value.utcoffset() is None:
-        raise UserError(f"{name} must carry a time zone or offset, not {value.isoformat()}")
+        raise UserError(f"{name} must carry a time zone or offset, not {shown_time(value)}")
     return value.astimezone(dt.UTC)
 
 
@@ -157,15 +158,18 @@ def add_notice(
         raise UserError("say who enters the notice (--by NAME)")
     now = _aware("entered at", entered_at or dt.datetime.now(dt.UTC))
     given = _aware("given at", given_at)
+    # Said in the zone the times were given in, as typed (not UTC).
+    here = given_at.tzinfo
     if given > now + dt.timedelta(minutes=1):
         raise UserError(
-            f"the notice is said to be given at {given.isoformat()}, after now "
-            f"({now.isoformat()}); enter a notice once it has been given"
+            f"the notice is said to be given at {shown_time(given_at)}, after now "
+            f"({shown_time(now.astimezone(here).replace(microsecond=0))}); enter a notice "
+            "once it has been given"
         )
     if given > _aware("effective", effective) and not late:
         raise UserError(
-            f"the notice is said to be given at {given.isoformat()}, after the time it "
-            f"announces ({_aware('effective', effective).isoformat()}): such a notice is late "
+            f"the notice is said to be given at {shown_time(given_at)}, after the time it "
+            f"announces ({shown_time(effective.astimezone(here))}): such a notice is late "
             "whatever it says; enter it with --late to record it as given late"
         )
     ensure_table(con)

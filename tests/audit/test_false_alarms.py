@@ -7,7 +7,8 @@ ordinary deviations of a night (rate 0.02) so that the dealers' chart has errors
 - shoe.unshuffled: 0 (runs of 8: 0.00097 a year; the shuffle test: ~1e-9 a shoe);
 - play.side_bet_counting: 0 expected (1e-5 per seat, shift and bet tested);
 - dealer.error_rate: at most what its rate allows over the dealer-shifts charted (the
-  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%.
+  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%;
+- shoe.not_started, shoe.reopened (issue 28): 0 (a clean log names the shoe it deals from).
 
 Size and power, honestly: the suite runs NIGHTS = 10 nights (80 shoes, so 3,160 pairs of
 shoes searched; 119 dealer-shifts charted), to stay quick. A correct audit fails it with a
@@ -53,3 +54,9 @@ def test_dealer_alarms_within_their_rate(nights: Tally) -> None:
     assert nights.found["dealer.error_rate"] <= nights.dealer_alarms_allowed
     # the nights did carry errors to chart
     assert nights.errors > NIGHTS // 2
+
+
+def test_no_shoe_named_out_of_its_stream_on_clean_nights(nights: Tally) -> None:
+    assert nights.shoes > 7 * NIGHTS
+    assert nights.found["shoe.not_started"] == 0
+    assert nights.found["shoe.reopened"] == 0

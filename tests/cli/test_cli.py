@@ -225,7 +225,8 @@ def test_ingest_prints_paths_with_brackets_verbatim(bacc_audit: Any, tmp_path: P
     r = bacc_audit("ingest", log, "--db", tmp_path / "a.duckdb")
     assert r.err.splitlines() == [
         f"quarantined: {log}:2: not valid JSON",
-        f'quarantined: {log}:3: pit must be 1-32 of A-Z a-z 0-9 . _ -, not "[bold]"',
+        f"quarantined: {log}:3: pit has U+005B at character 1: an id is 1-32 characters of "
+        "A-Z a-z 0-9 . _ -, with no space, invisible or non-ASCII character",
     ]
     assert f"{log}: 1 events, 2 quarantined" in r.out.splitlines()
 
@@ -997,6 +998,7 @@ DB_COMMANDS = {
     "ack": ["ack", "fp", "--by", "me", "--disposition", "ok"],
     "notice list": ["notice", "list"],
     "nightly": ["nightly", "--spool", "{spool}"],
+    "close-day": ["close-day", "2026-11-28"],
 }
 
 
@@ -1216,7 +1218,7 @@ def test_counts_say_one_thing_in_the_singular() -> None:
 COMMANDS = [
     ["ingest"], ["audit"], ["findings"], ["codes"], ["report"], ["doctor"], ["odds"],
     ["nightly"], ["runs"], ["ack"], ["simulate"], ["notice"], ["notice", "add"],
-    ["notice", "list"],
+    ["notice", "list"], ["close-day"],
 ]
 
 

@@ -155,6 +155,8 @@ ACCEPTED = {
     "dealer_integer_id": changed(WAGER, dealer=10422),
     "pit_on_round_event": changed(WAGER, pit="P3"),
     "table_id_full_alphabet_32": changed(WAGER, table="Ab9._-" + "x" * 26),
+    "shoe_id_full_alphabet_64": changed(WAGER, shoe="Ab9._-" + "x" * 58),
+    "batch_id_with_dots": changed(VALID_EVENTS["shoe_start"], batch="batch.2-B_x"),
     "table_open_chemin_de_fer_without_procedure": TABLE_OPEN_CHEMIN,
     # The audit, not the format, reports an NJ table with no procedure in force.
     "table_open_nj_mini_baccarat_without_procedure": without(TABLE_OPEN_NJ, "procedure"),
@@ -201,6 +203,19 @@ REJECTED = {
     "table_id_empty": (changed(WAGER, table=""), "table"),
     "table_id_with_trailing_newline": (changed(WAGER, table="MB-07\n"), "table"),
     "pit_id_with_slash": (changed(TABLE_OPEN_NJ, pit="P3/east"), "pit"),
+    # Ids the checks group by: no invisible or non-ASCII character makes two ids that look
+    # alike different (issue 28's phantom shoe), nor a space.
+    "shoe_id_with_zero_width_space": (changed(WAGER, shoe="MB-07-0001\u200b"), "shoe"),
+    "shoe_id_with_cyrillic_o": (changed(WAGER, shoe="MB-07-\u041e001"), "shoe"),
+    "shoe_id_65_chars": (changed(WAGER, shoe="x" * 65), "shoe"),
+    "shoe_id_empty": (changed(WAGER, shoe=""), "shoe"),
+    "shoe_id_as_number": (changed(WAGER, shoe=1), "shoe"),
+    "dealer_id_with_space": (changed(WAGER, dealer="E 10422"), "dealer"),
+    "dealer_id_with_non_breaking_space": (changed(WAGER, dealer="E\u00a010422"), "dealer"),
+    "dealer_id_negative_number": (changed(WAGER, dealer=-5), "dealer"),
+    "dealer_id_empty": (changed(WAGER, dealer=""), "dealer"),
+    "batch_id_with_zero_width_joiner": (
+        changed(VALID_EVENTS["shoe_start"], batch="red\u200d"), "batch"),
     "version_2": (changed(WAGER, v=2), "v"),
     "version_as_string": (changed(WAGER, v="1"), "v"),
     "seq_missing": (without(WAGER, "seq"), "seq"),

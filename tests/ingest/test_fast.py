@@ -94,6 +94,10 @@ def _edges(table: str, first_seq: int) -> list[bytes]:
         *(w(ts=x) for x in times),
         # labels, ids, cards
         w(dealer=10422), w(dealer=""), w(origin=""), w(table=12345),
+        w(shoe="S1\u200b"), w(shoe="S1").replace('"S1"', '"S1\\u200b"'), w(shoe="S 1"),
+        w(shoe="x" * 64), w(shoe="x" * 65), w(shoe="S\u0131"), w(dealer="E\u00a01"),
+        w(dealer="E-1.b_2"), w(dealer=-7), t(VALID_EVENTS["shoe_start"], batch="r\u200ded"),
+        t(VALID_EVENTS["shoe_start"], batch="B.2"),
         t(card, card="10H"), t(card, card="ts"), t(card, card="5"),
         t(burn, cards=["10s", "qh", "2D"]), t(burn, cards=["10s", None]),
         t(opened, side_bets=[]), t(opened, side_bets=[""]), t(opened, side_bets=[None]),

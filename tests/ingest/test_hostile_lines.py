@@ -303,7 +303,7 @@ NAMELESS = {
     ),
     "table_a_number": (
         L[4].replace('"table":"MB-07"', '"table":12345'),
-        "table must be 1-32 of A-Z a-z 0-9 . _ -, not 12345",
+        "table must be a string of 1-32 characters of A-Z a-z 0-9 . _ -, not 12345",
     ),
 }
 

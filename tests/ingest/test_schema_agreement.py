@@ -8,7 +8,7 @@ schema blames.
 docs/event-log.md promises this "apart from the limits listed" at the end of its schema
 section (what the schema cannot check: decimals of a JSON number, calendar dates; where ingest
 is stricter because of how it stores values: 15-digit integers written as integers, 16 whole
-digits of an amount, non-empty dealer and origin, null as absent). Where the two differ today,
+digits of an amount, non-empty origin, null as absent). Where the two differ today,
 each case is listed below with what each side does and why: DIFFERENCES are understood (a
 documented limit of one side, or a decision still to take), and assert today's behaviour of
 both sides so a change on either side is noticed; BUGS are strict xfails that assert the
@@ -326,21 +326,8 @@ DIFFERENCES: list[tuple[str, Line, bool, bool, str]] = [
         True,
         False,
         "ingest requires every string field to be non-empty; the schema gives origin no "
-        "minLength. Documented ('dealer and origin may not be empty strings')",
-    ),
-    (
-        "dealer_empty",
-        _ev("wager", dealer=""),
-        True,
-        False,
-        "as origin_empty; the schema's dealer is string-or-integer without minLength. Documented",
-    ),
-    (
-        "dealer_negative_integer",
-        _ev("wager", dealer=-5),
-        True,
-        False,
-        "the schema's dealer accepts any integer; ingest wants a non-empty string or digits",
+        "minLength. Documented ('origin may not be an empty string'). (An empty or negative "
+        "dealer id both refuse: the id alphabet, REJECTED)",
     ),
     (
         "announce_tie_hand_with_player_12",

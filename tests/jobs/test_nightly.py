@@ -26,11 +26,14 @@ import pypdf
 import pytest
 
 from auditor import config
+from auditor.audit.run import audit
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_LOCKED, UserError
+from auditor.ingest.run import ingest
 from auditor.jobs import nightly
 from auditor.jobs.archive import archive_dir, archive_path
 from auditor.jobs.lock import LockInfo, NightlyLocked, lock_holder, lock_path
-from auditor.store import runs
+from auditor.simulate.planted import simulate
+from auditor.store import db, runs
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
@@ -981,3 +984,54 @@ def test_a_changed_report_is_a_new_version_beside_the_one_filed(
     recorded = scalar(db_copy, "SELECT list(version ORDER BY version) FROM report_versions "
                       f"WHERE slug = '2026-11-28_grave' AND path LIKE '{archive.resolve()}/%'")
     assert recorded == [1, 2]
+
+
+@pytest.mark.slow
+def test_a_night_cut_at_a_round_boundary_is_reported_in_its_own_nights_pdf(
+    tmp_path: Path,
+) -> None:
+    """Issue 28: `log.table_unclosed` was judged only once the database held an event after
+    the gaming day's end, so the nightly of that day (with only that day's logs) never
+    reported it. Eight tables, each file cut after a round_end: `nightly --date D` records D
+    closed before its audit, and D's grave shift PDF carries a finding for every table."""
+    day = dt.date(2026, 11, 20)
+    sim = simulate(tmp_path / "sim", 8, 2, seed=11, day=day)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    cut_after: dict[str, int] = {}
+    for f in sim.files:
+        lines = f.read_text().splitlines(keepends=True)
+        if '"type":"table_open"' in lines[0]:
+            ends = [i for i, line in enumerate(lines) if '"type":"round_end"' in line]
+            keep = ends[len(ends) * 3 // 4]  # three quarters through the night, at a round end
+            cut_after[json.loads(lines[0])["table"]] = json.loads(lines[keep])["seq"]
+            lines = lines[: keep + 1]
+        (spool / f.name).write_text("".join(lines))
+    assert len(cut_after) == 8
+    # Audited without the day closed: the night may still be being delivered, nothing said.
+    con = db.connect(tmp_path / "plain.duckdb")
+    ingest(con, [spool], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    assert con.execute(
+        "SELECT count(*) FROM current_findings WHERE code = 'log.table_unclosed'"
+    ).fetchone() == (0,)
+    con.close()
+    archive = tmp_path / "archive"
+    result = nightly.run_nightly(tmp_path / "audit.duckdb", spool, config.PropertyConfig(),
+                                 day=day, archive=archive)
+    assert result.day_closed == "closed by this run"
+    assert "gaming day 2026-11-20: closed by this run" in nightly.summary_lines(result)
+    pdf = archive / "2026-11-20" / "2026-11-20_grave.pdf"
+    reader = pypdf.PdfReader(pdf)
+    [jsonl] = reader.attachments["findings.jsonl"]
+    found = [json.loads(line) for line in jsonl.decode().splitlines()]
+    unclosed = {f["table"]: f for f in found if f["code"] == "log.table_unclosed"}
+    assert set(unclosed) == set(cut_after)
+    for table, f in unclosed.items():
+        assert (f["severity"], f["seq"]) == ("major", cut_after[table])
+    text = " ".join(p.extract_text() for p in reader.pages)
+    assert "log.table_unclosed" in text
+    con = duckdb.connect(str(tmp_path / "audit.duckdb"), read_only=True)
+    assert con.execute("SELECT gaming_day::VARCHAR, how, run_id FROM closed_days").fetchall() \
+        == [("2026-11-20", "nightly", result.run_id)]
+    con.close()

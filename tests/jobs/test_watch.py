@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from helpers.rules import panda8_rules
+from helpers.tablelog import DECK, Log, deal_rounds
 
 from auditor import config
 from auditor.audit.run import audit
@@ -186,7 +187,8 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
 def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
     """Simulated nights that between them plant every code (tests/simulate/test_simulate.py's recall
     runs; tests/replay/test_dealers.py's night with a dealer making ten times the errors, with a
-    seat counting Dragon 7; tests/replay/test_integrity.py's night of planted shoe orders)."""
+    seat counting Dragon 7; tests/replay/test_integrity.py's night of planted shoe orders; a
+    night of issue 28's shoe lies)."""
     nights = []
     for seed, tables, hours, rate, games, patterns in [
         (4, 6, 1, 0.05, GAMES, ""),
@@ -195,11 +197,13 @@ def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
         (3, 8, 2, 0.03, GAMES, "dealer"),
         (4, 2, 2, 0.03, ("mini_baccarat",), "seat"),
         (2, 6, 3, 0.0, ("mini_baccarat", "punto_banco"), "orders"),
+        (1, 2, 2, 0.0, ("mini_baccarat",), "shoe lies"),
     ]:
         r = simulate(tmp_path / f"night-{seed}-{tables}", tables, hours, seed=seed,
                      deviation_rate=rate, games=games, error_prone_dealer=patterns == "dealer",
                      counting_seat=patterns == "seat", shoe_twice=patterns == "orders",
-                     unshuffled=patterns == "orders")
+                     unshuffled=patterns == "orders", phantom_shoe=patterns == "shoe lies",
+                     shoe_reopened=patterns == "shoe lies")
         nights.append(list(r.files))
     return nights
 
@@ -356,3 +360,43 @@ def test_watch_started_while_a_reader_has_the_database_waits_for_it(tmp_path):
     assert watch.returncode == 0, err
     assert "watch: waiting for the database:" in err and "database busy" in err
     assert "draw.banker_missed" in r.stdout  # MB-01's planted round, audited live
+
+
+def test_watch_closes_a_gaming_day_once_the_next_has_begun_plus_its_grace(tmp_path):
+    """Issue 28: a table whose log stops at a round boundary is reported once its gaming day
+    is closed. `watch` closes the day when the logs reach its end plus CLOSE_GRACE (06:30 for
+    a 06:00 gaming day), records so (closed_days, how 'watch'), and the finding follows."""
+    night = Log()
+    night.open("MB-01", "P1", "22:00")
+    night.shoe_start("MB-01", "22:01", "S1")
+    night.burn("MB-01", "S1", ["Ac", "Kd"])
+    for rnd, cards in enumerate(deal_rounds(DECK, 2, 2), start=1):
+        night.round("MB-01", "S1", rnd, cards)  # and its log stops: no shoe_end, no close
+    night.open("MB-02", "P1", "22:00")
+    night.close("MB-02", "05:30")
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    w = Watch(con, spool, config.PropertyConfig(), runs.start(con, "watch", {}),
+              WatchOptions(rescan=0))
+    night.write(spool / "night.jsonl")
+    unclosed = "SELECT code, table_id FROM current_findings WHERE code LIKE 'log.%'"
+
+    def morning(table: str, when: str) -> None:
+        log = Log()
+        log.open(table, "P1", when)
+        log.write(spool / f"{table}.jsonl")
+        w.step()
+        w.sweep()
+
+    w.step()
+    w.sweep()
+    assert con.execute(unclosed).fetchall() == []
+    morning("MB-03", "06:20")  # the next day has begun, within the grace
+    assert con.execute(unclosed).fetchall() == []
+    assert con.execute("SELECT count(*) FROM closed_days").fetchone() == (0,)
+    morning("MB-04", "06:30")  # 06:00 plus the grace: the day is closed
+    assert con.execute(unclosed).fetchall() == [("log.table_unclosed", "MB-01")]
+    assert con.execute(
+        "SELECT gaming_day::VARCHAR, how FROM closed_days").fetchall() == [("2026-11-28", "watch")]
+    con.close()

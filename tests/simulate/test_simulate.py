@@ -188,6 +188,22 @@ def test_recall_every_planted_deviation_is_found_and_nothing_else(
 
 
 @pytest.mark.slow
+def test_recall_of_the_shoe_lies_among_a_nights_deviations(tmp_path, house_rules):
+    """Issue 28's shoe lies planted with their ground truth (the card too many, the lie, the
+    raised remaining), among the night's other deviations: found exactly, nothing else."""
+    r = simulate(tmp_path / "logs", 4, 2, seed=3, deviation_rate=0.05, games=ALL_GAMES,
+                 phantom_shoe=True, shoe_reopened=True)
+    kinds = Counter(d["kind"] for d in r.deviations)
+    assert kinds["phantom_shoe"] == kinds["earlier_shoe"] == 1
+    assert kinds["remaining_raised"] == 2
+    res, rows = _audit(r, tmp_path / "a.duckdb")
+    assert res.rounds == r.rounds and dict(res.skipped) == {}
+    planted = Counter((d["code"], d["table"], d["shoe"], d["round"]) for d in r.deviations)
+    found = Counter(rows)
+    assert planted - found == Counter() and found - planted == Counter()
+
+
+@pytest.mark.slow
 def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
     """The recall runs between them plant every kind, and so every code of the registry."""
     kinds: set[str] = set()
@@ -206,6 +222,10 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
     # So is the counting seat (tests/replay/test_sidebets.py finds it).
     r = simulate(tmp_path / "counter", 2, 2, seed=4, games=("mini_baccarat",),
                  counting_seat=True)
+    kinds |= {d["kind"] for d in r.deviations}
+    # And the shoe lies (issue 28; tests/audit/test_shoe_lies.py edits a night by hand).
+    r = simulate(tmp_path / "lies", 2, 2, seed=1, games=("mini_baccarat",),
+                 phantom_shoe=True, shoe_reopened=True)
     kinds |= {d["kind"] for d in r.deviations}
     assert kinds == set(KIND_CODES)
     assert {KIND_CODES[k] for k in kinds} == set(REGISTRY)

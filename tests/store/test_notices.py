@@ -332,3 +332,105 @@ def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_sho
     section = text.split("Notices entered by hand and withdrawn (not counted)")[1]
     assert "Compliance Officer" in section and "no such letter in the binder" in section
     assert "Findings withdrawn because of notices entered by hand" not in text
+
+
+# --- local times a daylight-saving change makes ambiguous or skips (issue 28) ---------------
+
+NY = ZoneInfo("America/New_York")
+
+
+def test_a_local_time_the_clocks_pass_twice_is_refused_with_both_readings():
+    with pytest.raises(UserError) as e:
+        parse_time("2026-11-01 01:40", NY, "--given-at")
+    assert str(e.value) == (
+        "--given-at 2026-11-01 01:40 happens twice in America/New_York (the clocks go back "
+        "that night): write 2026-11-01 01:40-04:00 (EDT) or 2026-11-01 01:40-05:00 (EST)"
+    )
+    # Either reading, written with its offset, is one moment.
+    assert parse_time("2026-11-01 01:40-05:00", NY, "x") == dt.datetime(
+        2026, 11, 1, 6, 40, tzinfo=dt.UTC)
+    # The hours around it are no problem.
+    assert parse_time("2026-11-01 02:06", NY, "x") == dt.datetime(
+        2026, 11, 1, 7, 6, tzinfo=dt.UTC)
+
+
+def test_a_local_time_the_clocks_skip_is_refused_not_moved_an_hour():
+    """Issue 28: "2026-03-08 02:30", which never happens in New York, was stored as 03:30
+    EDT."""
+    with pytest.raises(UserError) as e:
+        parse_time("2026-03-08 02:30", NY, "--effective")
+    assert str(e.value) == (
+        "--effective 2026-03-08 02:30 does not exist in America/New_York (the clocks go "
+        "forward over it that night): write the moment meant with its offset, "
+        "2026-03-08 01:30-05:00 (EST) or 2026-03-08 03:30-04:00 (EDT)"
+    )
+
+
+def test_notice_add_refuses_an_ambiguous_time_and_the_notice_missing_stands(
+    tmp_path, bacc_audit
+):
+    """Issue 28: in America/New_York "2026-11-01 01:40" was stored as 01:40 EDT; a notice
+    given 01:40 EST, 26 minutes before a 02:06 EST change, counted as 86 minutes ahead and
+    withdrew the notice_missing."""
+    opened = dt.datetime(2026, 10, 31, 22, 0, tzinfo=NY)
+    change = dt.datetime(2026, 11, 1, 2, 6, tzinfo=NY)  # after the clocks went back: EST
+    lines = [
+        {"v": 1, "ts": opened.isoformat(), "type": "table_open", "table": "MB-01",
+         "seq": 1, "pit": "P1", "game": "mini_baccarat", "jurisdiction": "NJ",
+         "variant": "standard", "procedure": 1, "seats": 7, "side_bets": []},
+        {"v": 1, "ts": change.isoformat(), "type": "procedure_change", "table": "MB-01",
+         "seq": 2, "procedure": 2},
+        {"v": 1, "ts": (change + dt.timedelta(hours=1)).isoformat(), "type": "table_close",
+         "table": "MB-01", "seq": 3},
+    ]
+    log = tmp_path / "2026-10-31_MB-01.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    config = tmp_path / "property.toml"
+    config.write_text('[property]\ntime_zone = "America/New_York"\n')
+    dbp = tmp_path / "a.duckdb"
+    common = ("--db", dbp, "--config", config)
+    assert bacc_audit("ingest", log, "--db", dbp).code == 0
+    assert bacc_audit("audit", *common).code == 1
+    missing = "SELECT code FROM current_findings WHERE code LIKE 'procedure.notice%'"
+    assert db.connect(dbp, read_only=True).execute(missing).fetchall() == [
+        ("procedure.notice_missing",)]
+    def notice(given_at: str) -> Any:
+        return bacc_audit("notice", "add", "--pit", "P1", "--procedure", "2",
+                          "--effective", "2026-11-01 02:06", "--recipient", "division",
+                          "--recipient", "surveillance", "--given-at", given_at,
+                          "--by", "J. Smith", *common)
+
+    refused = notice("2026-11-01 01:40")
+    assert refused.code == 2
+    assert refused.err.strip() == (
+        "error: --given-at 2026-11-01 01:40 happens twice in America/New_York (the clocks go "
+        "back that night): write 2026-11-01 01:40-04:00 (EDT) or 2026-11-01 01:40-05:00 (EST)"
+    )
+    assert notices.list_notices(db.connect(dbp, read_only=True)) == []
+    bacc_audit("audit", *common)
+    assert db.connect(dbp, read_only=True).execute(missing).fetchall() == [
+        ("procedure.notice_missing",)]
+    # Written with its offset (EST), the notice is what it was: 26 minutes ahead, late.
+    given = notice("2026-11-01 01:40-05:00")
+    assert given.code == 0, given.err
+    assert bacc_audit("audit", *common).code == 1  # a new finding
+    [(code, message)] = db.connect(dbp, read_only=True).execute(
+        "SELECT code, message FROM current_findings WHERE code LIKE 'procedure.notice%'"
+    ).fetchall()
+    assert code == "procedure.notice_late" and "26 minutes" in message
+
+
+def test_a_time_error_of_notice_add_is_said_in_local_time():
+    """Not in UTC with microseconds: the officer typed local times."""
+    with pytest.raises(UserError) as e:
+        notices.add_notice(  # refused before the database is touched
+            None,  # type: ignore[arg-type]
+            pit="P1", procedure=2, effective=dt.datetime(2026, 11, 29, 2, tzinfo=NY),
+            recipient="division", given_at=dt.datetime(2026, 11, 29, 4, 20, tzinfo=NY),
+            entered_by="ann", entered_at=dt.datetime(2026, 11, 29, 5, tzinfo=NY),
+        )
+    assert str(e.value) == (
+        "the notice is said to be given at 2026-11-29 04:20 EST, after the time it "
+        "announces (2026-11-29 02:00 EST): such a notice is late whatever it says; enter it "
+        "with --late to record it as given late"
+    )

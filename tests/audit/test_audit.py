@@ -63,8 +63,8 @@ def test_sample_night_log_level_findings(audited):
         [LOG_CODES],
     ).fetchall()
     assert [(c, t) for c, t, _, _ in rows] == [("log.malformed", None), ("log.seq_gap", "NZ-01")]
-    assert rows[0][3].endswith("2026-11-28_MB-02.jsonl.gz:2480")
-    assert rows[1][2] == 3224
+    assert rows[0][3].endswith("2026-11-28_MB-02.jsonl.gz:2470")
+    assert rows[1][2] == 3222
 
 
 def test_every_round_is_audited_chemin_de_fer_included(audited):

@@ -346,6 +346,9 @@ def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
     ).fetchall()
     head: dict[tuple, tuple] = {}
     late: dict[tuple, dict[str, list[LateEvent]]] = defaultdict(lambda: defaultdict(list))
+    last_late: dict[tuple, int] = {}
+    for row in rows:
+        last_late[(row[0], row[2], row[3])] = row[11]  # rows run in seq order
     for (table, pit, shoe, rnd, judged, end_seq, end_ts, end_src, close_seq, close_ts,
          close_src, seq, why, ts, source, type_, delivered, seat, bet, amount, card,
          to) in rows:
@@ -353,8 +356,10 @@ def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
         if key not in head:
             end = None if end_seq is None else StreamEvent(table, end_seq, end_ts, "round_end",
                                                            end_src, shoe, rnd)
-            close = None if close_seq is None else StreamEvent(table, close_seq, close_ts,
-                                                               "table_close", close_src)
+            # The close only where a late event follows it: until then it is not the
+            # round's business (and `watch` may not have it yet).
+            close = None if close_seq is None or close_seq > last_late[key] else StreamEvent(
+                table, close_seq, close_ts, "table_close", close_src)
             head[key] = (pit, end, close, judged)
         late[key][why].append(LateEvent(seq, ts, type_, source, delivered, seat, bet,
                                         amount, card, to))

@@ -70,9 +70,9 @@ def simulate_cmd(
         bool,
         typer.Option(
             "--replace",
-            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz and "
-            "ground_truth.ndjson directly in it (what a simulation writes); nothing else "
-            "is touched.",
+            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz, "
+            "*.jsonl.later and ground_truth.ndjson directly in it (what a simulation "
+            "writes); nothing else is touched.",
         ),
     ] = False,
     error_prone_dealer: Annotated[
@@ -107,6 +107,17 @@ def simulate_cmd(
             "pack's order (shoe.unshuffled; docs/shoe-integrity.md).",
         ),
     ] = False,
+    lying: Annotated[
+        bool,
+        typer.Option(
+            "--lying",
+            help="Make the logs lie, one table each (issue 28): events added after a round "
+            "ended or its table closed, a change stamped later than the round after it, a "
+            "card and pit notices delivered after the night's audit (*.jsonl.later: ingest "
+            "and audit the folder, then those files). The ground truth lists each lie's "
+            "finding and the deviation it hid (docs/event-log.md).",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -125,7 +136,7 @@ def simulate_cmd(
         raise UserError(f"--date: {e}") from None
     patterns = [name for name, on in (
         ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
-        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled)) if on]
+        ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled), ("--lying", lying)) if on]
     if bulk and patterns:
         raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
                         "round deviations; leave out --bulk")
@@ -140,6 +151,7 @@ def simulate_cmd(
                 out_dir, tables, hours, seed, deviation_rate, chosen,
                 day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
                 counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
+                lying=lying,
             )
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -149,6 +161,8 @@ def simulate_cmd(
     out = console.out
     for path in result.files:
         out.print(str(path))
+    for path in result.later:
+        out.print(f"{path} (deliver after auditing the others: bacc-audit ingest {path})")
     out.print(str(result.ground_truth))
     out.print(
         f"{count(result.tables, 'table')}, {count(result.rounds, 'round')}, "

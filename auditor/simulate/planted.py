@@ -15,6 +15,7 @@ from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
+from auditor.simulate import lies
 from auditor.simulate.deal import Outcome, amount, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
@@ -110,6 +111,7 @@ class SimTableNight(TableNight):
         self.order_now = ""
         self.previous: tuple[list[str], int] | None = None
         self.order_rng = random.Random(f"{spec.table}:order")
+        self.lies: lies.TableLies | None = None  # the logs' lies planted here (issue 28)
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -348,6 +350,8 @@ class SimTableNight(TableNight):
     def run(self) -> list[str]:
         """The table's lines, with the log-level deviations drawn for it."""
         lines = super().run()
+        if self.lies is not None:  # before the others, which number the lines as they are
+            lines = self.lies.in_stream(lines)
         if self.stretch is not None:
             self.stretch_cut_short()
         lost_end = self.ends_rng.random() < self.rate
@@ -384,6 +388,8 @@ class SimTableNight(TableNight):
                 self.resent = [*lines[max(0, i - 2):i],
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)
+        if self.lies is not None:
+            self.lies.after_night(lines, self.night.date)
         return lines
 
 
@@ -506,6 +512,7 @@ def simulate(
     counting_seat: bool = False,
     shoe_twice: bool = False,
     unshuffled: bool = False,
+    lying: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -558,11 +565,18 @@ def simulate(
     out to show it (ORDER_MIN_DEALT, WEAK_MIN_DEALT): a night of two hours or more. Off by
     default, like the dealer pattern.
 
+    With `lying`, the logs lie (issue 28, auditor.simulate.lies): one table each, a round's
+    deviation made up after the round ended or after the table closed, a change stamped later
+    than the round after it, a card and the pit's notices delivered after the night was
+    audited (the result's `later` files, `*.jsonl.later`: ingest and audit the folder, then
+    them); the ground truth holds both the finding that names each lie and the deviation it
+    tried to hide, with its `severity`. Off by default.
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     return simulate_night(Path(out_dir), NightSettings(
         tables, hours, seed, deviation_rate, tuple(games), day,
-        error_prone_dealer, counting_seat, shoe_twice, unshuffled,
+        error_prone_dealer, counting_seat, shoe_twice, unshuffled, lying,
     ), replace)
 
 
@@ -575,14 +589,23 @@ def simulate_night(out: Path, settings: NightSettings, replace: bool = False) ->
     night = simulated_night(settings.tables, settings.hours, settings.seed, settings.games,
                             settings.deviation_rate, settings.day)
     prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
-    cast = _Cast(night, settings)
+    plan = lies.plan(night) if settings.lying else None
+    cast = _Cast(night, settings, plan)
     written, _ = write_night(night, out, settings.seed, cast.make)
     files = _files(night, written, cast.players, out)
+    later: list[Path] = []
+    if plan is not None:
+        made = any(plan.change in p.applied for p in cast.players)
+        extra, later = plan.files(out, night, made)
+        files += extra
     events = sum(len(f.read_text().splitlines()) for f in files)
     deviations = _ground_truth(night, cast)
+    if plan is not None:
+        deviations += plan.truth(deviations)
     return SimulationResult(
         files, write_ground_truth(out, deviations), len(night.tables),
         sum(p.rounds for p in cast.players), events, deviations, time.perf_counter() - started,
+        later,
     )
 
 
@@ -601,6 +624,7 @@ class NightSettings:
     counting_seat: bool = False
     shoe_twice: bool = False
     unshuffled: bool = False
+    lying: bool = False
 
 
 class _Cast:
@@ -608,8 +632,10 @@ class _Cast:
     placed at their tables (the error-prone dealer, the counting seat, the planted shoe
     orders, which share one library of the night's shoes)."""
 
-    def __init__(self, night: Night, settings: NightSettings) -> None:
+    def __init__(self, night: Night, settings: NightSettings,
+                 plan: lies.Plan | None = None) -> None:
         self.settings = settings
+        self.plan = plan
         self.players: list[SimTableNight] = []
         banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
         self.bad_table = banking[0] if settings.error_prone_dealer and banking else None
@@ -635,6 +661,9 @@ class _Cast:
         if spec.table == self.counter_table:
             player.counter_seat, player.counter_until = COUNTING_SEAT, self.shift_end
         player.library = self.library
+        if self.plan is not None and spec.table in self.plan.tables:
+            player.lies = self.plan.tables[spec.table]
+            player.pending[:0] = player.lies.deviations(spec.opens)
         for (table, shoe_no), (kind, source) in self.order_at.items():
             if table == spec.table:
                 player.order_kinds[shoe_no] = kind

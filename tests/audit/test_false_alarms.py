@@ -6,7 +6,10 @@ ordinary deviations of a night (rate 0.02) so that the dealers' chart has errors
 - shoe.unshuffled: 0 (runs of 8: 0.00097 a year; the shuffle test: ~1e-9 a shoe);
 - play.side_bet_counting: 0 expected (1e-5 per seat, shift and bet tested);
 - dealer.error_rate: at most what its rate allows over the dealer-shifts charted (the
-  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%.
+  binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%;
+- the codes of logs that lie (issue 28: log.time_reversed, log.after_round_end,
+  log.late_delivery, notice.backdated): 0, since a clean night's streams never run back in
+  time and every round's events come before its end.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from auditor.audit.run import audit
 from auditor.config import PropertyConfig
 from auditor.ingest.run import ingest
 from auditor.replay.dealers import TAIL
+from auditor.simulate.kinds import LIE_KINDS
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
@@ -88,3 +92,10 @@ def test_dealer_alarms_within_their_rate(nights):
     assert found["dealer.error_rate"] <= _poisson_bound(dealer_shifts * TAIL)
     # the nights did carry errors to chart
     assert sum(n for code, n in found.items() if code.startswith(("draw.", "settle."))) > 50
+
+
+@pytest.mark.slow
+def test_no_lie_codes_on_clean_nights(nights):
+    found, _, _ = nights
+    codes = sorted(set(LIE_KINDS.values()))
+    assert {c: found[c] for c in codes} == dict.fromkeys(codes, 0)

@@ -53,9 +53,23 @@ LEFT JOIN (
 WHERE c.stream IS NULL OR c.events <> s.events OR c.max_seq <> s.max_seq
 """
 
-# Per event of the changed streams: the latest stamp before it (`peak_ts`), the event before
-# it (`prev_seq`), and its ordered time; kept only where something is off (a stamp more than
-# the tolerance before the peak, or an ordered time other than the stamp).
+# Per event of the changed streams, in one window: the latest stamp before it (`peak_ts`),
+# the event before it (`prev_seq`) and the next one's stamp. Kept only where something is
+# off: a stamp before the peak, or a change stamped after the next event. A stream with
+# none (nearly all) has every ordered time equal to its stamp, and is done.
+_OFF = f"""
+CREATE OR REPLACE TEMP TABLE stream_off AS
+SELECT * FROM (
+  SELECT stream, seq, ts, type,
+         lead(ts) OVER s AS next_ts, lag(seq) OVER s AS prev_seq,
+         max(ts) OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
+  FROM events
+  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM changed_streams)
+  WINDOW s AS (PARTITION BY stream ORDER BY seq)
+) WHERE ts < peak_ts OR (type IN ({_CAPPED}) AND next_ts < ts)
+"""
+# The ordered times of the streams with something off (a second window, over those only),
+# and whether each event is stamped more than the tolerance before the peak.
 _TIMES = f"""
 CREATE OR REPLACE TEMP TABLE stream_times AS
 WITH w AS (
@@ -63,7 +77,7 @@ WITH w AS (
          lead(ts) OVER s AS next_ts, lag(seq) OVER s AS prev_seq,
          max(ts) OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
   FROM events
-  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM changed_streams)
+  WHERE source_id IN ({{sources}}) AND stream IN (SELECT DISTINCT stream FROM stream_off)
   WINDOW s AS (PARTITION BY stream ORDER BY seq)
 ), o AS (
   SELECT *, max(CASE WHEN type IN ({_CAPPED}) AND next_ts < ts THEN next_ts ELSE ts END)
@@ -141,8 +155,12 @@ def check_streams(
         sources = id_list(
             con, "SELECT DISTINCT source_id FROM stream_sources "
                  "WHERE stream IN (SELECT stream FROM changed_streams)")
-        con.execute(_TIMES.format(sources=sources))
-        found = [reversal_finding(r, zone) for r in reversals(con, sources)]
+        con.execute(_OFF.format(sources=sources))
+        off = id_list(con, "SELECT DISTINCT source_id FROM stream_sources "
+                           "WHERE stream IN (SELECT stream FROM stream_off)")
+        con.execute(_TIMES.format(sources=off))
+        con.execute("DROP TABLE stream_off")
+        found = [reversal_finding(r, zone) for r in reversals(con, off)]
         new, withdrawn = _record(con, run_id, found)
         con.execute("DELETE FROM ordered_times WHERE stream IN "
                     "(SELECT stream FROM changed_streams)")

@@ -10,9 +10,11 @@ round that ended at 22:30:02 and one that began at 22:30:49 takes effect by 22:3
 does not push the events after it to 22:45.
 
 One pass an audit, in SQL, over the streams that changed since their last check
-(`stream_checks`, a record per check): two windows over those streams' events, then only the
-few events whose ordered time differs from their stamp are kept, in `ordered_times`, which
-the checks join (a clean stream has none there). A stream not changed is not read again.
+(`stream_checks`, a record per check): one window (a lag) over those streams' events finds
+the streams where an event is stamped before the one before it; only those are read again,
+with the windows that give the ordered times and the runs, and only their events whose
+ordered time differs from their stamp are kept, in `ordered_times`, which the checks join (a
+clean stream has none there). A stream not changed is not read again.
 """
 
 from __future__ import annotations
@@ -53,22 +55,20 @@ LEFT JOIN (
 WHERE c.stream IS NULL OR c.events <> s.events OR c.max_seq <> s.max_seq
 """
 
-# Per event of the changed streams, in one window: the latest stamp before it (`peak_ts`),
-# the event before it (`prev_seq`) and the next one's stamp. Kept only where something is
-# off: a stamp before the peak, or a change stamped after the next event. A stream with
-# none (nearly all) has every ordered time equal to its stamp, and is done.
-_OFF = f"""
+# The changed streams where something is off: an event stamped before the one logged just
+# before it (a run back in time starts so, and so does a change stamped after the next event).
+# One window of one lag over their events, the cheapest that tells (a running maximum over
+# every event costs about five times more); a stream with none (nearly all) has every
+# ordered time equal to its stamp, and is done.
+_OFF = """
 CREATE OR REPLACE TEMP TABLE stream_off AS
-SELECT * FROM (
-  SELECT stream, seq, ts, type,
-         lead(ts) OVER s AS next_ts, lag(seq) OVER s AS prev_seq,
-         max(ts) OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
+SELECT DISTINCT stream FROM (
+  SELECT stream, ts, lag(ts) OVER (PARTITION BY stream ORDER BY seq) AS prev_ts
   FROM events
-  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM changed_streams)
-  WINDOW s AS (PARTITION BY stream ORDER BY seq)
-) WHERE ts < peak_ts OR (type IN ({_CAPPED}) AND next_ts < ts)
+  WHERE source_id IN ({sources}) AND stream IN (SELECT stream FROM changed_streams)
+) WHERE ts < prev_ts
 """
-# The ordered times of the streams with something off (a second window, over those only),
+# The ordered times of the streams with something off (windows over those only),
 # and whether each event is stamped more than the tolerance before the peak.
 _TIMES = f"""
 CREATE OR REPLACE TEMP TABLE stream_times AS
@@ -77,7 +77,7 @@ WITH w AS (
          lead(ts) OVER s AS next_ts, lag(seq) OVER s AS prev_seq,
          max(ts) OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
   FROM events
-  WHERE source_id IN ({{sources}}) AND stream IN (SELECT DISTINCT stream FROM stream_off)
+  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM stream_off)
   WINDOW s AS (PARTITION BY stream ORDER BY seq)
 ), o AS (
   SELECT *, max(CASE WHEN type IN ({_CAPPED}) AND next_ts < ts THEN next_ts ELSE ts END)

@@ -349,3 +349,41 @@ def test_notices_logged_after_the_change_are_backdated(night, tmp_path):
                        "WHERE code = 'notice.backdated' ORDER BY seq").fetchall()
     assert [s for s, _ in rows] == [4, 5]
     assert "logged after the change in the pit's log" in rows[0][1]
+
+
+def test_a_file_that_grows_continues_its_rounds_and_its_late_lines_are_late(night, tmp_path):
+    """The same file read as it grows (ingest of a growing log): a round cut by the first
+    read is completed by the next and replayed whole, with no late finding; a line appended
+    later for a round judged with its end is log.after_round_end."""
+    from auditor.ingest.run import ingest
+    from auditor.store import db
+
+    events = read(night["MB-01"])
+    start = find(events, shoe=DRAW_ROUND[1], round=DRAW_ROUND[2], type="round_start")
+    cut = find(events, shoe=DRAW_ROUND[1], round=DRAW_ROUND[2], type="card")  # mid-round
+    grows = tmp_path / "MB-01.log"
+    write(grows, events[:cut])
+    con = db.connect(tmp_path / "a.duckdb")
+
+    def deliver_and_audit():
+        ingest(con, [grows], runs.start(con, "ingest", {}))
+        return audit(con, runs.start(con, "audit", {}), CONF)
+
+    deliver_and_audit()
+    assert standing(con, *LATE) == []
+    write(grows, events)  # the rest of the night, appended
+    second = deliver_and_audit()
+    assert second.findings_withdrawn >= 1  # the round cut mid-deal, judged again whole
+    assert standing(con, "draw.banker_missed") == [("draw.banker_missed", "critical",
+                                                    *DRAW_ROUND)]
+    assert standing(con, *LATE) == []
+    pieces = con.execute("SELECT count(*) FROM source_extents").fetchall()[0][0]
+    assert pieces == 2
+    late = round_event(events[start], "card", when(events[-1]) + dt.timedelta(minutes=5),
+                       to="banker", card="5c")
+    late["seq"] = events[-1]["seq"] + 1
+    write(grows, [*events, late])
+    deliver_and_audit()
+    assert standing(con, *LATE) == [("log.after_round_end", "major", *DRAW_ROUND)]
+    assert standing(con, "draw.banker_missed") == [("draw.banker_missed", "critical",
+                                                    *DRAW_ROUND)]

@@ -122,17 +122,18 @@ def select_rounds(
         params += [rerun[0], rerun[1]]
     chemin = f"coalesce(o.game = {quote(CHEMIN)}, false)"
     # Something out of place: an event after the round_end (but the bank's passing right
-    # after it at chemin de fer) or after the table's close.
+    # after it at chemin de fer), or, in a round without one, after a table_close logged
+    # since the round began.
     overrun = (
         "((r.end_seq IS NOT NULL AND (r.last_core > r.end_seq OR (r.last_seq > r.end_seq "
         f"AND NOT ({chemin} AND r.last_seq = r.end_seq + 1)))) "
-        "OR (x.seq IS NOT NULL AND r.last_seq > x.seq))"
+        "OR x.close_seq IS NOT NULL)"
     )
     changed = "(d.events <> r.n OR d.last_seq <> r.last_seq)"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE round_spans AS
-        WITH rounds AS (
+        WITH rounds AS MATERIALIZED (
           SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
                  count(*) AS n, min(ts) AS ts,
                  min(seq) FILTER (type = 'round_end') AS end_seq,
@@ -152,6 +153,12 @@ def select_rounds(
             AND {these}
         ), closes AS (
           SELECT table_id, seq FROM {contexts} WHERE type = 'table_close' AND {these}
+        ), unended AS (
+          -- a round with its round_end and an event after a close has one after its end:
+          -- only the few rounds without one are looked up among the closes
+          SELECT r.table_id, r.shoe, r.round, c.seq AS close_seq FROM rounds r
+          ASOF JOIN closes c ON c.table_id = r.table_id AND r.last_seq > c.seq
+          WHERE r.end_seq IS NULL AND c.seq > r.first_seq
         ), tops AS (
           SELECT {stream_name_sql("table", "stream")} AS table_id, max(max_seq) AS top
           FROM stream_sources WHERE {is_stream_sql("table", "stream")} GROUP BY ALL
@@ -160,19 +167,19 @@ def select_rounds(
                coalesce(c.procedure, b.procedure) AS procedure,
                d.table_id IS NOT NULL AS audited_before,
                (d.table_id IS NOT NULL AND {changed}) OR {overrun} AS suspect,
-               {chemin} AS chemin, x.seq AS close_seq, t.top
+               {chemin} AS chemin, t.top
         FROM rounds r
         LEFT JOIN done d USING (table_id, shoe, round)
         ASOF LEFT JOIN opens o ON o.table_id = r.table_id AND r.first_seq > o.seq
         ASOF LEFT JOIN changes c ON c.table_id = r.table_id AND r.first_seq > c.seq
-        ASOF LEFT JOIN closes x ON x.table_id = r.table_id AND r.first_seq < x.seq
+        LEFT JOIN unended x USING (table_id, shoe, round)
         LEFT JOIN baseline b ON b.pit = o.pit
         LEFT JOIN tops t ON t.table_id = r.table_id
         WHERE d.table_id IS NULL OR {changed} OR ({window}) OR {overrun}
         """,
         params,
     )
-    _as_they_stood(con, tables_in if keys is None else None)
+    _as_they_stood(con, tables_in if keys is None else None, contexts)
     # A round's round_end closes it, but at chemin de fer the bank's passing follows it
     # (bank_pass is a round event): there the table must have gone on past the round.
     ended = "(r.end_seq IS NOT NULL AND NOT r.chemin)"
@@ -210,13 +217,17 @@ def select_rounds(
     con.execute("DROP TABLE round_spans")
 
 
-# The events of the rounds that show something out of place, with when each was delivered.
+# The events of the rounds that show something out of place, with when each was delivered
+# and the first table_close after each round began.
 _SUSPECT_EVENTS = f"""
 CREATE OR REPLACE TEMP TABLE late_events AS
 SELECT e.table_id, e.shoe, e.round, e.seq, e.type, e.ts, e.source_id, e.line_no,
        {DELIVERED_AT} AS delivered_at, r.chemin, r.close_seq
 FROM events e
-JOIN (SELECT table_id, shoe, round, chemin, close_seq FROM round_spans WHERE suspect) r
+JOIN (SELECT s.table_id, s.shoe, s.round, s.chemin,
+             (SELECT min(c.seq) FROM {{contexts}} c WHERE c.type = 'table_close'
+                AND c.table_id = s.table_id AND c.seq > s.first_seq) AS close_seq
+      FROM round_spans s WHERE s.suspect) r
   USING (table_id, shoe, round)
 {DELIVERY_JOIN}
 WHERE e.type IN ({ROUND_TYPES}) AND {{these}}
@@ -278,7 +289,9 @@ FROM w
 """
 
 
-def _as_they_stood(con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None) -> None:
+def _as_they_stood(
+    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None, contexts: str
+) -> None:
     """For the rounds of `round_spans` marked suspect: temp tables `round_proper` (their
     events as they stood: first and last seq, count, first time), `round_excluded` (the
     events left out, and why) and `late_seen` (the rounds read so), and their rows of
@@ -292,7 +305,7 @@ def _as_they_stood(con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | 
                     "FROM round_spans LIMIT 0")
         return
     these = db.table_range_sql(tables_in, "e.table_id")
-    con.execute(_SUSPECT_EVENTS.format(these=these))
+    con.execute(_SUSPECT_EVENTS.format(these=these, contexts=contexts))
     con.execute(_JUDGED)
     con.execute(_PLACED)
     con.execute(

@@ -12,16 +12,22 @@ in one run:
   rounds:     `select_rounds` over every round of the day;
   late:       `select_rounds` again after a file brings a late `vig` for `--late` of the
               rounds (after its table's close), and the late events' findings;
-and prints each with events/s or rounds/s and its share of the audit.
+and prints each with events/s or rounds/s and its share of the audit. With `--against REV`
+(a commit from before issue 28, e.g. c41bab1), `select_rounds` of that commit's
+auditor/audit/run.py is timed against today's, alternately, `--repeat` times each, on the
+same database in the same process.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -69,6 +75,8 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=200)
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--late", type=float, default=0.01, help="share of rounds given a late vig")
+    ap.add_argument("--against", help="a commit whose select_rounds to time against today's")
+    ap.add_argument("--repeat", type=int, default=7, help="runs of each, with --against")
     args = ap.parse_args()
     print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
           f"python {platform.python_version()}")
@@ -127,6 +135,38 @@ def main() -> None:
           f"the audit ({result.rounds:,} rounds audited in {t_audit:.1f} s)")
     print(f"late rounds: select_rounds {t_late:.2f} s, findings {found[0]:,} new in "
           f"{t_record:.2f} s")
+    if args.against:
+        _against(cached, args.against, args.repeat)
+
+
+def _against(cached: Path, rev: str, repeat: int) -> None:
+    """select_rounds of `rev` (its auditor/audit/run.py) and today's, alternately, on a fresh
+    copy of the day (no round audited yet)."""
+    source = subprocess.run(["git", "show", f"{rev}:auditor/audit/run.py"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    old_file = OUT / f"run-{rev}.py"
+    old_file.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"run_{rev}", old_file)
+    assert spec is not None and spec.loader is not None
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    spec.loader.exec_module(old)
+    path = OUT / "streams-against.duckdb"
+    shutil.copy(cached, path)
+    con = db.connect(path)
+    conf = PropertyConfig()
+    took: dict[str, list[float]] = {rev: [], "today": []}
+    for _ in range(repeat):
+        for name, fn in ((rev, old.select_rounds), ("today", select_rounds)):
+            started = time.perf_counter()
+            fn(con, conf, None)
+            took[name].append(time.perf_counter() - started)
+    con.close()
+    for name, times in took.items():
+        print(f"select_rounds {name:>8}: min {min(times):.3f} s, median "
+              f"{statistics.median(times):.3f} s, max {max(times):.3f} s ({repeat} runs)")
+    print(f"today / {rev}: min {min(took['today']) / min(took[rev]):.2f}x, median "
+          f"{statistics.median(took['today']) / statistics.median(took[rev]):.2f}x")
 
 
 if __name__ == "__main__":

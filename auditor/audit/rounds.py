@@ -209,7 +209,7 @@ def select_rounds(
           USING (table_id, shoe, round)
         WHERE (NOT r.suspect OR (p.n IS NOT NULL
                AND (d.table_id IS NULL OR d.events <> p.n OR d.last_seq <> p.last_seq
-                    OR ({window.replace("r.ts", "p.ts")}))))
+                    OR ({"p.ts >= ? AND p.ts < ?" if rerun else "false"}))))
           AND {closed}
         """,
         ([rerun[0], rerun[1]] if rerun else []) + tail,

@@ -1,6 +1,6 @@
 """Logs that lie (issue 28): each case is the sample night with one edit a dealer or a forger
 could make, delivered and audited as files arrive. The deviation the edit tried to hide stands
-at its severity, and a finding names the lie (tests/jobs/test_watch_lies.py: the same live)."""
+at its severity, and a finding names the lie (tests/jobs/test_watch.py: the same live)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import json
 import pytest
 from helpers.lies import (
     CONF,
+    card_after_round_end,
     deliver,
     find,
     finding,
-    insert,
     plain_sample,
     read,
     round_event,
@@ -112,11 +112,7 @@ def test_events_after_table_close_never_mend_the_round(night, tmp_path, deliveri
 
 def test_a_card_logged_58_minutes_after_its_round_ended_leaves_the_missed_draw(night, tmp_path):
     events = read(night["MB-01"])
-    end = events[find(events, shoe=DRAW_ROUND[1], round=DRAW_ROUND[2], type="round_end")]
-    later = when(end) + dt.timedelta(minutes=58)
-    at = next(i for i, e in enumerate(events) if e["type"] == "round_start" and when(e) >= later)
-    insert(events, at, round_event(end, "card", when(events[at]) - dt.timedelta(seconds=1),
-                                   to="banker", card="5c"))
+    card_after_round_end(events, DRAW_ROUND[1], DRAW_ROUND[2], minutes=58)
     write(night["MB-01"], events)
     con, _ = deliver(tmp_path / "a.duckdb", _night_files(night, "MB-01"))
     assert standing(con, "draw.banker_missed") == [("draw.banker_missed", "critical",

@@ -258,6 +258,7 @@ def test_every_code_is_found_live_as_in_batch(tmp_path, monkeypatch):
     assert set(codes) == set(REGISTRY)
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
     """simulate --lying fed line by line, its later files after the night: every lie is

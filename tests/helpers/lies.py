@@ -79,6 +79,19 @@ def round_event(like: Event, type_: str, t: dt.datetime, **fields: Any) -> Event
             "shoe": like["shoe"], "round": like["round"], **fields}
 
 
+def card_after_round_end(events: list[Event], shoe: str, rnd: int, minutes: int) -> Event:
+    """A Banker 5c for round `rnd` of `shoe` put in `events` (one table's stream) just
+    before the first round that starts `minutes` after that round's round_end: the card a
+    dealer adds to mend a missed draw. Returns the card."""
+    end = events[find(events, shoe=shoe, round=rnd, type="round_end")]
+    later = when(end) + dt.timedelta(minutes=minutes)
+    at = next(i for i, e in enumerate(events) if e["type"] == "round_start" and when(e) >= later)
+    card = round_event(end, "card", when(events[at]) - dt.timedelta(seconds=1), to="banker",
+                       card="5c")
+    insert(events, at, card)
+    return card
+
+
 def deliver(path: Path, *deliveries: Sequence[Path],
             after: Callable[[duckdb.DuckDBPyConnection, int], None] | None = None,
             conf: config.PropertyConfig = CONF,

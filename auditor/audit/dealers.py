@@ -58,13 +58,23 @@ def windows_sql(windows: Sequence[Window]) -> str:
 
 
 # The shoes' dealers, and the rounds of the windows with theirs (round_start, else shoe_start).
+# A round is in the window of its round_start's ordered time (auditor.audit.streams): a
+# round_start stamped earlier than its stream's order allows still counts where it was
+# dealt (the second part: the few in ordered_times, stamped before the windows).
 _ROUNDS_CTE = """
 ss AS (
   SELECT table_id, shoe, arg_min(dealer, seq) AS dealer FROM events
   WHERE type = 'shoe_start' AND dealer IS NOT NULL GROUP BY ALL
 ), rs AS (
-  SELECT table_id, shoe, round, min(ts) AS ts, arg_min(dealer, seq) AS dealer FROM events
-  WHERE type = 'round_start' AND shoe IS NOT NULL AND ts >= ? AND ts < ? GROUP BY ALL
+  SELECT table_id, shoe, round, min(ts) AS ts, arg_min(dealer, seq) AS dealer FROM (
+    SELECT e.table_id, e.shoe, e.round, e.seq, e.dealer, coalesce(o.ts, e.ts) AS ts
+    FROM events e LEFT JOIN ordered_times o ON o.stream = e.stream AND o.seq = e.seq
+    WHERE e.type = 'round_start' AND e.shoe IS NOT NULL AND e.ts >= ? AND e.ts < ?
+    UNION ALL
+    SELECT e.table_id, e.shoe, e.round, e.seq, e.dealer, o.ts
+    FROM ordered_times o JOIN events e ON e.stream = o.stream AND e.seq = o.seq
+    WHERE e.type = 'round_start' AND e.shoe IS NOT NULL AND o.ts >= ? AND e.ts < ?
+  ) GROUP BY ALL
 ), r AS (
   SELECT w.label, rs.table_id, rs.shoe, rs.round, rs.ts, coalesce(rs.dealer, ss.dealer) AS dealer
   FROM rs LEFT JOIN ss USING (table_id, shoe)
@@ -73,7 +83,8 @@ ss AS (
 
 
 def _bounds(windows: Sequence[Window]) -> list[dt.datetime]:
-    return [min(w.start for w in windows), max(w.end for w in windows)]
+    """_ROUNDS_CTE's parameters: the windows' first start and last end, twice."""
+    return [min(w.start for w in windows), max(w.end for w in windows)] * 2
 
 
 def count_rounds(

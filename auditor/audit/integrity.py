@@ -209,6 +209,7 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
             WITH cards AS (
               SELECT table_id, shoe, seq, ts, round, {_CODE_SQL} AS code FROM events
               SEMI JOIN _touched_shoes USING (table_id, shoe)
+              ANTI JOIN round_exclusions USING (table_id, seq)
               WHERE source_id IN ({sources}) AND type = 'card'
             ), starts AS (
               SELECT table_id, shoe, arg_min(decks, seq) AS decks,
@@ -501,6 +502,7 @@ def _locate(con: duckdb.DuckDBPyConnection, found: list[Finding]) -> None:
                    (SELECT arg_max(pit, seq) FROM events WHERE type = 'table_open'
                       AND table_id = e.table_id AND seq <= e.seq)
             FROM events e JOIN sources s ON s.id = e.source_id
+            ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
             WHERE e.type = 'card' AND e.table_id = ? AND e.shoe = ?
             ORDER BY e.seq LIMIT 1 OFFSET ?
             """,

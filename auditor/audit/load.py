@@ -29,14 +29,38 @@ from auditor.store import notices as hand
 from auditor.store.db import table_range_sql
 from auditor.store.sql import stream_key
 
+# --- the stream's order and delivery (issue 28) -------------------------------------------
+
+# An event `e`'s ordered time (auditor.audit.streams): ORDERED_TS, with ORDERED_JOIN.
+ORDERED_JOIN = "LEFT JOIN ordered_times o ON o.stream = e.stream AND o.seq = e.seq"
+ORDERED_TS = "coalesce(o.ts, e.ts)"
+# When an event `e` was delivered: the ingest of the piece of its file that holds its line
+# (source_extents; a file loaded whole is one piece), DELIVERED_AT with DELIVERY_JOIN.
+DELIVERY_JOIN = (
+    "ASOF LEFT JOIN source_extents x ON x.source_id = e.source_id AND e.line_no >= x.first_line"
+)
+DELIVERED_AT = "x.ingested_at"
+
+
+def load_change_audits(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], dt.datetime]:
+    """(table, seq) -> when the procedure change was first judged against its notices."""
+    return {
+        (t, s): at for t, s, at in con.execute(
+            "SELECT table_id, seq, min(audited_at) FROM change_audits GROUP BY ALL"
+        ).fetchall()
+    }
+
+
 # --- procedures and notices ---------------------------------------------------------------
 
 def load_table_events(con: duckdb.DuckDBPyConnection) -> list[TableEvent]:
+    """Opens, changes and closes at their ordered times (a change takes effect no later than
+    the next event of its stream, whatever it is stamped)."""
     rows = con.execute(
-        """
-        SELECT e.table_id, e.seq, e.ts, e.type, s.path || ':' || e.line_no, e.pit, e.game,
-               e.jurisdiction, e.variant, e.procedure
-        FROM events e JOIN sources s ON s.id = e.source_id
+        f"""
+        SELECT e.table_id, e.seq, {ORDERED_TS}, e.type, s.path || ':' || e.line_no, e.pit,
+               e.game, e.jurisdiction, e.variant, e.procedure
+        FROM events e JOIN sources s ON s.id = e.source_id {ORDERED_JOIN}
         WHERE e.type IN ('table_open', 'procedure_change', 'table_close')
         ORDER BY e.table_id, e.seq
         """
@@ -45,9 +69,11 @@ def load_table_events(con: duckdb.DuckDBPyConnection) -> list[TableEvent]:
 
 
 def load_last_ts(con: duckdb.DuckDBPyConnection) -> dict[str, dt.datetime]:
+    """Each table's last event, at its ordered time."""
     return dict(
         con.execute(
-            "SELECT table_id, max(ts) FROM events WHERE table_id IS NOT NULL GROUP BY ALL"
+            f"SELECT e.table_id, max({ORDERED_TS}) FROM events e {ORDERED_JOIN} "
+            "WHERE e.table_id IS NOT NULL GROUP BY ALL"
         ).fetchall()
     )
 
@@ -63,20 +89,24 @@ def _tables_list(text: str | None) -> tuple[str, ...] | None:
 
 
 def load_notices(con: duckdb.DuckDBPyConnection) -> list[Notice]:
-    """Notices from procedure_notice events and from the `notices` table (entered by hand)."""
+    """Notices from procedure_notice events and from the `notices` table (entered by hand).
+    A logged notice is given at its ordered time in the pit's stream, with its own stamp kept
+    where that differs, and when its line was delivered."""
     rows = con.execute(
-        """
-        SELECT e.pit, e.seq, e.tables, e.procedure, e.effective, e.recipient, e.written, e.ts,
-               s.path || ':' || e.line_no
-        FROM events e JOIN sources s ON s.id = e.source_id
+        f"""
+        SELECT e.pit, e.seq, e.tables, e.procedure, e.effective, e.recipient, e.written,
+               {ORDERED_TS}, s.path || ':' || e.line_no, e.ts, {DELIVERED_AT}
+        FROM events e JOIN sources s ON s.id = e.source_id {ORDERED_JOIN} {DELIVERY_JOIN}
         WHERE e.type = 'procedure_notice'
         ORDER BY e.pit, e.seq
         """
     ).fetchall()
     out = [
         Notice(f"{stream_key('pit', pit)}#{seq}", pit, tuple(tables) if tables else None, procedure,
-               effective, recipient, bool(written), ts, source)
-        for pit, seq, tables, procedure, effective, recipient, written, ts, source in rows
+               effective, recipient, bool(written), ts, source,
+               stamped if stamped != ts else None, delivered)
+        for (pit, seq, tables, procedure, effective, recipient, written, ts, source, stamped,
+             delivered) in rows
     ]
     for n in hand.list_notices(con, withdrawn=False):
         out.append(
@@ -133,7 +163,7 @@ def load_rounds(
                  min(seq) FILTER (type NOT IN ('cut_card')) AS first_seq,
                  max(seq) FILTER (type NOT IN ('cut_card')) AS last_seq,
                  count(*) FILTER (type = 'card') AS cards
-          FROM events
+          FROM events ANTI JOIN round_exclusions USING (table_id, seq)
           WHERE shoe IS NOT NULL AND round IS NOT NULL AND {these}
           GROUP BY ALL
         ), starts AS (
@@ -206,6 +236,7 @@ def tables_with_other_orders(
             SELECT e.table_id, r.first_seq_all AS first_seq,
                    string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
             FROM events e JOIN batch_rounds r USING (table_id, shoe, round)
+            ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
             WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
               AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
             GROUP BY e.table_id, e.shoe, e.round, r.first_seq_all
@@ -273,6 +304,7 @@ def load_round_orders(
                s.path || ':' || e.line_no
         FROM events e JOIN r USING (table_id, shoe, round)
         JOIN sources s ON s.id = e.source_id
+        ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
         WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
         ORDER BY e.table_id, r.first_seq, e.seq
         """,

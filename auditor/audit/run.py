@@ -23,6 +23,16 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.audit import facts
+from auditor.audit.load import ORDERED_JOIN
+from auditor.audit.rounds import (
+    CHEMIN,
+    EVENT_SELECT,
+    ROUND_TYPES,
+    record_late,
+    round_events_sql,
+    select_rounds,
+)
+from auditor.audit.streams import check_streams
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay import verdict
@@ -32,12 +42,8 @@ from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, findings
-from auditor.store.events import ROUND_EVENTS
-from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
-ROUND_TYPES = ", ".join(map(quote, ROUND_EVENTS))
 BATCH_ROWS = 200_000
-CHEMIN = "chemin_de_fer"
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
 # skips stand offs): how many are read before each run of rounds to replay.
 CHEMIN_LOOKBACK = 12
@@ -121,6 +127,9 @@ def audit(
 
     result = AuditResult(run_id)
     known = known or Known()
+    zone = known.zone_of(con, config)
+    if tables:  # before the rounds: their times are the streams' ordered times
+        result.tables["streams"] = check_streams(con, run_id, zone)
     batches = db.table_batches(con)
     total = len(batches) + (1 if tables else 0)
     with _rounds_transaction(con, run_id):
@@ -128,6 +137,7 @@ def audit(
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
             select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
+            _late(result, record_late(con, run_id, zone))
             _replay(con, run_id, result, known)
     if not tables:
         if progress:
@@ -137,7 +147,11 @@ def audit(
         progress("tables, pits and shoes", len(batches), total)
     # Across rounds, tables and pits: recomputed over the whole database every time (each
     # in its own transaction), so a crash between the passes is mended by the next run.
+    streams = result.tables["streams"]
     result.tables = table_findings(con, run_id, config, day_close=day_close)
+    result.tables["findings_new"] += streams["findings_new"]
+    result.tables["findings_withdrawn"] += streams["findings_withdrawn"]
+    result.tables["streams"] = streams
     result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     # Before the dealers: a shoe finding counts against the shoe's dealer.
     result.tables["shoe_integrity"] = integrity_findings(
@@ -147,13 +161,6 @@ def audit(
     if progress:
         progress("tables, pits and shoes", total, total)
     return result
-
-
-# The events that give a round its table context; `watch` keeps them in a table of its own.
-CONTEXT_EVENTS_SQL = (
-    "SELECT table_id, seq, type, pit, game, jurisdiction, variant, seats, side_bets, "
-    "procedure FROM events WHERE type IN ('table_open', 'procedure_change')"
-)
 
 
 def audit_rounds(
@@ -177,10 +184,19 @@ def audit_rounds(
     as `audit`.
     """
     result = AuditResult(run_id)
+    known = known or Known()
     with _rounds_transaction(con, run_id):
         select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
-        _replay(con, run_id, result, known or Known())
+        _late(result, record_late(con, run_id, known.zone_of(con, config)))
+        _replay(con, run_id, result, known)
     return result
+
+
+def _late(result: AuditResult, counts: tuple[int, int]) -> None:
+    """The late events' findings (auditor.audit.rounds.record_late) counted with the
+    round findings: they are the rounds' own."""
+    result.findings_new += counts[0]
+    result.findings_withdrawn += counts[1]
 
 
 @contextmanager
@@ -189,8 +205,7 @@ def _rounds_transaction(con: duckdb.DuckDBPyConnection, run_id: int) -> Iterator
     temp table `audited_rounds` and stored once at the end: rows appended to round_audits
     inside the transaction would be read back in full by every later batch's select_rounds
     (no zonemaps until commit). A crash leaves no partial audit behind."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with db.transaction(con):
         con.execute(
             "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
             "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
@@ -200,136 +215,10 @@ def _rounds_transaction(con: duckdb.DuckDBPyConnection, run_id: int) -> Iterator
             f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
         )
         con.execute("DROP TABLE audited_rounds")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _batch_step(i: int, n: int) -> str:
     return f"rounds, tables batch {i + 1} of {n}" if n > 1 else "rounds"
-
-
-def select_rounds(
-    con: duckdb.DuckDBPyConnection,
-    config: PropertyConfig,
-    rerun: tuple[dt.datetime, dt.datetime] | None,
-    tables_in: tuple[str, str] | None = None,
-    *,
-    keys: str | None = None,
-    since: dt.datetime | None = None,
-    closed_before: dt.datetime | None = None,
-    contexts: str = "events",
-) -> None:
-    """Temp table `todo`: the rounds to audit, each with its table's context (of the tables
-    in `tables_in`, an inclusive range of ids, or of every table; with `keys`, only the
-    rounds that table lists, whose events are no older than `since`).
-
-    With `closed_before`, only the rounds that can get no more events: those with their
-    round_end (at chemin de fer, where the bank's passing follows the round_end, not
-    enough), those their table has gone past (a later event in its stream), and those that
-    started before `closed_before` (the start of the gaming day still being delivered: an
-    earlier day is over). A round still being dealt is left for later, not judged half
-    dealt. With `keys`, the same but for the day's end.
-
-    `contexts`: where the table_open and procedure_change events are read (`watch` keeps
-    them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night each poll)."""
-    pits = (
-        ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
-        or "(NULL, NULL)"
-    )
-    these = db.table_range_sql(tables_in)
-    params: list[Any] = []  # in the order of their placeholders
-    listed, recent = "", "true"
-    if keys is not None:
-        assert rerun is None, "a rerun window audits whole tables"
-        these = f"table_id IN (SELECT table_id FROM {keys})"
-        listed = f"SEMI JOIN {keys} USING (table_id, shoe, round)"
-        if since is not None:
-            recent = "ts >= ?"
-            params.append(since)
-    # A round's round_end closes it, but at chemin de fer the bank's passing follows it
-    # (bank_pass is a round event): there the table must have gone on past the round.
-    ended = f"(r.ended AND o.game IS DISTINCT FROM {quote(CHEMIN)})"
-    closed = "true"
-    if closed_before is not None:
-        closed = f"({ended} OR r.last_seq < t.top OR r.ts < ?)"
-        params.append(closed_before)
-    elif keys is not None:
-        closed = f"({ended} OR r.last_seq < t.top)"
-    window = "false"
-    if rerun:
-        window = "r.ts >= ? AND r.ts < ?"
-        params += [rerun[0], rerun[1]]
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE todo AS
-        WITH rounds AS (
-          SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
-                 count(*) AS n, min(ts) AS ts, bool_or(type = 'round_end') AS ended
-          FROM events {listed}
-          WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these} AND {recent}
-          GROUP BY ALL
-        ), done AS (
-          SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
-          FROM round_audits {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
-        ), opens AS (
-          SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
-          FROM {contexts} WHERE type = 'table_open' AND {these}
-        ), changes AS (
-          SELECT table_id, seq, procedure FROM {contexts}
-          WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
-            AND {these}
-        ), tops AS (
-          SELECT {stream_name_sql("table", "stream")} AS table_id, max(max_seq) AS top
-          FROM stream_sources WHERE {is_stream_sql("table", "stream")} GROUP BY ALL
-        ), baseline(pit, procedure) AS (VALUES {pits})
-        SELECT r.* EXCLUDE (ended), o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
-               coalesce(c.procedure, b.procedure) AS procedure,
-               d.table_id IS NOT NULL AS audited_before
-        FROM rounds r
-        LEFT JOIN done d USING (table_id, shoe, round)
-        ASOF LEFT JOIN opens o ON o.table_id = r.table_id AND r.first_seq > o.seq
-        ASOF LEFT JOIN changes c ON c.table_id = r.table_id AND r.first_seq > c.seq
-        LEFT JOIN baseline b ON b.pit = o.pit
-        LEFT JOIN tops t ON t.table_id = r.table_id
-        WHERE (d.table_id IS NULL OR d.events <> r.n OR d.last_seq <> r.last_seq OR ({window}))
-          AND {closed}
-        """,
-        params,
-    )
-
-
-_EVENT_COLS = (
-    "seq",
-    "type",
-    "ts",
-    "source",
-    "to_hand",
-    "card",
-    "seat",
-    "bet",
-    "amount",
-    "kind",
-    "player_count",
-    "banker_count",
-    "winner",
-    "count",
-    "mode",
-    "void_reason",
-    "disposition",
-    "shoe",
-    "round",
-    "hand",
-    "choice",
-    "from_seat",
-    "to_seat",
-)
-_EVENT_SELECT = (
-    "e.seq, e.type, e.ts, s.path || ':' || e.line_no AS source, e.to_hand, e.card, e.seat, "
-    "e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner, e.count, e.mode, "
-    "e.void_reason, e.disposition, e.shoe, e.round, e.hand, e.choice, e.from_seat, e.to_seat"
-)
 
 
 @dataclass
@@ -341,21 +230,13 @@ class Known:
     contexts: dict[tuple, TableContext | str] = field(default_factory=dict)
     packs: PackCache = field(default_factory=PackCache)
     terms: dict[tuple, verdict.Terms | str] = field(default_factory=dict)
+    zone: dt.tzinfo | None = None  # the property's, for the findings' sentences
 
-
-def round_events_sql(rounds: str) -> str:
-    """The events of the rounds listed in table `rounds` (shaped like `todo`), each row with
-    its round's table context, in round and seq order: what check_round is given."""
-    return f"""
-        SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
-               t.variant, t.seats, t.side_bets, t.procedure, {_EVENT_SELECT},
-               e.dealer AS event_dealer
-        FROM {rounds} t
-        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
-        JOIN sources s ON s.id = e.source_id
-        WHERE e.type IN ({ROUND_TYPES})
-        ORDER BY t.table_id, t.shoe, t.round, e.seq
-        """
+    def zone_of(self, con: duckdb.DuckDBPyConnection, config: PropertyConfig) -> dt.tzinfo:
+        """config.zone_for, asked once (without a configured zone it reads the logs)."""
+        if self.zone is None:
+            self.zone = config.zone_for(con)
+        return self.zone
 
 
 def _replay(
@@ -528,7 +409,7 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
             CREATE OR REPLACE TEMP TABLE todo_fast AS
             SELECT (row_number() OVER ())::BIGINT AS rid,
                    t.table_id, t.shoe, t.round, t.first_seq, t.last_seq, t.n, c.ctx
-            FROM (SELECT *, {_CONTEXT_HASH} AS ch FROM todo) t
+            FROM (SELECT *, {_CONTEXT_HASH} AS ch FROM todo WHERE NOT partial) t
             JOIN (SELECT * FROM verdict_contexts WHERE ctx IS NOT NULL) c USING (table_id, ch)
             """
         )
@@ -697,14 +578,16 @@ class _CheminHistory:
             cur = con.execute(
                 f"""
                 SELECT e.table_id, t.pit, t.game, t.jurisdiction, t.variant, t.seats,
-                       {_EVENT_SELECT}
+                       {EVENT_SELECT}
                 FROM chemin_lookback k
                 JOIN events e ON e.table_id = k.table_id AND e.shoe = k.shoe
                      AND e.round = k.round AND e.type IN ({ROUND_TYPES})
                 JOIN sources s ON s.id = e.source_id
+                {ORDERED_JOIN}
                 ASOF LEFT JOIN (SELECT table_id, seq, pit, game, jurisdiction, variant, seats
                                 FROM events WHERE type = 'table_open') t
                      ON t.table_id = e.table_id AND e.seq > t.seq
+                ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
                 ORDER BY e.table_id, e.seq
                 """
             )

@@ -362,6 +362,10 @@ def _seq_gaps(
     ]
 
 
+# The events as the rounds were judged: without the late ones (auditor.audit.rounds).
+_JUDGED_EVENTS = "SELECT * FROM events ANTI JOIN round_exclusions USING (table_id, seq)"
+
+
 def load_composition(
     con: duckdb.DuckDBPyConnection,
     tables_in: tuple[str, str] | None = None,
@@ -375,7 +379,8 @@ def load_composition(
     every card; only the shoes with a card too many are read card by card."""
     moved = [m for s in shoes for m in s.misfiled if m.counted_in != m.label and m.cards]
     if not moved:
-        return _composition(con, tables_in, "events")
+        # Late events a round was judged without (round_exclusions) count for no shoe.
+        return _composition(con, tables_in, f"({_JUDGED_EVENTS})")
     con.register("shoe_remap", pa.table({
         "table_id": pa.array([m.table for m in moved], pa.string()),
         "shoe": pa.array([m.label for m in moved], pa.string()),
@@ -386,6 +391,7 @@ def load_composition(
     try:
         return _composition(con, tables_in, """(
             SELECT e.* REPLACE (coalesce(m.counted_in, e.shoe) AS shoe) FROM events e
+            ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
             LEFT JOIN shoe_remap m ON m.table_id = e.table_id AND m.shoe = e.shoe
               AND e.seq BETWEEN m.lo AND m.hi)""")
     finally:
@@ -481,8 +487,8 @@ def load_last_round_cards(
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for table, shoe, label, rnd in wanted:
         rows = con.execute(
-            "SELECT to_hand, card FROM events WHERE type = 'card' AND table_id = ? AND shoe = ? "
-            "AND round = ? ORDER BY seq",
+            "SELECT to_hand, card FROM events ANTI JOIN round_exclusions USING (table_id, seq) "
+            "WHERE type = 'card' AND table_id = ? AND shoe = ? AND round = ? ORDER BY seq",
             [table, label, rnd],
         ).fetchall()
         out[(table, shoe)] = [(to, str(parse_card(c))) for to, c in rows]

@@ -54,6 +54,7 @@ OWNED_CODES = (
     "irregularity.disposition",
     "log.table_unclosed",
     "log.shoe_unfinished",
+    "notice.backdated",
 )
 # dealer.error_rate has a step of its own (`dealer_findings`), after the mismatches a run of
 # rounds supersedes are withdrawn: it counts standing round findings, and counted before that
@@ -95,6 +96,16 @@ def _table_packs(
     return pack_of, charged
 
 
+@dataclass(frozen=True)
+class Judged:
+    """What `table_findings` records beside the findings: the changes (table, seq) answered
+    by notices entered by hand, and every change judged against its notices (the first
+    judgement of each goes in `change_audits`: a notice delivered after it does not count)."""
+
+    by_hand: dict[tuple[str, int], list[Notice]]
+    changes: tuple[tuple[str, int], ...] = ()
+
+
 def compute(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
@@ -102,10 +113,10 @@ def compute(
     min_undeclared_rounds: int = MIN_UNDECLARED_ROUNDS,
     changeover_grace: dt.timedelta | None = None,
     day_grace: dt.timedelta = dt.timedelta(0),
-) -> tuple[list[Finding], dict[str, Any], dict[tuple[str, int], list[Notice]]]:
+) -> tuple[list[Finding], dict[str, Any], Judged]:
     """Every table-, pit- and shoe-level finding the database supports now, counts of what
-    was examined, and the changes (table, seq) answered by notices entered by hand. Reads
-    only (the notices table is created if missing).
+    was examined, and what was judged (`Judged`). Reads only (the notices table is created
+    if missing).
 
     The ends of table logs are judged for the gaming days closed (store/closed_days.py), and
     for a day the database shows over: an event at or after its end plus `day_grace`; those
@@ -125,8 +136,10 @@ def compute(
         load.load_last_ts(con),
     )
     notices = load.load_notices(con)
-    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone)
+    verdicts = procedures.notice_verdicts(timeline.changes, notices, zone,
+                                          load.load_change_audits(con))
     found = procedures.notice_findings(verdicts, zone)
+    found += procedures.backdated_findings(verdicts, zone)
     pack_of, charged = _table_packs(con, packs)
     if changeover_grace is None:
         changeover_grace = _changeover_grace(pack_of)
@@ -156,7 +169,8 @@ def compute(
         "rule_packs_missing": packs.unusable(),
         "gaming_days_closed": [f"{d:%Y-%m-%d}" for d in sorted(closed.newly)],
     }
-    return found, stats, _answered_by_hand(verdicts)
+    changes = tuple(sorted({(v.change.table, v.change.seq) for v in verdicts}))
+    return found, stats, Judged(_answered_by_hand(verdicts), changes)
 
 
 def _answered_by_hand(
@@ -256,7 +270,7 @@ def table_findings(
     summary.
     """
     how, grace = day_close
-    found, stats, by_hand = compute(
+    found, stats, judged = compute(
         con, config, min_undeclared_rounds=min_undeclared_rounds,
         changeover_grace=changeover_grace, day_grace=grace,
     )
@@ -264,7 +278,8 @@ def table_findings(
     try:
         closed_days.close(con, [dt.date.fromisoformat(d) for d in stats["gaming_days_closed"]],
                           run_id, how)
-        new, withdrawn = _store(con, run_id, found, by_hand)
+        new, withdrawn = _store(con, run_id, found, judged.by_hand)
+        _record_judged_changes(con, run_id, judged.changes)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -311,6 +326,25 @@ def _store(
         f"code IN ({owned}) AND fingerprint NOT IN (SELECT fingerprint FROM table_pass_findings)",
     )
     return new, withdrawn
+
+
+def _record_judged_changes(
+    con: duckdb.DuckDBPyConnection, run_id: int, changes: Sequence[tuple[str, int]]
+) -> None:
+    """`change_audits`: the changes judged for the first time now."""
+    if not changes:
+        return
+    con.register("judged_changes", pa.table({
+        "table_id": pa.array([c[0] for c in changes], pa.string()),
+        "seq": pa.array([c[1] for c in changes], pa.int64()),
+    }))
+    try:
+        con.execute(
+            f"INSERT INTO change_audits SELECT table_id, seq, {int(run_id)}, now() "
+            "FROM judged_changes ANTI JOIN change_audits USING (table_id, seq)"
+        )
+    finally:
+        con.unregister("judged_changes")
 
 
 def _withdraw_answered_by_hand(

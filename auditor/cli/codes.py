@@ -22,7 +22,8 @@ def codes_cmd(
     """List every finding code with its severity, its rule, the provision each rule pack
     cites for it, and why it matters. The packs are those in use (BACC_AUDIT_RULES, else the
     packs shipped); --markdown always documents the packs shipped."""
-    from auditor.rules.codes import REGISTRY, markdown
+    from auditor.rules.codes import REGISTRY
+    from auditor.rules.codes_page import markdown
     from auditor.rules.pack import RulePackError, citations
     from auditor.shipped import shipped
 

@@ -70,9 +70,9 @@ def simulate_cmd(
         bool,
         typer.Option(
             "--replace",
-            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz and "
-            "ground_truth.ndjson directly in it (what a simulation writes); nothing else "
-            "is touched.",
+            help="Let --out hold files already: first remove the *.jsonl, *.jsonl.gz, "
+            "*.jsonl.later and ground_truth.ndjson directly in it (what a simulation "
+            "writes); nothing else is touched.",
         ),
     ] = False,
     error_prone_dealer: Annotated[
@@ -125,6 +125,17 @@ def simulate_cmd(
             "(shoe.reopened; the shoe.composition stands).",
         ),
     ] = False,
+    lying: Annotated[
+        bool,
+        typer.Option(
+            "--lying",
+            help="Make the logs lie, one table each (issue 28): events added after a round "
+            "ended or its table closed, a change stamped later than the round after it, a "
+            "card and pit notices delivered after the night's audit (*.jsonl.later: ingest "
+            "and audit the folder, then those files). The ground truth lists each lie's "
+            "finding and the deviation it hid (docs/event-log.md).",
+        ),
+    ] = False,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -144,7 +155,8 @@ def simulate_cmd(
     patterns = [name for name, on in (
         ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
         ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled),
-        ("--phantom-shoe", phantom_shoe), ("--shoe-reopened", shoe_reopened)) if on]
+        ("--phantom-shoe", phantom_shoe), ("--shoe-reopened", shoe_reopened),
+        ("--lying", lying)) if on]
     if bulk and patterns:
         raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
                         "round deviations; leave out --bulk")
@@ -159,7 +171,7 @@ def simulate_cmd(
                 out_dir, tables, hours, seed, deviation_rate, chosen,
                 day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
                 counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
-                phantom_shoe=phantom_shoe, shoe_reopened=shoe_reopened,
+                phantom_shoe=phantom_shoe, shoe_reopened=shoe_reopened, lying=lying,
             )
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -169,6 +181,8 @@ def simulate_cmd(
     out = console.out
     for path in result.files:
         out.print(str(path))
+    for path in result.later:
+        out.print(f"{path} (deliver after auditing the others: bacc-audit ingest {path})")
     out.print(str(result.ground_truth))
     out.print(
         f"{count(result.tables, 'table')}, {count(result.rounds, 'round')}, "

@@ -99,6 +99,9 @@ class Poll:
     # per stream ('table:MB-07', 'pit:P3'): event type -> events loaded
     types: dict[str, Counter[str]] = field(default_factory=dict)
     rounds_ended: list[tuple[str, str, int]] = field(default_factory=list)  # table, shoe, round
+    # Every round that received round events (a round that ended before, and gets more,
+    # has late events: `watch` judges them at once).
+    rounds_touched: set[tuple[str, str, int]] = field(default_factory=set)
     # The time of the earliest event loaded: the rounds that ended began after it less the
     # length of a round, which bounds what the caller reads to audit them.
     earliest: dt.datetime | None = None
@@ -569,6 +572,11 @@ def _advance(piece: _Staged, r: FileResult) -> None:
     s.mtime_ns, s.waiting = piece.seen.st_mtime_ns, piece.waiting
 
 
+def _key(x: Any) -> tuple[str, str, int]:
+    """A (table, shoe, round) struct as DuckDB gives it (a dict or a tuple)."""
+    return tuple(x.values()) if isinstance(x, dict) else tuple(x)
+
+
 def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> None:
     """Event types and round ends of the first pieces just committed (new sources: their
     rows are the last ones written, which DuckDB finds without reading the others)."""
@@ -582,6 +590,10 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
         f"SELECT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
         "AND type = 'round_end' ORDER BY ALL"
     ).fetchall()
+    out.rounds_touched.update(con.execute(
+        f"SELECT DISTINCT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
+        "AND shoe IS NOT NULL AND round IS NOT NULL AND table_id IS NOT NULL"
+    ).fetchall())
 
 
 # -- small pieces ---------------------------------------------------------------------------
@@ -645,12 +657,14 @@ def _finish(
 ) -> list[FileResult]:
     """The pieces finished (commit.finish), with what the poll tells its caller of them: the
     event types each stream received, and the rounds that ended."""
-    for stream, type_, n, ts, ended in con.execute(
+    for stream, type_, n, ts, ended, touched in con.execute(
         "SELECT stream, type, count(*), min(ts), "
-        "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
+        "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end'), "
+        "list(DISTINCT (table_id, shoe, round)) FILTER (shoe IS NOT NULL AND round IS NOT NULL "
+        "AND table_id IS NOT NULL) "
         f"FROM ({rows.kept_sql}) GROUP BY source_id, stream, type ORDER BY source_id, stream, type"
     ).fetchall():
         out._count(stream, type_, n, ts)
-        out.rounds_ended += [tuple(x.values()) if isinstance(x, dict) else tuple(x)
-                             for x in ended or ()]
+        out.rounds_ended += [_key(x) for x in ended or ()]
+        out.rounds_touched.update(_key(x) for x in touched or ())
     return commit.finish(con, rows, pieces, run_id)

@@ -87,10 +87,11 @@ def conflicts(con: duckdb.DuckDBPyConnection) -> str:
 def merge_partition(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: int, streams: Counter[str]
 ) -> bool:
-    """Copy a finished partition's sources, files, pieces, events, quarantine, findings and
-    audited rounds into the database, in one transaction, as written by run `run_id`, its
-    ids renumbered. False (nothing copied) when it meets what the database holds
-    (`conflicts`). `streams` counts, per stream, the partitions merged that hold it."""
+    """Copy a finished partition's sources, files, pieces, events, quarantine, findings,
+    audited rounds and the late events left out of them into the database, in one
+    transaction, as written by run `run_id`, its ids renumbered. False (nothing copied) when
+    it meets what the database holds (`conflicts`). `streams` counts, per stream, the
+    partitions merged that hold it."""
     con.execute(f"ATTACH {quote(str(path))} AS part (READ_ONLY)")
     try:
         if conflicts(con):
@@ -128,6 +129,9 @@ def merge_partition(
                 "x.fingerprint NOT IN (SELECT fingerprint FROM current_findings)",
             )
             _copy(con, "round_audits", {"run_id": run})
+            # The late events its replay left out of their rounds (issue 28): the table
+            # passes on the merged database leave them out too.
+            _copy(con, "round_exclusions", {})
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

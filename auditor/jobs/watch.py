@@ -33,7 +33,8 @@ import duckdb
 import pyarrow as pa
 
 from auditor.audit.load import load_latest_ts
-from auditor.audit.run import CONTEXT_EVENTS_SQL, AuditResult, Known, audit, audit_rounds
+from auditor.audit.rounds import CONTEXT_EVENTS_SQL
+from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import discover
@@ -45,8 +46,9 @@ from auditor.store.sql import stream_name
 # A round's events are read from this long before the first event of the poll that ended it;
 # a round dealt over longer than that is read again without the bound (see _audit_ended).
 ROUND_LOOKBACK = dt.timedelta(minutes=10)
-# The events a round's table context comes from (auditor.audit.run.CONTEXT_EVENTS_SQL).
-CONTEXT_TYPES = ("table_open", "procedure_change")
+# The events a round's table context comes from, and the closes that end its rounds
+# (auditor.audit.rounds.CONTEXT_EVENTS_SQL).
+CONTEXT_TYPES = ("table_open", "procedure_change", "table_close")
 # On stopping, polls until one loads nothing, but at most this many (a spool still written).
 DRAIN_POLLS = 1000
 # A gaming day is closed, and the ends of its tables' logs judged (store/closed_days.py),
@@ -135,6 +137,10 @@ class Watch:
         self._last_poll_files = 0
         # Rounds whose round_end came but that could still get events (chemin de fer).
         self._unclosed: set[tuple[str, str, int]] = set()
+        # Rounds whose round_end came while watching: more events of one are late, and are
+        # judged at once (log.after_round_end, log.late_delivery); those of rounds that
+        # ended before a restart wait for the next sweep.
+        self._ended: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
 
@@ -172,8 +178,10 @@ class Watch:
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
         self._note(poll)
-        if poll.rounds_ended or self._unclosed:
-            self._audit_ended(poll)
+        late = (poll.rounds_touched & self._ended) - set(poll.rounds_ended)
+        self._ended.update(poll.rounds_ended)
+        if poll.rounds_ended or self._unclosed or late:
+            self._audit_ended(poll, late)
         if self._wants_sweep(poll) or (
             poll.events and time.monotonic() - self._last_sweep >= self.options.idle_sweep
         ):
@@ -252,12 +260,12 @@ class Watch:
             for t in counts
         )
 
-    def _audit_ended(self, poll: Poll) -> None:
-        """The rounds that ended in this poll, and those that ended before but could still
+    def _audit_ended(self, poll: Poll, late: set[tuple[str, str, int]]) -> None:
+        """The rounds that ended in this poll, those that ended before but could still
         get events then (chemin de fer: the bank's passing follows the round_end), once
-        their table has gone on."""
+        their table has gone on, and those that ended before and got events now (`late`)."""
         waiting = [k for k in self._unclosed if k[0] in self._tables_moved(poll)]
-        ended = list(dict.fromkeys([*poll.rounds_ended, *waiting]))
+        ended = list(dict.fromkeys([*poll.rounds_ended, *waiting, *sorted(late)]))
         if not ended:
             return
         keys = pa.table(

@@ -58,9 +58,10 @@ class ClosedDays:
 
 @dataclass(frozen=True)
 class StreamEvent:
-    """One event of a table's stream, as the end checks cite it."""
+    """One event of a stream, as the end checks (and auditor.replay.stream_order) cite it;
+    `table` None for an event of a pit's stream."""
 
-    table: str
+    table: str | None
     seq: int
     ts: dt.datetime
     type: str
@@ -69,8 +70,10 @@ class StreamEvent:
     round: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"table": self.table, "seq": self.seq, "ts": iso(self.ts),
-                               "type": self.type, "source": self.source}
+        out: dict[str, Any] = {"seq": self.seq, "ts": iso(self.ts), "type": self.type,
+                               "source": self.source}
+        if self.table is not None:
+            out = {"table": self.table, **out}
         if self.shoe is not None:
             out["shoe"] = self.shoe
         if self.round is not None:

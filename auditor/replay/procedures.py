@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,8 @@ class Notice:
     at `tables`; from a procedure_notice event or entered by hand (auditor.store.notices).
 
     `key` is stable: `pit:P1#3` (the pit stream's seq) or `hand:7` (the notices row id).
+    A logged notice is given at its ordered time in the pit's stream (auditor.audit.streams);
+    `stamped` is its own `ts` where that differs, `delivered_at` when its line was ingested.
     """
 
     key: str
@@ -70,6 +72,13 @@ class Notice:
     written: bool
     given_at: dt.datetime
     source: str
+    stamped: dt.datetime | None = None
+    delivered_at: dt.datetime | None = None
+
+    @property
+    def logged(self) -> bool:
+        """From the pit's log, not entered by hand (`notice add` has its own rules)."""
+        return not self.key.startswith("hand:")
 
     def covers_table(self, table: str) -> bool:
         return self.tables is None or table in self.tables
@@ -85,6 +94,7 @@ class Notice:
             "written": self.written,
             "given_at": iso(self.given_at),
             "source": self.source,
+            **({"stamped": iso(self.stamped)} if self.stamped is not None else {}),
         }
 
 
@@ -310,6 +320,8 @@ class NoticeVerdict:
     rejected: tuple[tuple[Notice, str], ...]  # related notices that do not count, and why
     # (by notice_verdicts: all of them for a change with a finding, else its pit's only)
     lead: dt.timedelta | None  # the shortest lead among the counted notices
+    # logged notices that would count but for when they were logged or delivered, and why
+    backdated: tuple[tuple[Notice, str], ...] = ()
 
     def siblings_key(self) -> tuple:
         return (self.change.pit, self.change.procedure, self.code,
@@ -359,11 +371,37 @@ def _related(n: Notice, change: Change) -> bool:
     return near and about
 
 
+def backdated_why(
+    n: Notice,
+    change: Change,
+    reason: str | None,
+    table_changes: Sequence[Change],
+    judged_at: dt.datetime | None,
+    zone: dt.tzinfo,
+) -> str | None:
+    """Why logged notice `n` is back-dated for `change` (it would count by its stamp and its
+    delivery alone), or None. `reason` is why_not's answer for it. A notice counts only as
+    logged before the change it announces: given (its ordered time in the pit's stream) no
+    later than the change, and delivered before the change was first judged (`judged_at`)."""
+    if not n.logged:
+        return None
+    if (reason is None and judged_at is not None and n.delivered_at is not None
+            and n.delivered_at > judged_at):
+        return (f"delivered at {local(n.delivered_at, zone)}, after the change had been judged "
+                f"at {local(judged_at, zone)}")
+    if (reason is not None and n.stamped is not None and n.given_at > change.ts
+            and why_not(replace(n, given_at=n.stamped), change, table_changes, zone) is None):
+        return (f"stamped {local(n.stamped, zone)} but logged after the change in the pit's "
+                f"log, whose events before it run to {local(n.given_at, zone)}")
+    return None
+
+
 def judge_change(
     change: Change,
     notices: Iterable[Notice],
     table_changes: Sequence[Change],
     zone: dt.tzinfo = dt.UTC,
+    judged_at: dt.datetime | None = None,
 ) -> NoticeVerdict:
     """Whether `change` had written notice to every recipient the pack names, early enough.
 
@@ -373,13 +411,21 @@ def judge_change(
     no later than the change. Per recipient the earliest notice that counts is taken; the lead
     is the change's time minus the time the notice was given, and the shortest lead over the
     recipients must be at least `notice_minutes` (exactly 30:00 is on time, 29:59 late).
-    `table_changes` are all changes at the change's table, in time order.
+    `table_changes` are all changes at the change's table, in time order. A logged notice
+    that would count but was logged after the change in its pit's stream, or delivered after
+    the change was first judged (`judged_at`), does not count (`backdated_why`).
     """
     rules = change.rules
     counted: dict[str, Notice] = {}
     rejected: list[tuple[Notice, str]] = []
+    backdated: list[tuple[Notice, str]] = []
     for n in sorted(notices, key=lambda n: (n.given_at, n.key)):
         reason = why_not(n, change, table_changes, zone)
+        late = backdated_why(n, change, reason, table_changes, judged_at, zone)
+        if late is not None:
+            reason = late
+            if n.recipient in rules.recipients:
+                backdated.append((n, late))
         if reason is None and n.recipient not in rules.recipients:
             reason = f"to {n.recipient}, not a recipient the rules name"
         if reason is None:
@@ -397,18 +443,24 @@ def judge_change(
         and lead < dt.timedelta(minutes=rules.notice_minutes)
     ):
         code = "procedure.notice_late"
-    return NoticeVerdict(change, code, counted, missing, tuple(rejected), lead)
+    return NoticeVerdict(change, code, counted, missing, tuple(rejected), lead,
+                         tuple(backdated))
 
 
 def notice_verdicts(
-    changes: Sequence[Change], notices: Sequence[Notice], zone: dt.tzinfo = dt.UTC
+    changes: Sequence[Change],
+    notices: Sequence[Notice],
+    zone: dt.tzinfo = dt.UTC,
+    judged: Mapping[tuple[str, int], dt.datetime] | None = None,
 ) -> list[NoticeVerdict]:
     """Every change judged (changes of packs without notice rules are skipped).
 
     Only a notice for the change's pit can count, so a change is judged on its pit's notices
     first: a day of thousands of changes and notices is not judged change by notice. A change
     that then has a finding is judged again on every notice, for the related notices that do
-    not count, which its finding lists (a verdict without a finding keeps only its pit's)."""
+    not count, which its finding lists (a verdict without a finding keeps only its pit's).
+    `judged`: when each change (table, seq) was first judged, for notices delivered after."""
+    judged = judged or {}
     per_table: dict[str, list[Change]] = defaultdict(list)
     for c in sorted(changes, key=lambda c: (c.ts, c.seq)):
         per_table[c.table].append(c)
@@ -419,9 +471,10 @@ def notice_verdicts(
     for c in sorted(changes, key=lambda c: (c.ts, c.table, c.seq)):
         if c.rules.notice_minutes is None:
             continue
-        v = judge_change(c, by_pit.get(c.pit, ()), per_table[c.table], zone)
+        at = judged.get((c.table, c.seq))
+        v = judge_change(c, by_pit.get(c.pit, ()), per_table[c.table], zone, at)
         if v.code is not None:
-            v = judge_change(c, notices, per_table[c.table], zone)
+            v = judge_change(c, notices, per_table[c.table], zone, at)
         out.append(v)
     return out
 
@@ -531,4 +584,45 @@ def notice_findings(
                 },
             )
         )
+    return out
+
+
+def backdated_findings(
+    verdicts: Sequence[NoticeVerdict], zone: dt.tzinfo = dt.UTC
+) -> list[Finding]:
+    """One notice.backdated per logged notice that would have counted for a change but for
+    when it was logged or delivered (NoticeVerdict.backdated), naming every such change. The
+    changes keep their own notice findings: a back-dated notice never withdraws one."""
+    by_notice: dict[str, tuple[Notice, list[tuple[Change, str]]]] = {}
+    for v in verdicts:
+        for n, why in v.backdated:
+            by_notice.setdefault(n.key, (n, []))[1].append((v.change, why))
+    out = []
+    for key in sorted(by_notice):
+        n, changes = by_notice[key]
+        changes.sort(key=lambda cw: (cw[0].ts, cw[0].table, cw[0].seq))
+        whys = sorted({why for _, why in changes})
+        stamp = n.stamped if n.stamped is not None else n.given_at
+        at = and_list([f"{c.table} at {local(c.ts, zone)}" for c, _ in changes])
+        message = (
+            f"Pit {n.pit}: the written notice to {_recipient_text([n.recipient])} of procedure "
+            f"{n.procedure} from {local(n.effective, zone)}, stamped {local(stamp, zone)} "
+            f"({n.source}), was {'; '.join(whys)}. It does not count for the "
+            f"change{'s' if len(changes) > 1 else ''} of {at}, whose notice findings stand."
+        )
+        notice = {**n.as_json(), "stamped": iso(stamp),
+                  "delivered_at": None if n.delivered_at is None else iso(n.delivered_at)}
+        seq = int(key.rsplit("#", 1)[1]) if "#" in key else None
+        out.append(Finding(
+            code="notice.backdated",
+            fingerprint=make_fingerprint("notice.backdated", key),
+            table=None, pit=n.pit, shoe=None, round=None, seq=seq, ts=n.given_at,
+            message=message,
+            expected={"logged_before": iso(changes[0][0].ts),
+                      "counts_for": [c.as_json() for c, _ in changes]},
+            observed={"notice": notice, "why": whys},
+            source=n.source,
+            evidence={"tables": sorted({c.table for c, _ in changes}), "pit": n.pit,
+                      "notices": [notice], "events": [c.as_json() for c, _ in changes]},
+        ))
     return out

@@ -12,12 +12,13 @@ from typing import Any
 
 import duckdb
 
-from auditor.audit.load import load_notices
+from auditor.audit.load import ORDERED_JOIN, ORDERED_TS, load_change_audits, load_notices
 from auditor.replay.procedures import (
     Change,
     Notice,
     ProcedureRules,
     TableEvent,
+    backdated_why,
     table_timeline,
     why_not,
 )
@@ -66,16 +67,17 @@ def _table_events(
     con: duckdb.DuckDBPyConnection, scope: Scope, names: list[str]
 ) -> dict[str, list[dict]]:
     """Each table's opens, procedure changes and closes up to the end of the window, in seq
-    order: what was in force when the window began, and what changed in it."""
+    order, at their ordered times (as the audit takes them): what was in force when the window
+    began, and what changed in it."""
     by_table: dict[str, list[dict]] = {name: [] for name in names}
     for e in reads.rows(
         con,
-        """
-        SELECT e.table_id, e.ts, e.seq, e.type, e.procedure, e.pit, e.game, e.jurisdiction,
-               e.variant, s.path || ':' || e.line_no AS source
-        FROM events e JOIN sources s ON s.id = e.source_id
+        f"""
+        SELECT e.table_id, {ORDERED_TS} AS ts, e.seq, e.type, e.procedure, e.pit, e.game,
+               e.jurisdiction, e.variant, s.path || ':' || e.line_no AS source
+        FROM events e JOIN sources s ON s.id = e.source_id {ORDERED_JOIN}
         WHERE e.type IN ('table_open', 'procedure_change', 'table_close')
-          AND e.ts < ? AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
+          AND {ORDERED_TS} < ? AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
         ORDER BY e.table_id, e.seq
         """,
         [scope.end, names],
@@ -108,8 +110,9 @@ def _entered_by_hand(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[st
     }
 
 
-# A change as the audit judged it: the Change, and all its table's changes in time order.
-Judged = tuple[Change, list[Change]]
+# A change as the audit judged it: the Change, all its table's changes in time order, and
+# when it was first judged (a notice delivered after that does not count).
+Judged = tuple[Change, list[Change], dt.datetime | None]
 
 
 def _audit_changes(basis: Basis, events: dict[str, list[dict]]) -> dict[tuple[str, int], Judged]:
@@ -129,7 +132,9 @@ def _audit_changes(basis: Basis, events: dict[str, list[dict]]) -> dict[tuple[st
     per_table: dict[str, list[Change]] = defaultdict(list)
     for c in sorted(timeline.changes, key=lambda c: (c.ts, c.seq)):
         per_table[c.table].append(c)
-    return {(c.table, c.seq): (c, per_table[c.table]) for c in timeline.changes}
+    audited = load_change_audits(basis.con)
+    return {(c.table, c.seq): (c, per_table[c.table], audited.get((c.table, c.seq)))
+            for c in timeline.changes}
 
 
 def _counted(notices: list[Notice], judged: Judged | None, zone: dt.tzinfo) -> list[Notice]:
@@ -138,9 +143,10 @@ def _counted(notices: list[Notice], judged: Judged | None, zone: dt.tzinfo) -> l
     notice that counts is shown, each with its own lead."""
     if judged is None:
         return []
-    change, table_changes = judged
+    change, table_changes, judged_at = judged
     return [n for n in notices
             if why_not(n, change, table_changes, zone) is None
+            and backdated_why(n, change, None, table_changes, judged_at, zone) is None
             and n.recipient in change.rules.recipients]
 
 

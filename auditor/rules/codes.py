@@ -5,7 +5,6 @@ A code, once published, keeps its meaning (findings format v1). Add codes; never
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from auditor.errors import UserError
@@ -541,6 +540,74 @@ _CODES = [
         "shoe_end of MB-03-1128-02 with 15 cards remaining, then shoe_start of MB-03-1128-03.",
         games=(),
     ),
+    # --- logs that lie (issue 28): a stream is read in its order -------------------------
+    Code(
+        "log.time_reversed",
+        "major",
+        "log",
+        "Event log v1: within a stream, events are written in seq order as they happen, so "
+        "time never runs backwards from one event to the next (beyond the clocks' tolerance "
+        "of 2 seconds)",
+        "Time runs backwards within a stream: an event is stamped earlier than one logged "
+        "before it",
+        "A stamp that contradicts the stream's order is a clock fault or an edit; either way the "
+        "times the checks depend on (a notice's lead, the procedure in force, the shift a "
+        "round belongs to) cannot be taken as written. The checks use the stream's order "
+        "instead, and this finding shows both events.",
+        "Table MB-07: seq 3120 (procedure_change) stamped 22:45:00, seq 3121 (round_start) "
+        "22:30:49.",
+        "seq 3120 stamped 22:30:20, before seq 3121 at 22:30:49.",
+        games=(),
+    ),
+    Code(
+        "log.after_round_end",
+        "major",
+        "log",
+        "Event log v1, round events: a round is what its stream logged between its "
+        "round_start and its round_end (at chemin de fer, with the bank's passing right after)",
+        "Events of a round logged after its round_end, or after the table's table_close",
+        "A round is judged as it stood at its round_end: a payment, a card or a vigorish "
+        "logged after it cannot change what the round showed, or a missed draw or a short "
+        "payment could be mended in the log after the fact. The late events are reported "
+        "here, with how late they came, and the round keeps its findings.",
+        "Round 12 ends at 23:04; a Banker card for round 12 is logged at 00:02, 90 events "
+        "later.",
+        "The Banker card is logged before round 12's round_end.",
+        games=(),
+    ),
+    Code(
+        "log.late_delivery",
+        "major",
+        "log",
+        "Event log v1: a round's events are delivered by the time the round is judged after "
+        "its round_end",
+        "Events of a round already judged arrived in a later delivery",
+        "A round judged after its round_end keeps its findings: events delivered afterwards "
+        "(another file, or a later piece of a file, ingested after the judgement) could "
+        "otherwise change a verdict already on record. They are reported here with the file "
+        "that brought them and when the round was judged.",
+        "Round 31 judged at 23:10 with a seq gap; at 02:00 a new file brings the missing "
+        "seq, a Banker card.",
+        "Every event of round 31 delivered before 23:10.",
+        games=(),
+    ),
+    Code(
+        "notice.backdated",
+        "major",
+        "table",
+        "Written notice before a change of procedure, logged before the change",
+        "A notice of a procedure change logged or delivered after the change, stamped as "
+        "given before it",
+        "A notice counts only if it was on record before the change it announces: one that "
+        "the pit's log shows after the change, or that reached the audit after the change was "
+        "judged, is stamped earlier than it was written. It does not count, and the change "
+        "keeps its notice finding.",
+        "Change at 22:30 judged at 22:31 with a late notice; at 02:00 a file adds notices "
+        "stamped 21:45.",
+        "The notices, given at 21:45, are in the pit's log before the change.",
+        games=BACCARAT,
+        needs=("procedures.notice_minutes",),
+    ),
     Code(
         "chemin.priority",
         "major",
@@ -725,58 +792,3 @@ REGISTRY: dict[str, Code] = {c.code: c for c in _CODES}
 def get(code: str) -> Code:
     """The registry entry; a KeyError here is a bug (a finding with an unregistered code)."""
     return REGISTRY[code]
-
-
-def markdown(citations: Sequence[tuple[str, Mapping[str, str]]] = ()) -> str:
-    """docs/codes.md, generated from the registry and the citations of the rule packs given
-    as (pack id, {code: provision}) (a test keeps the file in step)."""
-    lines = [
-        "# Finding codes",
-        "",
-        "Generated from `auditor/rules/codes.py` and the `[citations]` of the rule packs in",
-        "`rules/` by `bacc-audit codes --markdown > docs/codes.md`; do not edit by hand. A code,",
-        "once published, keeps its meaning.",
-        "",
-        "The scope says what a finding concerns: `round` (one round of any game), `table` (a",
-        "table or pit: its procedures and their notices), `shoe`, `log` (the event log itself),",
-        "`chemin` (the chemin de fer rules of a coup) or `dealer` (a dealer over a shift).",
-        "",
-        "A finding cites the provision of its own table's rule pack: each pack maps every code",
-        "it can raise to its provisions, and the list under each code below is read from the",
-        "packs shipped. A code's rule names what the rule is about in words true of every",
-        "jurisdiction; the `log` codes cite the event log format, which is the same everywhere,",
-        "and `dealer.error_rate`, the shoe-integrity codes and `play.side_bet_counting` the",
-        "house's own controls, which are no jurisdiction's.",
-        "",
-        "| code | severity | scope | title |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| [`{c.code}`](#{c.code.replace('.', '')}) | {c.severity_text} | {c.scope} | {c.title} |"
-        for c in REGISTRY.values()
-    ]
-    for c in REGISTRY.values():
-        lines += ["", f"## {c.code}", ""]
-        if not c.games:
-            lines.append(
-                f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. "
-                f"Provision: {c.rule}."
-            )
-        else:
-            lines.append(
-                f"**{c.title}.** Severity: {c.severity_text}. Scope: {c.scope}. Rule: {c.rule}."
-            )
-            cited = [(pack, texts[c.code]) for pack, texts in citations if c.code in texts]
-            if cited:
-                lines += ["", "Provision, by rule pack:", ""]
-                lines += [f"- `{pack}`: {text}" for pack, text in cited]
-            else:
-                lines += ["", "No rule pack shipped can raise it."]
-        lines += [
-            "",
-            c.why,
-            "",
-            f"- Faulty: {c.faulty}",
-            f"- Correct: {c.correct}",
-        ]
-    return "\n".join(lines) + "\n"

@@ -489,20 +489,32 @@ class _Batch:
         elapsed = np.cumsum(delta.ravel()[cell])
         ends = np.cumsum(per_round)
         before = np.r_[0, elapsed[ends[:-1] - 1]]
-        ev_ts = round_ms[ev_row] + elapsed - before[ev_row]
+        since_start = elapsed - before[ev_row]
         ev_type = SLOT_TYPE[slot]
-        # The table and shoe events: their own times (as the reference places them) and
-        # their own line after the seq.
+        # A round starts on its pace but never before the round before is over (2 s after
+        # its round_end), as the reference's: a stream's time never runs backwards.
+        ended = np.nonzero(ev_type == TY["round_end"])[0]
+        length = np.zeros(hi - lo, np.int64)
+        length[ev_row[ended]] = since_start[ended]
+        taken = np.r_[0, np.cumsum(length + 2 * MS)[:-1]]
+        round_ms = taken + np.maximum.accumulate(round_ms - taken)
+        round_end = round_ms + length
+        ev_ts = round_ms[ev_row] + since_start
+        # The table and shoe events: their own times (as the reference places them: the
+        # cutting card after its round, the shoe's end on a whole second 30 s after its last
+        # round's end, a change at its time or after the round before it) and their own line
+        # after the seq.
         sp = np.nonzero(SPECIAL_COL[slot] >= 0)[0]
         sp_slot, sp_row = slot[sp], ev_row[sp]
         sp_shoe = ss[sp_row]
         shoe_start = self.shoe_start[t, sp_shoe]
-        shoe_end = round_ms[sp_row] + 30 * MS
+        shoe_end = -(-round_end[sp_row] // MS) * MS + 30 * MS
+        change = np.maximum(sim.change_ms or 0, np.r_[0, round_end][sp_row])
         ev_ts[sp] = np.select(
             [sp_slot == S_OPEN, sp_slot == S_SHOE_START, sp_slot == S_BURN, sp_slot == S_CUT,
              sp_slot == S_SHOE_END, sp_slot == S_CHANGE],
             [np.zeros_like(shoe_end), shoe_start, shoe_start + self.burn_gap[t, sp_shoe],
-             round_ms[sp_row], shoe_end, np.full_like(shoe_end, sim.change_ms or 0)],
+             round_end[sp_row], shoe_end, change],
             np.minimum(shoe_end + self.brk[t, sp_shoe], sim.end_ms - MS),  # table_close
         )
         idx = np.empty((len(slot), 6), np.int64)

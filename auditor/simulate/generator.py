@@ -258,7 +258,10 @@ class TableNight:
         rnd = 0
         after_cut = 0  # rounds played after the one the cutting card came out in
         while t < end:
-            t += dt.timedelta(seconds=rng.randint(*s.seconds_per_round))
+            # A round starts on the table's pace, but never before the last one is over: a
+            # stream's time never runs backwards (log.time_reversed).
+            t = max(t + dt.timedelta(seconds=rng.randint(*s.seconds_per_round)),
+                    self.after_last())
             self.apply_changes(t, changes)
             rnd += 1
             self.round_is_last = t >= end or (cut_seen and after_cut + 1 >= plan.rounds_after_cut)
@@ -270,15 +273,23 @@ class TableNight:
             if not cut_seen and pos >= cut_at:
                 cut_seen = True
                 self.cut_round = rnd
-                self.out.emit(t, "cut_card", shoe=shoe_id, round=rnd, origin="shoe")
+                self.out.emit(max(t, self.out.last or t), "cut_card", shoe=shoe_id, round=rnd,
+                              origin="shoe")
             elif cut_seen:
                 after_cut += 1
             if cut_seen and after_cut >= plan.rounds_after_cut:
                 break
         self.shoe_done(shoe_id, cards, pos, rnd)
-        t += dt.timedelta(seconds=30)
+        t = _whole_second(max(t, self.out.last or t)) + dt.timedelta(seconds=30)
         self.out.emit(t, "shoe_end", shoe=shoe_id, remaining=len(cards) - pos, origin="shoe")
         return t + dt.timedelta(seconds=rng.randint(120, 300))
+
+    def after_last(self) -> dt.datetime:
+        """The earliest a new round may start: the whole second two seconds or more after the
+        stream's last event (a procedure change between rounds is logged one second before
+        the round)."""
+        assert self.out.last is not None
+        return _whole_second(self.out.last + dt.timedelta(seconds=2))
 
     def take_deviation(self, o: Outcome, t: dt.datetime) -> Deviation | None:
         for d in self.pending:
@@ -665,6 +676,11 @@ class TableNight:
             self.suivi_seat = full[0] if full else None
             self.bank += won - commission
         # A stand off is not the Banker's preceding wager (4.7(b)): suivi_seat stays.
+
+
+def _whole_second(t: dt.datetime) -> dt.datetime:
+    """`t`, or the next whole second after it: rounds and shoes start on whole seconds."""
+    return t + dt.timedelta(microseconds=-t.microsecond % 1_000_000)
 
 
 # Planted chemin de fer irregularities: (kind, disposition), no card named. A kind the pack does

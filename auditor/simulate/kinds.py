@@ -92,8 +92,19 @@ SHOE_LIE_KINDS = {
     "earlier_shoe": "shoe.reopened",  # the next round of the table's previous shoe
     "remaining_raised": "shoe.composition",  # the real shoe's count in all, off by the round
 }
+# Logs that lie (issue 28), planted only when asked (`simulate(lying=True)`,
+# auditor.simulate.lies): each with the code that names the lie; the deviation it tried to
+# hide stays in the ground truth at its own severity.
+LIE_KINDS = {
+    "late_settle": "log.after_round_end",  # a short vigorish made up after the table closed
+    "late_card": "log.after_round_end",  # a missed Banker card logged 58 minutes later
+    "late_delivery": "log.late_delivery",  # that card at a seq left free, delivered later
+    "change_postdated": "log.time_reversed",  # a late-notified change stamped 15 min later
+    "notices_backdated": "notice.backdated",  # its notices again, stamped 50 min ahead, later
+}
 KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
-              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS | SHOE_LIE_KINDS)
+              | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS | SHOE_LIE_KINDS
+              | LIE_KINDS)
 
 
 def table_kinds(spec: TableSpec) -> tuple[str, ...]:

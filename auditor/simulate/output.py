@@ -5,11 +5,12 @@ simulators return."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# What a simulation writes into its folder, and all that `replace` may remove there.
-OUTPUT_PATTERNS = ("*.jsonl", "*.jsonl.gz", "ground_truth.ndjson")
+# What a simulation writes into its folder, and all that `replace` may remove there
+# (`*.jsonl.later`: files to deliver after the night's audit, auditor.simulate.lies).
+OUTPUT_PATTERNS = ("*.jsonl", "*.jsonl.gz", "*.jsonl.later", "ground_truth.ndjson")
 
 
 @dataclass
@@ -21,6 +22,9 @@ class SimulationResult:
     events: int
     deviations: list[dict]  # as in ground_truth.ndjson
     seconds: float = 0.0
+    # Files to deliver after the others have been ingested and audited (the lies of
+    # auditor.simulate.lies): the ground truth is what the audit after them stands on.
+    later: list[Path] = field(default_factory=list)
 
     @property
     def rounds_per_second(self) -> float:

@@ -15,7 +15,7 @@ from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
-from auditor.simulate import shoe_lies
+from auditor.simulate import lies, shoe_lies
 from auditor.simulate.deal import Outcome, amount, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
@@ -111,7 +111,8 @@ class SimTableNight(TableNight):
         self.order_now = ""
         self.previous: tuple[list[str], int] | None = None
         self.order_rng = random.Random(f"{spec.table}:order")
-        self.lies: list[shoe_lies.Lie] = []  # shoe lies planted at this table (see `simulate`)
+        self.shoe_lies: list[shoe_lies.Lie] = []  # shoe_lies.py, see `simulate`
+        self.lies: lies.TableLies | None = None  # the logs' lies planted here (issue 28)
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -136,7 +137,7 @@ class SimTableNight(TableNight):
             return self.plan_order(shoe_id)
         plan = super().plan_shoe(shoe_id)
         drawn = {k for k in self.shoe_kinds if self.dev_rng.random() < self.rate}
-        if any(lie.shoe_no == self.shoe_count for lie in self.lies):
+        if any(lie.shoe_no == self.shoe_count for lie in self.shoe_lies):
             drawn.add("extra_card")  # the card too many a shoe lie hides
         if not self.batches:
             drawn.discard("batch_repeated")  # the first shoe of the opening has no previous
@@ -352,6 +353,8 @@ class SimTableNight(TableNight):
     def run(self) -> list[str]:
         """The table's lines, with the log-level deviations drawn for it."""
         lines = super().run()
+        if self.lies is not None:  # before the others, which number the lines as they are
+            lines = self.lies.in_stream(lines)
         if self.stretch is not None:
             self.stretch_cut_short()
         lost_end = self.ends_rng.random() < self.rate
@@ -389,11 +392,13 @@ class SimTableNight(TableNight):
                                json.dumps(changed, separators=(",", ":")), *lines[i + 1:i + 3]]
                 self.truth("resent_changed", table=None)
         self.tell_lies(lines)
+        if self.lies is not None:
+            self.lies.after_night(lines, self.night.date)
         return lines
 
     def tell_lies(self, lines: list[str]) -> None:
         """The shoe lies asked for (shoe_lies), last, over the file as it will be written."""
-        for lie in self.lies:
+        for lie in self.shoe_lies:
             shoe = f"{self.spec.table}-{self.night.date:%m%d}-{lie.shoe_no:02d}"
             if not any(d["kind"] == "extra_card" and d["shoe"] == shoe for d in self.planted):
                 continue  # the card too many did not come out: nothing to hide
@@ -525,6 +530,7 @@ def simulate(
     unshuffled: bool = False,
     phantom_shoe: bool = False,
     shoe_reopened: bool = False,
+    lying: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -586,12 +592,19 @@ def simulate(
     (table, the shoe id named, the round) and remaining_raised's. A night of two hours or more
     reaches a second shoe. Off by default, like the dealer pattern.
 
+    With `lying`, the logs lie (issue 28, auditor.simulate.lies): one table each, a round's
+    deviation made up after the round ended or after the table closed, a change stamped later
+    than the round after it, a card and the pit's notices delivered after the night was
+    audited (the result's `later` files, `*.jsonl.later`: ingest and audit the folder, then
+    them); the ground truth holds both the finding that names each lie and the deviation it
+    tried to hide, with its `severity`. Off by default.
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     return simulate_night(Path(out_dir), NightSettings(
         tables, hours, seed, deviation_rate, tuple(games), day,
         error_prone_dealer, counting_seat, shoe_twice, unshuffled, phantom_shoe,
-        shoe_reopened,
+        shoe_reopened, lying,
     ), replace)
 
 
@@ -604,14 +617,23 @@ def simulate_night(out: Path, settings: NightSettings, replace: bool = False) ->
     night = simulated_night(settings.tables, settings.hours, settings.seed, settings.games,
                             settings.deviation_rate, settings.day)
     prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
-    cast = _Cast(night, settings)
+    plan = lies.plan(night) if settings.lying else None
+    cast = _Cast(night, settings, plan)
     written, _ = write_night(night, out, settings.seed, cast.make)
     files = _files(night, written, cast.players, out)
+    later: list[Path] = []
+    if plan is not None:
+        made = any(plan.change in p.applied for p in cast.players)
+        extra, later = plan.files(out, night, made)
+        files += extra
     events = sum(len(f.read_text().splitlines()) for f in files)
     deviations = _ground_truth(night, cast)
+    if plan is not None:
+        deviations += plan.truth(deviations)
     return SimulationResult(
         files, write_ground_truth(out, deviations), len(night.tables),
         sum(p.rounds for p in cast.players), events, deviations, time.perf_counter() - started,
+        later,
     )
 
 
@@ -632,6 +654,7 @@ class NightSettings:
     unshuffled: bool = False
     phantom_shoe: bool = False
     shoe_reopened: bool = False
+    lying: bool = False
 
 
 class _Cast:
@@ -639,8 +662,10 @@ class _Cast:
     placed at their tables (the error-prone dealer, the counting seat, the planted shoe
     orders, which share one library of the night's shoes)."""
 
-    def __init__(self, night: Night, settings: NightSettings) -> None:
+    def __init__(self, night: Night, settings: NightSettings,
+                 plan: lies.Plan | None = None) -> None:
         self.settings = settings
+        self.plan = plan
         self.players: list[SimTableNight] = []
         banking = [s.table for s in night.tables if s.game in ("mini_baccarat", "punto_banco")]
         self.bad_table = banking[0] if settings.error_prone_dealer and banking else None
@@ -648,7 +673,7 @@ class _Cast:
             (s.table for s in night.tables if "dragon7" in s.side_bets
              and s.game != "chemin_de_fer"), None) if settings.counting_seat else None
         self.order_at = _order_plan(night, settings.shoe_twice, settings.unshuffled)
-        self.lies = shoe_lies.plan(night, settings.phantom_shoe, settings.shoe_reopened)
+        self.shoe_lies = shoe_lies.plan(night, settings.phantom_shoe, settings.shoe_reopened)
         self.library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
         self.shift_label, self.shift_end = "", None  # type: tuple[str, dt.datetime | None]
         if self.bad_table is not None or self.counter_table is not None:
@@ -667,7 +692,10 @@ class _Cast:
         if spec.table == self.counter_table:
             player.counter_seat, player.counter_until = COUNTING_SEAT, self.shift_end
         player.library = self.library
-        player.lies = self.lies.get(spec.table, [])
+        player.shoe_lies = self.shoe_lies.get(spec.table, [])
+        if self.plan is not None and spec.table in self.plan.tables:
+            player.lies = self.plan.tables[spec.table]
+            player.pending[:0] = player.lies.deviations(spec.opens)
         for (table, shoe_no), (kind, source) in self.order_at.items():
             if table == spec.table:
                 player.order_kinds[shoe_no] = kind

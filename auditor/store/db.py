@@ -170,6 +170,47 @@ DDL = [
       run_id BIGINT NOT NULL,
       audited_at TIMESTAMPTZ NOT NULL
     )""",
+    # --- logs that lie (issue 28); derived, like round_audits ---
+    # Each check of a stream's times (auditor/audit/streams.py): its events and highest seq
+    # then, and how many of its events were stamped back. A stream whose counts moved since
+    # is checked again.
+    """
+    CREATE TABLE IF NOT EXISTS stream_checks (
+      stream VARCHAR NOT NULL,
+      events BIGINT NOT NULL,
+      max_seq BIGINT NOT NULL,
+      reversed BIGINT NOT NULL,
+      run_id BIGINT NOT NULL,
+      checked_at TIMESTAMPTZ NOT NULL
+    )""",
+    # The events whose ordered time (the stream's order wins over a stamp that contradicts
+    # it) differs from their `ts`, as of their stream's last check: a clean stream has none.
+    """
+    CREATE TABLE IF NOT EXISTS ordered_times (
+      stream VARCHAR NOT NULL,
+      seq BIGINT NOT NULL,
+      ts TIMESTAMPTZ NOT NULL
+    )""",
+    # Round events left out of their round as it stood (auditor/audit/rounds.py): `why`
+    # 'after_end' (after its round_end or its table's close) or 'late_delivery' (delivered
+    # after the round was judged). The shoe checks leave them out too.
+    """
+    CREATE TABLE IF NOT EXISTS round_exclusions (
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL,
+      round BIGINT NOT NULL,
+      seq BIGINT NOT NULL,
+      why VARCHAR NOT NULL
+    )""",
+    # When each procedure change was first judged against its notices (the table pass): a
+    # notice delivered after that does not count for it (notice.backdated).
+    """
+    CREATE TABLE IF NOT EXISTS change_audits (
+      table_id VARCHAR NOT NULL,
+      seq BIGINT NOT NULL,
+      run_id BIGINT NOT NULL,
+      audited_at TIMESTAMPTZ NOT NULL
+    )""",
     # The shoe-integrity index (auditor/audit/integrity.py, docs/shoe-integrity.md): each
     # shoe's dealt cards in order (codes 0..51) and the round of each, the k-grams of every
     # `step`-th position, and which lines of which source were indexed. Derived, like
@@ -410,6 +451,19 @@ def _engine(con: duckdb.DuckDBPyConnection):
     return create_engine(
         "duckdb:///:memory:", creator=lambda: ConnectionWrapper(con), poolclass=StaticPool
     )
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction around the block: committed when it ends, rolled back when anything
+    (Ctrl-C included) leaves it, so a crash leaves nothing half written."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 @contextmanager

@@ -65,8 +65,8 @@ def test_sample_night_log_level_findings(audited):
         [LOG_CODES],
     ).fetchall()
     assert [(c, t) for c, t, _, _ in rows] == [("log.malformed", None), ("log.seq_gap", "NZ-01")]
-    assert rows[0][3].endswith("2026-11-28_MB-02.jsonl.gz:2480")
-    assert rows[1][2] == 3224
+    assert rows[0][3].endswith("2026-11-28_MB-02.jsonl.gz:2470")
+    assert rows[1][2] == 3222
 
 
 def test_every_round_is_audited_chemin_de_fer_included(audited):
@@ -160,18 +160,19 @@ def test_rerun_adds_nothing(audited):
 
 @pytest.mark.slow
 def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp_path):
-    """A later file with more events of a round makes the round replay; a finding that the
-    fuller round no longer shows is withdrawn by a new row, not deleted."""
+    """A file cut in the middle of a round (before its round_end) leaves the round looking
+    unsettled; the next file, which goes on with its payments and its round_end, makes the
+    round replay, and the finding that the whole round no longer shows is withdrawn by a new
+    row, not deleted. (A round judged after its round_end keeps its findings: see
+    tests/audit/test_late_events.py.)"""
     night = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
-    cut = next(i for i, line in enumerate(night) if '"round":2,' in line and "round_end" in line)
+    end = next(i for i, line in enumerate(night) if '"round":2,' in line and "round_end" in line)
+    cut = next(i for i, line in enumerate(night) if '"round":2,' in line
+               and '"type":"pay"' in line)
     con = db.connect(tmp_path / "a.duckdb")
-    # The first file holds rounds 1-2 without round 2's payments: they look unsettled.
-    lines = night[: cut + 1]
-    round2 = [i for i, line in enumerate(lines) if '"round":2,' in line]
-    pays = [i for i in round2 if '"type":"pay"' in lines[i]]
-    assert pays, "round 2 of MB-01 has a payment to leave out"
+    # The first file stops before round 2's payments: the round looks unsettled.
     first = tmp_path / "first.jsonl"
-    first.write_text("\n".join(line for i, line in enumerate(lines) if i not in pays) + "\n")
+    first.write_text("\n".join(night[:cut]) + "\n")
     ingest(con, [first], runs.start(con, "ingest", {}))
     audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     standing = con.execute(
@@ -179,7 +180,7 @@ def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp
     ).fetchall()
     assert ("settle.unsettled",) in standing
     second = tmp_path / "second.jsonl"
-    second.write_text("\n".join(lines[i] for i in pays) + "\n")
+    second.write_text("\n".join(night[cut:end + 1]) + "\n")
     ingest(con, [second], runs.start(con, "ingest", {}))
     again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     assert again.rounds >= 1
@@ -196,6 +197,8 @@ def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp
         ).fetchall()[0][0]
         >= 1
     )
+    assert con.execute("SELECT count(*) FROM current_findings WHERE code LIKE 'log.%'"
+                       ).fetchall() == [(0,)]
 
 
 @pytest.mark.slow

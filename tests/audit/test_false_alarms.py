@@ -9,6 +9,9 @@ ordinary deviations of a night (rate 0.02) so that the dealers' chart has errors
 - dealer.error_rate: at most what its rate allows over the dealer-shifts charted (the
   binomial tail of 0.135% a dealer-shift, docs/dealers.md), at 99.9%;
 - shoe.not_started, shoe.reopened (issue 28): 0 (a clean log names the shoe it deals from).
+- the codes of logs that lie (issue 28: log.time_reversed, log.after_round_end,
+  log.late_delivery, notice.backdated): 0, since a clean night's streams never run back in
+  time and every round's events come before its end.
 
 Size and power, honestly: the suite runs NIGHTS = 10 nights (80 shoes, so 3,160 pairs of
 shoes searched; 119 dealer-shifts charted), to stay quick. A correct audit fails it with a
@@ -27,6 +30,8 @@ from pathlib import Path
 
 import pytest
 from helpers.clean_nights import Tally, clean_nights
+
+from auditor.simulate.kinds import LIE_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.stats]
 
@@ -60,3 +65,8 @@ def test_no_shoe_named_out_of_its_stream_on_clean_nights(nights: Tally) -> None:
     assert nights.shoes > 7 * NIGHTS
     assert nights.found["shoe.not_started"] == 0
     assert nights.found["shoe.reopened"] == 0
+
+
+def test_no_lie_codes_on_clean_nights(nights: Tally) -> None:
+    codes = sorted(set(LIE_KINDS.values()))
+    assert {c: nights.found[c] for c in codes} == dict.fromkeys(codes, 0)

@@ -29,7 +29,7 @@ from auditor.ingest.run import ingest
 from auditor.jobs import backfill
 from auditor.report import gather, render
 from auditor.rules.codes import REGISTRY
-from auditor.simulate.kinds import KIND_CODES
+from auditor.simulate.kinds import KIND_CODES, LIE_KINDS
 from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs
@@ -69,7 +69,9 @@ def make_logs(base: Path) -> Path:
         kinds |= {d["kind"] for d in r.deviations}
         (night / "ground_truth.ndjson").unlink()
         continue_streams(night, tops)
-    assert kinds == set(KIND_CODES)  # every code planted
+    # Every code planted but the lies of issue 28, whose files come after a night's audit
+    # (tests/simulate/test_simulate.py and tests/jobs/test_watch.py find them).
+    assert kinds == set(KIND_CODES) - set(LIE_KINDS)
     # In a folder of their own, read after the nights: half a file again under another
     # name (duplicates); a file with a payout changed (altered); and a floor file that
     # starts with one table's events and goes on with another's (all duplicates), which
@@ -194,10 +196,11 @@ def test_backfill_on_two_workers_finds_what_one_machine_finds(nights, backfilled
     # partitions, and its rounds were replayed again on the merged database.
     assert "table:MB-02" in result.spanning
     assert_same_as_one_machine(nights["one"], path)
-    # Every code of the registry was raised, and so compared.
+    # Every code of the registry was raised, and so compared, but the two only a delivery
+    # after an audit raises (no night here is audited before another file comes).
     assert {r[0] for r in rows(path, "SELECT DISTINCT code FROM current_findings")} == set(
         REGISTRY
-    )
+    ) - {"log.late_delivery", "notice.backdated"}
     # The runs say who ingested what: every source and finding is the backfill's.
     assert rows(path, "SELECT DISTINCT run_id FROM sources") == [(result.run_id,)]
     assert rows(path, "SELECT command, status, exit_code FROM runs") == [("backfill", "done", 1)]

@@ -38,10 +38,23 @@ BIN = Path(sys.executable).parent / "bacc-audit"
 CONF = config.load(SAMPLE / "property.toml")
 
 
-def _batch(files: list[Path], path: Path, conf: config.PropertyConfig) -> duckdb.DuckDBPyConnection:
+def _batch(files: list[Path], path: Path, conf: config.PropertyConfig,
+           later: list[Path] | None = None) -> duckdb.DuckDBPyConnection:
+    """`ingest` + `audit` of the files; then of the `later` ones (a lying night's, delivered
+    after the night's audit), if any."""
     con = db.connect(path)
-    ingest(con, files, runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), conf)
+    if later:  # under the names the spool gives them (_watch_fed)
+        folder = path.parent / f"{path.stem}-later"
+        folder.mkdir(exist_ok=True)
+        copies = []
+        for f in later:
+            copies.append(folder / f.name.removesuffix(".later"))
+            copies[-1].write_bytes(f.read_bytes())
+        later = copies
+    for delivery in (files, later or []):
+        if delivery:
+            ingest(con, delivery, runs.start(con, "ingest", {}))
+            audit(con, runs.start(con, "audit", {}), conf)
     return con
 
 
@@ -74,9 +87,23 @@ def _sources_free(found: dict[str, tuple]) -> dict[str, tuple]:
             for fp, row in found.items()}
 
 
-def _watch_fed(files: list[Path], spool: Path, path: Path, conf, speed: float, split=0.0):
+# Their message and evidence say when the round or the change was judged and when the late
+# events were delivered: a watched database's own times, not a batch's.
+DELIVERY_CODES = ("log.late_delivery", "notice.backdated")
+
+
+def _delivery_free(found: dict[str, tuple]) -> dict[str, tuple]:
+    """The same, with what a delivery time shows (DELIVERY_CODES' sentences and evidence)
+    left out: code, severity, rule, table, shoe, round and seq stay."""
+    return {fp: row[:7] if row[0] in DELIVERY_CODES else row for fp, row in found.items()}
+
+
+def _watch_fed(files: list[Path], spool: Path, path: Path, conf, speed: float, split=0.0,
+               later: list[Path] | None = None):
     """Feed `files` into `spool` at `speed` while a Watch follows it; returns the database
-    and the watch once the feed is written and the watch has stopped."""
+    and the watch once the feed is written and the watch has stopped. `later` files (a lying
+    night's) are put in the spool after that, under their .jsonl names, and the same watch
+    runs again until it has read and judged them."""
     con = db.connect(path)
     run_id = runs.start(con, "watch", {})
     spool.mkdir()
@@ -92,6 +119,12 @@ def _watch_fed(files: list[Path], spool: Path, path: Path, conf, speed: float, s
         stop.set()
         t.join(120)
     assert not t.is_alive()
+    if later:
+        for f in later:
+            (spool / f.name.removesuffix(".later")).write_bytes(f.read_bytes())
+        again = threading.Event()
+        again.set()  # drains the spool, then sweeps
+        w.run(again)
     return con, w
 
 
@@ -184,11 +217,12 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
         assert key is not None and key[2] == rnd, code
 
 
-def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
+def _every_code_nights(tmp_path: Path) -> list[tuple[list[Path], list[Path]]]:
     """Simulated nights that between them plant every code (tests/simulate/test_simulate.py's recall
     runs; tests/replay/test_dealers.py's night with a dealer making ten times the errors, with a
     seat counting Dragon 7; tests/replay/test_integrity.py's night of planted shoe orders; a
-    night of issue 28's shoe lies)."""
+    night of issue 28's shoe lies; the lying night, whose `later` files come after its audit),
+    as (files, later files)."""
     nights = []
     for seed, tables, hours, rate, games, patterns in [
         (4, 6, 1, 0.05, GAMES, ""),
@@ -198,13 +232,14 @@ def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
         (4, 2, 2, 0.03, ("mini_baccarat",), "seat"),
         (2, 6, 3, 0.0, ("mini_baccarat", "punto_banco"), "orders"),
         (1, 2, 2, 0.0, ("mini_baccarat",), "shoe lies"),
+        (1, 6, 2, 0.05, GAMES, "lying"),
     ]:
         r = simulate(tmp_path / f"night-{seed}-{tables}", tables, hours, seed=seed,
                      deviation_rate=rate, games=games, error_prone_dealer=patterns == "dealer",
                      counting_seat=patterns == "seat", shoe_twice=patterns == "orders",
                      unshuffled=patterns == "orders", phantom_shoe=patterns == "shoe lies",
-                     shoe_reopened=patterns == "shoe lies")
-        nights.append(list(r.files))
+                     shoe_reopened=patterns == "shoe lies", lying=patterns == "lying")
+        nights.append((list(r.files), list(r.later)))
     return nights
 
 
@@ -212,18 +247,76 @@ def _every_code_nights(tmp_path: Path) -> list[list[Path]]:
 @pytest.mark.slow
 def test_every_code_is_found_live_as_in_batch(tmp_path, monkeypatch):
     """The simulator's planted nights fed line by line at speed: every code of the registry
-    is found live, and each night's findings are the batch audit's, field for field."""
+    is found live, and each night's findings are the batch audit's, field for field (but the
+    delivery times of DELIVERY_CODES)."""
     panda8_rules(tmp_path, monkeypatch)
     conf = config.PropertyConfig()
     codes: Counter[str] = Counter()
-    for i, files in enumerate(_every_code_nights(tmp_path)):
-        batch = _batch(files, tmp_path / f"batch-{i}.duckdb", conf)
+    for i, (files, later) in enumerate(_every_code_nights(tmp_path)):
+        batch = _batch(files, tmp_path / f"batch-{i}.duckdb", conf, later)
         live, _ = _watch_fed(files, tmp_path / f"spool-{i}", tmp_path / f"live-{i}.duckdb",
-                             conf, speed=2000.0)
-        expected = _sources_free(_findings(batch))
-        assert _sources_free(_findings(live)) == expected
+                             conf, speed=2000.0, later=later)
+        expected = _delivery_free(_sources_free(_findings(batch)))
+        assert _delivery_free(_sources_free(_findings(live))) == expected
         codes.update(row[0] for row in expected.values())
     assert set(codes) == set(REGISTRY)
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
+    """simulate --lying fed line by line, its later files after the night: every lie is
+    found live, as in batch, each round's late events judged as they come in (not only by
+    the sweep at the end), and what each lie hid stands at its severity."""
+    r = simulate(tmp_path / "logs", 6, 2, seed=1, lying=True)
+    conf = config.PropertyConfig()
+    batch = _batch(r.files, tmp_path / "batch.duckdb", conf, r.later)
+    live, w = _watch_fed(r.files, tmp_path / "spool", tmp_path / "live.duckdb", conf,
+                         speed=3000.0, later=r.later)
+    got = _delivery_free(_sources_free(_findings(live)))
+    assert got == _delivery_free(_sources_free(_findings(batch)))
+    lies = Counter(row[0] for row in got.values() if row[0] in (
+        "log.after_round_end", "log.late_delivery", "log.time_reversed", "notice.backdated"))
+    assert lies == Counter({"log.after_round_end": 2, "log.time_reversed": 2,
+                            "log.late_delivery": 1, "notice.backdated": 2})
+    hidden = {(d["code"], d["table"], d["shoe"], d["round"]): d["severity"]
+              for d in r.deviations if "hidden_by" in d}
+    standing = {(row[0], row[3], row[4], row[5]): row[1] for row in got.values()}
+    assert {k: standing.get(k) for k in hidden} == hidden
+    assert w.stats.rounds_live > 100
+
+
+@pytest.mark.slow
+def test_an_event_after_a_judged_rounds_end_is_judged_as_it_comes_in(tmp_path):
+    """MB-01's round 72 is judged at its round_end (its missed Banker draw); a Banker card
+    for it appended to the file later is judged by the next poll, with no sweep between:
+    log.after_round_end, and the missed draw stands."""
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    end = next(i for i, x in enumerate(lines) if x.round_end == ("MB-01", "MB-01-1128-01", 72))
+    upto = end + 40
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    target = spool / lines[0].name
+    target.write_bytes(b"".join(x.data for x in lines[:upto]))
+    w.step()  # its first poll sweeps once (what a restart left), then no more
+    assert [r[0] for r in con.execute(
+        "SELECT code FROM current_findings WHERE round = 72").fetchall()] == [
+        "draw.banker_missed"]
+    last = json.loads(lines[upto - 1].data)
+    card = {"v": 1, "ts": last["ts"], "type": "card", "table": "MB-01", "seq": last["seq"] + 1,
+            "shoe": "MB-01-1128-01", "round": 72, "to": "banker", "card": "5c"}
+    sweeps = w.stats.sweeps
+    with target.open("ab") as fh:
+        fh.write((json.dumps(card) + "\n").encode())
+    w.step()
+    assert w.stats.sweeps == sweeps
+    assert sorted(con.execute(
+        "SELECT code, severity, seq FROM current_findings WHERE round = 72").fetchall()) == [
+        ("draw.banker_missed", "critical", 1149), ("log.after_round_end", "major", card["seq"])]
 
 
 def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -222,18 +222,18 @@ def test_dealers_command_matches_the_finding(planted, bacc_audit):
     assert (bad["rounds"], bad["error_rounds"], bad["flagged"], bad["above_limit"]) == (
         64, 14, True, True)
     assert bad["rate_per_1000"] == 218.75
-    assert bad["expected_per_1000"] == 45.564 and bad["upper_limit_per_1000"] == 123.765
+    assert bad["expected_per_1000"] == 45.838 and bad["upper_limit_per_1000"] == 124.264
     assert bad["period"] == SHIFT
-    assert sum(r["rounds"] for r in recs.values()) == 834
+    assert sum(r["rounds"] for r in recs.values()) == 829
     assert sum(r["error_rounds"] for r in recs.values()) == 38
     assert [d for d, r in recs.items() if r["flagged"]] == ["D8364"]
     assert bad["critical"] + bad["major"] + bad["minor"] + bad["info"] >= 14
     csv = bacc_audit("dealers", "--db", path, "--date", "2026-12-01", "--format", "csv")
     head, *lines = csv.out.splitlines()
     assert head.split(",")[:4] == ["period", "dealer", "rounds", "error_rounds"]
-    assert "2026-12-01,D8364,64,14,218.75,45.564,123.765,0.0,true,true," in "\n".join(lines)
+    assert "2026-12-01,D8364,64,14,218.75,45.838,124.264,0.0,true,true," in "\n".join(lines)
     table = bacc_audit("dealers", "--db", path, "--from", "2026-12-01", "--to", "2026-12-01")
-    assert "D8364" in table.out and "FLAGGED" in table.out and "834 rounds" in table.out
+    assert "D8364" in table.out and "FLAGGED" in table.out and "829 rounds" in table.out
 
 
 @pytest.mark.parametrize(
@@ -336,5 +336,5 @@ def test_report_has_a_by_dealer_page_with_the_flagged_dealer(report):
     assert (rows["D8364"].rounds, rows["D8364"].error_rounds, rows["D8364"].flagged) == (
         64, 14, True)
     assert [d for d, r in rows.items() if r.flagged] == ["D8364"]
-    assert "D8364 64 14 218.8 123.8 FLAGGED" in page
-    assert "45.6 per 1,000 (38 of 834 rounds)" in page
+    assert "D8364 64 14 218.8 124.3 FLAGGED" in page
+    assert "45.8 per 1,000 (38 of 829 rounds)" in page

@@ -566,7 +566,7 @@ def test_sample_night_gives_exactly_the_planted_table_pit_and_shoe_deviations(sa
     assert expected == {"MB-03", "MB-05"}  # MB-04 closed at 02:00, before P2's 03:00 change
     assert sorted(owned) == sorted(("procedure.notice_late", t) for t in expected)
     # CF-01's four shoes are checked under the NJ chemin de fer pack like the others.
-    assert summary["shoes"] == 46 and summary["shoes_without_rule_pack"] == 0
+    assert summary["shoes"] == 45 and summary["shoes_without_rule_pack"] == 0
     assert summary["procedure_changes"] == 5 and summary["changes_duly_notified"] == 3
 
 

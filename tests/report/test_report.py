@@ -196,16 +196,16 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
 @pytest.mark.slow
 def test_a_closed_table_shows_no_procedure_after_its_close(rendered):
-    """MB-04's log closes the table at 02:04:08: its lane ends there, not at 06:00 (pit P2
+    """MB-04's log closes the table at 02:04:30: its lane ends there, not at 06:00 (pit P2
     looked mixed after 03:00 when MB-03 and MB-05 moved to procedure 4)."""
     *_, context = rendered
     lanes = {x["table"]: x for x in context["procedures"]["lanes"]}
     assert lanes["MB-04"]["spans"] == [
-        {"from": _local(2026, 11, 28, 22), "to": _local(2026, 11, 29, 2, 4, 8), "procedure": 3}
+        {"from": _local(2026, 11, 28, 22), "to": _local(2026, 11, 29, 2, 4, 30), "procedure": 3}
     ]
-    assert lanes["MB-04"]["closed"] == [_local(2026, 11, 29, 2, 4, 8)]
+    assert lanes["MB-04"]["closed"] == [_local(2026, 11, 29, 2, 4, 30)]
     assert [(x["procedure"], x["to"]) for x in lanes["MB-03"]["spans"]] == [
-        (3, _local(2026, 11, 29, 3, 0, 30)), (4, _local(2026, 11, 29, 6))
+        (3, _local(2026, 11, 29, 3, 0, 21)), (4, _local(2026, 11, 29, 6))
     ]
     assert lanes["CF-01"]["spans"] == [] and lanes["CF-01"]["closed"] == []  # no procedures
     assert ">closed 02:04</text>" in context["procedures"]["timeline_svg"]
@@ -257,14 +257,14 @@ def test_card_captions_sit_under_the_card_not_across_its_border(rendered):
 
 @pytest.mark.slow
 def test_page_numbers_and_change_times_do_not_wrap(rendered):
-    """'page 10 of / 11' and '(seq / 3813)' broke over two lines."""
+    """'page 10 of / 11' and '(seq / 3816)' broke over two lines."""
     _, _, reader, _, _ = rendered
     n = len(reader.pages)
     assert n >= 10
     for i, page in enumerate(reader.pages, 1):
         assert f"page {i} of {n}" in page.extract_text()
     raw = "\n".join(page.extract_text() for page in reader.pages)
-    for change in ("02:00:42 (seq 3813)", "03:00:30 (seq 4955)", "03:00:36 (seq 4533)"):
+    for change in ("02:00:49 (seq 3816)", "03:00:21 (seq 4944)", "03:00:42 (seq 4502)"):
         assert change in raw
     css = (TEMPLATES / "report.css").read_text()
     right = css[css.index("@bottom-right"):]
@@ -275,14 +275,14 @@ def test_page_numbers_and_change_times_do_not_wrap(rendered):
 @pytest.mark.slow
 def test_evidence_reads_as_lines_with_local_times_and_the_attachments_keep_utc(rendered):
     _, _, reader, text, _ = rendered
-    assert "given_by: 2026-11-29 02:30:30 EST" in text
-    assert "ts: 2026-11-29 03:00:30 EST" in text and "given_at: 2026-11-29 02:40:00 EST" in text
+    assert "given_by: 2026-11-29 02:30:21 EST" in text
+    assert "ts: 2026-11-29 03:00:21 EST" in text and "given_at: 2026-11-29 02:40:00 EST" in text
     assert "recipients: division, surveillance" in text
-    assert "2026-11-29T07:30:30+00:00" not in text and '"given_by"' not in text
+    assert "2026-11-29T07:30:21+00:00" not in text and '"given_by"' not in text
     jsonl = reader.attachments["findings.jsonl"][0].decode()
     csv_text = reader.attachments["findings.csv"][0].decode()
-    assert '"given_by":"2026-11-29T07:30:30+00:00"' in jsonl
-    assert '""given_by"": ""2026-11-29T07:30:30+00:00""' in csv_text
+    assert '"given_by":"2026-11-29T07:30:21+00:00"' in jsonl
+    assert '""given_by"": ""2026-11-29T07:30:21+00:00""' in csv_text
 
 
 def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
@@ -325,7 +325,7 @@ def test_appendix_lines_carry_the_date(rendered):
     assert all(len(x) <= 114 + 94 for x in all_lines)
     assert all(re.match(r"2026-11-2[89] \d\d:\d\d:\d\d EST ", x) for x in lines)
     assert lines[0].startswith("2026-11-28 23:11:17 EST critical draw.banker_missed")
-    assert "2026-11-29 03:01:18 EST critical draw.player_extra" in text
+    assert "2026-11-29 03:02:09 EST critical draw.player_extra" in text
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from auditor.rules.codes import REGISTRY, SCOPES, SEVERITIES, markdown
+from auditor.rules.codes import REGISTRY, SCOPES, SEVERITIES
+from auditor.rules.codes_page import markdown
 from auditor.rules.pack import citations
 from auditor.shipped import shipped
 

@@ -21,6 +21,7 @@ from auditor.simulate.kinds import (
     BANKING_KINDS,
     CHEMIN_KINDS,
     KIND_CODES,
+    LIE_KINDS,
     SHOE_KINDS,
     shoe_kinds,
     table_kinds,
@@ -125,9 +126,14 @@ def test_ground_truth_agrees_with_the_logs(tmp_path):
 
 
 def _audit(result: SimulationResult, path: Path):
+    """The night ingested and audited; then its `later` files (a lying night's), and the
+    audit again: the ground truth is what that stands on."""
     con = db.connect(path)
     ingest(con, result.files, runs.start(con, "ingest", {}))
     res = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    if result.later:
+        ingest(con, result.later, runs.start(con, "ingest", {}))
+        audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     rows = con.execute("SELECT code, table_id, shoe, round FROM current_findings").fetchall()
     _assert_each_finding_cites_its_tables_pack(con)
     con.close()
@@ -227,8 +233,46 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
     r = simulate(tmp_path / "lies", 2, 2, seed=1, games=("mini_baccarat",),
                  phantom_shoe=True, shoe_reopened=True)
     kinds |= {d["kind"] for d in r.deviations}
+    # And the logs' lies (issue 28; found by the test below and tests/jobs/test_watch.py).
+    r = simulate(tmp_path / "lying", *LYING_NIGHT[1:3], seed=LYING_NIGHT[0], lying=True)
+    kinds |= {d["kind"] for d in r.deviations}
     assert kinds == set(KIND_CODES)
     assert {KIND_CODES[k] for k in kinds} == set(REGISTRY)
+
+
+# (seed, tables, hours): the lying night (one table per lie, on a small night).
+LYING_NIGHT = (1, 6, 2)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.05])
+def test_recall_a_lying_night_finds_each_lie_and_the_deviation_it_hid(tmp_path, rate):
+    """`simulate(lying=True)`: every lie is found by its code, and every deviation a lie
+    tried to hide stands at its own severity; nothing else is found. The files delivered
+    after the night's audit are left out of `ingest FOLDER`."""
+    seed, tables, hours = LYING_NIGHT
+    r = simulate(tmp_path / "logs", tables, hours, seed=seed, deviation_rate=rate, lying=True)
+    lies = {d["kind"] for d in r.deviations} & set(LIE_KINDS)
+    assert lies == set(LIE_KINDS)
+    hidden = [d for d in r.deviations if "hidden_by" in d]
+    assert {d["hidden_by"] for d in hidden} == set(LIE_KINDS)
+    assert {(d["code"], d["severity"]) for d in hidden} == {
+        ("vig.wrong_amount", "major"), ("draw.banker_missed", "critical"),
+        ("procedure.notice_late", "major")}
+    assert [p.name.endswith(".jsonl.later") for p in r.later] == [True, True]
+    from auditor.ingest.paths import discover
+    assert sorted(discover([tmp_path / "logs"])[0]) == sorted(r.files)
+    res, rows = _audit(r, tmp_path / "a.duckdb")
+    assert res.rounds == r.rounds and dict(res.skipped) == {}
+    planted = Counter((d["code"], d["table"], d["shoe"], d["round"]) for d in r.deviations)
+    found = Counter(rows)
+    assert not planted - found, f"planted but not found: {sorted(planted - found, key=str)}"
+    assert not found - planted, f"found but not planted: {sorted(found - planted, key=str)}"
+    con = db.connect(tmp_path / "a.duckdb")
+    severity = {(c, t, s, n): v for c, t, s, n, v in con.execute(
+        "SELECT code, table_id, shoe, round, severity FROM current_findings").fetchall()}
+    con.close()
+    for d in hidden:
+        assert severity[(d["code"], d["table"], d["shoe"], d["round"])] == d["severity"], d
 
 
 def test_cli_simulate(tmp_path, monkeypatch, capsys):
@@ -421,7 +465,7 @@ def test_cli_simulate_help_tells_both_generators_apart():
         "06:00 (at most 24)."
     )
     assert "default 2026-12-01" in helps["date"]
-    assert "*.jsonl, *.jsonl.gz and ground_truth.ndjson" in helps["replace"]
+    assert "*.jsonl, *.jsonl.gz, *.jsonl.later and ground_truth.ndjson" in helps["replace"]
     assert "nothing else is touched" in helps["replace"]
     # The help's figures are the generators' own.
     from auditor.simulate import bulk, layout

@@ -1,0 +1,405 @@
+"""Which rounds an audit replays, and each round's events as the round stood (issue 28).
+
+A round is what its stream logged between its round_start and its round_end (at chemin de
+fer, with the bank's passing right after the round_end, before anything else of the table).
+Round events placed after its round_end, or after the table's table_close, are not part of
+it; nor are events delivered after the round was judged with its end in. Those are kept in
+`round_exclusions` and reported beside the round (`log.after_round_end`,
+`log.late_delivery`, worded by auditor.replay.stream_order), and a round judged keeps the
+findings it had: its events as it stood do not change, so it is not replayed again.
+
+*Judged* means: a row of `round_audits` for the round recorded after its round_end was
+delivered (at chemin de fer, after the event that follows its bank's passing was), the
+first such. *Delivered* means the ingest of the piece of a file that holds the event's line
+(`source_extents.ingested_at`): a later file, or a later piece of the same file as it grows
+(`watch`, or `ingest` of a file grown since). Both are records, so a rerun (`audit
+--rerun`) takes the same events for every round.
+
+Cost: the rounds' spans are one aggregate over the new rounds' events (as before); only the
+rounds that show something out of place (an event after the round_end or the close, or
+more events than when they were judged) are read event by event, with their delivery.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from typing import Any
+
+import duckdb
+
+from auditor.audit.load import DELIVERED_AT, DELIVERY_JOIN, ORDERED_JOIN, ORDERED_TS
+from auditor.config import PropertyConfig
+from auditor.replay.log_ends import StreamEvent
+from auditor.replay.stream_order import LateEvent, LateRound, late_findings
+from auditor.store import db, findings
+from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import is_stream_sql, quote, stream_name_sql
+
+ROUND_TYPES = ", ".join(map(quote, ROUND_EVENTS))
+CHEMIN = "chemin_de_fer"
+LATE_CODES = ("log.after_round_end", "log.late_delivery")
+
+# The events that give a round its table context, and the closes that end its rounds;
+# `watch` keeps them in a table of its own.
+CONTEXT_EVENTS_SQL = (
+    "SELECT table_id, seq, type, pit, game, jurisdiction, variant, seats, side_bets, "
+    "procedure FROM events WHERE type IN ('table_open', 'procedure_change', 'table_close')"
+)
+
+# A round event as check_round is given it, at its ordered time (auditor.audit.streams).
+EVENT_SELECT = (
+    f"e.seq, e.type, {ORDERED_TS} AS ts, s.path || ':' || e.line_no AS source, e.to_hand, "
+    "e.card, e.seat, e.bet, e.amount, e.kind, e.player_count, e.banker_count, e.winner, "
+    "e.count, e.mode, e.void_reason, e.disposition, e.shoe, e.round, e.hand, e.choice, "
+    "e.from_seat, e.to_seat"
+)
+
+
+def round_events_sql(rounds: str) -> str:
+    """The events of the rounds listed in table `rounds` (shaped like `todo`) as they stood
+    (without `round_excluded`), each row with its round's table context, in round and seq
+    order: what check_round is given."""
+    return f"""
+        SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
+               t.variant, t.seats, t.side_bets, t.procedure, {EVENT_SELECT},
+               e.dealer AS event_dealer
+        FROM {rounds} t
+        JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
+        JOIN sources s ON s.id = e.source_id
+        {ORDERED_JOIN}
+        LEFT JOIN round_excluded x ON x.table_id = e.table_id AND x.seq = e.seq
+        WHERE e.type IN ({ROUND_TYPES}) AND x.seq IS NULL
+        ORDER BY t.table_id, t.shoe, t.round, e.seq
+        """
+
+
+def select_rounds(
+    con: duckdb.DuckDBPyConnection,
+    config: PropertyConfig,
+    rerun: tuple[dt.datetime, dt.datetime] | None,
+    tables_in: tuple[str, str] | None = None,
+    *,
+    keys: str | None = None,
+    since: dt.datetime | None = None,
+    closed_before: dt.datetime | None = None,
+    contexts: str = "events",
+) -> None:
+    """Temp table `todo`: the rounds to audit, each with its table's context and its events
+    as it stood (`n`, `first_seq`, `last_seq`; `partial` when events of it are left out),
+    of the tables in `tables_in` (an inclusive range of ids) or of every table; with `keys`,
+    only the rounds that table lists, whose events are no older than `since`. Temp table
+    `round_excluded` (table_id, shoe, round, seq, why): the events left out, and `late_seen`:
+    the rounds whose events were read one by one (their late events' findings are theirs).
+
+    A round is audited when it never was, or when its events as it stood differ from what
+    was audited (a round judged before its round_end came, say), or when it started in the
+    `rerun` window. With `closed_before`, only the rounds that can get no more events: those
+    with their round_end (at chemin de fer, where the bank's passing follows the round_end,
+    not enough), those their table has gone past (a later event in its stream), and those
+    that started before `closed_before`. With `keys`, the same but for the day's end.
+
+    `contexts`: where the table_open, procedure_change and table_close events are read
+    (`watch` keeps them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night
+    each poll)."""
+    pits = (
+        ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
+        or "(NULL, NULL)"
+    )
+    these = db.table_range_sql(tables_in)
+    params: list[Any] = []  # in the order of their placeholders
+    listed, recent = "", "true"
+    if keys is not None:
+        assert rerun is None, "a rerun window audits whole tables"
+        these = f"table_id IN (SELECT table_id FROM {keys})"
+        listed = f"SEMI JOIN {keys} USING (table_id, shoe, round)"
+        if since is not None:
+            recent = "ts >= ?"
+            params.append(since)
+    window = "false"
+    if rerun:
+        window = "r.ts >= ? AND r.ts < ?"
+        params += [rerun[0], rerun[1]]
+    chemin = f"coalesce(o.game = {quote(CHEMIN)}, false)"
+    # Something out of place: an event after the round_end (but the bank's passing right
+    # after it at chemin de fer), or, in a round without one, after a table_close logged
+    # since the round began.
+    overrun = (
+        "((r.end_seq IS NOT NULL AND (r.last_core > r.end_seq OR (r.last_seq > r.end_seq "
+        f"AND NOT ({chemin} AND r.last_seq = r.end_seq + 1)))) "
+        "OR x.close_seq IS NOT NULL)"
+    )
+    changed = "(d.events <> r.n OR d.last_seq <> r.last_seq)"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE round_spans AS
+        WITH rounds AS MATERIALIZED (
+          SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
+                 count(*) AS n, min(ts) AS ts,
+                 min(seq) FILTER (type = 'round_end') AS end_seq,
+                 max(seq) FILTER (type <> 'bank_pass') AS last_core
+          FROM events {listed}
+          WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these} AND {recent}
+          GROUP BY ALL
+        ), done AS (
+          SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
+          FROM round_audits {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
+        ), opens AS (
+          SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
+          FROM {contexts} WHERE type = 'table_open' AND {these}
+        ), changes AS (
+          SELECT table_id, seq, procedure FROM {contexts}
+          WHERE type IN ('table_open', 'procedure_change') AND procedure IS NOT NULL
+            AND {these}
+        ), closes AS (
+          SELECT table_id, seq FROM {contexts} WHERE type = 'table_close' AND {these}
+        ), unended AS (
+          -- a round with its round_end and an event after a close has one after its end:
+          -- only the few rounds without one are looked up among the closes
+          SELECT r.table_id, r.shoe, r.round, c.seq AS close_seq FROM rounds r
+          ASOF JOIN closes c ON c.table_id = r.table_id AND r.last_seq > c.seq
+          WHERE r.end_seq IS NULL AND c.seq > r.first_seq
+        ), tops AS (
+          SELECT {stream_name_sql("table", "stream")} AS table_id, max(max_seq) AS top
+          FROM stream_sources WHERE {is_stream_sql("table", "stream")} GROUP BY ALL
+        ), baseline(pit, procedure) AS (VALUES {pits})
+        SELECT r.*, o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
+               coalesce(c.procedure, b.procedure) AS procedure,
+               d.table_id IS NOT NULL AS audited_before,
+               (d.table_id IS NOT NULL AND {changed}) OR {overrun} AS suspect,
+               {chemin} AS chemin, t.top
+        FROM rounds r
+        LEFT JOIN done d USING (table_id, shoe, round)
+        ASOF LEFT JOIN opens o ON o.table_id = r.table_id AND r.first_seq > o.seq
+        ASOF LEFT JOIN changes c ON c.table_id = r.table_id AND r.first_seq > c.seq
+        LEFT JOIN unended x USING (table_id, shoe, round)
+        LEFT JOIN baseline b ON b.pit = o.pit
+        LEFT JOIN tops t ON t.table_id = r.table_id
+        WHERE d.table_id IS NULL OR {changed} OR ({window}) OR {overrun}
+        """,
+        params,
+    )
+    _as_they_stood(con, tables_in if keys is None else None, contexts)
+    # A round's round_end closes it, but at chemin de fer the bank's passing follows it
+    # (bank_pass is a round event): there the table must have gone on past the round.
+    ended = "(r.end_seq IS NOT NULL AND NOT r.chemin)"
+    closed = "true"
+    tail: list[Any] = []
+    if closed_before is not None:
+        closed = f"({ended} OR r.last_seq < r.top OR r.ts < ?)"
+        tail.append(closed_before)
+    elif keys is not None:
+        closed = f"({ended} OR r.last_seq < r.top)"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE todo AS
+        SELECT r.table_id, r.shoe, r.round,
+               CASE WHEN r.suspect THEN p.first_seq ELSE r.first_seq END AS first_seq,
+               CASE WHEN r.suspect THEN p.last_seq ELSE r.last_seq END AS last_seq,
+               CASE WHEN r.suspect THEN p.n ELSE r.n END AS n,
+               CASE WHEN r.suspect THEN p.ts ELSE r.ts END AS ts,
+               r.pit, r.game, r.jurisdiction, r.variant, r.seats, r.side_bets, r.procedure,
+               r.audited_before, coalesce(r.suspect AND p.n <> r.n, false) AS partial
+        FROM round_spans r
+        LEFT JOIN round_proper p USING (table_id, shoe, round)
+        LEFT JOIN (SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events,
+                          last_seq
+                   FROM round_audits SEMI JOIN round_proper USING (table_id, shoe, round)
+                   ORDER BY table_id, shoe, round, audited_at DESC) d
+          USING (table_id, shoe, round)
+        WHERE (NOT r.suspect OR (p.n IS NOT NULL
+               AND (d.table_id IS NULL OR d.events <> p.n OR d.last_seq <> p.last_seq
+                    OR ({"p.ts >= ? AND p.ts < ?" if rerun else "false"}))))
+          AND {closed}
+        """,
+        ([rerun[0], rerun[1]] if rerun else []) + tail,
+    )
+    con.execute("DROP TABLE round_spans")
+
+
+# The events of the rounds that show something out of place, with when each was delivered
+# and the first table_close after each round began.
+_SUSPECT_EVENTS = f"""
+CREATE OR REPLACE TEMP TABLE late_events AS
+SELECT e.table_id, e.shoe, e.round, e.seq, e.type, e.ts, e.source_id, e.line_no,
+       {DELIVERED_AT} AS delivered_at, r.chemin, r.close_seq
+FROM events e
+JOIN (SELECT s.table_id, s.shoe, s.round, s.chemin,
+             (SELECT min(c.seq) FROM {{contexts}} c WHERE c.type = 'table_close'
+                AND c.table_id = s.table_id AND c.seq > s.first_seq) AS close_seq
+      FROM round_spans s WHERE s.suspect) r
+  USING (table_id, shoe, round)
+{DELIVERY_JOIN}
+WHERE e.type IN ({ROUND_TYPES}) AND {{these}}
+"""
+# When each was judged: the first round_audits row after its round_end was delivered (at
+# chemin de fer, after the event following the round's end and its own bank_pass was).
+_JUDGED = f"""
+CREATE OR REPLACE TEMP TABLE late_judged AS
+WITH ends AS (
+  SELECT table_id, shoe, round, any_value(chemin) AS chemin,
+         arg_min(seq, delivered_at) FILTER (type = 'round_end') AS end_seq,
+         min(delivered_at) FILTER (type = 'round_end') AS end_at
+  FROM late_events GROUP BY ALL
+), after_end AS (
+  SELECT n.table_id, n.shoe, n.round, arg_min({DELIVERED_AT}, e.seq) AS next_at
+  FROM (SELECT *, end_seq + 1 AS at FROM ends WHERE chemin
+        UNION ALL SELECT *, end_seq + 2 FROM ends WHERE chemin) n
+  JOIN events e ON e.table_id = n.table_id AND e.seq = n.at
+  {DELIVERY_JOIN}
+  WHERE NOT (e.type = 'bank_pass' AND e.shoe = n.shoe AND e.round = n.round)
+  GROUP BY ALL
+), closed AS (
+  SELECT s.table_id, s.shoe, s.round,
+         CASE WHEN NOT s.chemin THEN s.end_at WHEN a.next_at IS NOT NULL
+              THEN greatest(s.end_at, a.next_at) END AS closed_at
+  FROM ends s LEFT JOIN after_end a USING (table_id, shoe, round)
+)
+SELECT c.table_id, c.shoe, c.round, min(ra.audited_at) AS judged_at
+FROM closed c JOIN round_audits ra USING (table_id, shoe, round)
+WHERE ra.audited_at > c.closed_at
+GROUP BY ALL
+"""
+# Each event's place: NULL (in the round as it stood), 'after_end' (after the round_end
+# the round was judged with, or after the table's close: the stream's order shows it), or
+# 'late_delivery' (within the round by its seq, but delivered after the round was judged).
+_PLACED = """
+CREATE OR REPLACE TEMP TABLE late_placed AS
+WITH b AS (
+  SELECT e.*, j.judged_at, coalesce(e.delivered_at > j.judged_at, false) AS after_judged
+  FROM late_events e LEFT JOIN late_judged j USING (table_id, shoe, round)
+), eb AS (
+  SELECT *, min(seq) FILTER (type = 'round_end' AND NOT after_judged)
+              OVER (PARTITION BY table_id, shoe, round) AS end_seq
+  FROM b
+), w AS (
+  SELECT *,
+    count(*) FILTER (seq > end_seq) OVER r AS after_n,
+    count(*) FILTER (seq > end_seq AND type <> 'bank_pass') OVER r AS after_other
+  FROM eb
+  WINDOW r AS (PARTITION BY table_id, shoe, round ORDER BY seq ROWS UNBOUNDED PRECEDING)
+)
+SELECT *, CASE
+    WHEN close_seq IS NOT NULL AND seq > close_seq THEN 'after_end'
+    WHEN end_seq IS NOT NULL AND seq > end_seq
+         AND NOT (chemin AND after_other = 0 AND after_n = seq - end_seq) THEN 'after_end'
+    WHEN after_judged THEN 'late_delivery'
+  END AS why
+FROM w
+"""
+
+
+def _as_they_stood(
+    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None, contexts: str
+) -> None:
+    """For the rounds of `round_spans` marked suspect: temp tables `round_proper` (their
+    events as they stood: first and last seq, count, first time), `round_excluded` (the
+    events left out, and why) and `late_seen` (the rounds read so), and their rows of
+    `round_exclusions` replaced."""
+    if not con.execute("SELECT 1 FROM round_spans WHERE suspect LIMIT 1").fetchall():
+        con.execute("CREATE OR REPLACE TEMP TABLE round_proper AS SELECT table_id, shoe, round, "
+                    "first_seq, last_seq, n, ts FROM round_spans LIMIT 0")
+        con.execute("CREATE OR REPLACE TEMP TABLE round_excluded AS SELECT table_id, shoe, "
+                    "round, last_seq AS seq, 'after_end' AS why FROM round_spans LIMIT 0")
+        con.execute("CREATE OR REPLACE TEMP TABLE late_seen AS SELECT table_id, shoe, round "
+                    "FROM round_spans LIMIT 0")
+        return
+    these = db.table_range_sql(tables_in, "e.table_id")
+    con.execute(_SUSPECT_EVENTS.format(these=these, contexts=contexts))
+    con.execute(_JUDGED)
+    con.execute(_PLACED)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE round_proper AS SELECT table_id, shoe, round, "
+        "min(seq) AS first_seq, max(seq) AS last_seq, count(*) AS n, min(ts) AS ts "
+        "FROM late_placed WHERE why IS NULL GROUP BY ALL"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE round_excluded AS SELECT table_id, shoe, round, seq, why "
+        "FROM late_placed WHERE why IS NOT NULL"
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE late_seen AS SELECT table_id, shoe, round "
+                "FROM round_spans WHERE suspect")
+    con.execute("DELETE FROM round_exclusions WHERE (table_id, shoe, round) IN "
+                "(SELECT (table_id, shoe, round) FROM late_seen)")
+    con.execute("INSERT INTO round_exclusions SELECT * FROM round_excluded")
+
+
+def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
+    """The rounds of `late_placed` with events left out, as auditor.replay.stream_order
+    words them."""
+    if not con.execute("SELECT 1 FROM round_excluded LIMIT 1").fetchall():
+        return []
+    rows = con.execute(
+        """
+        WITH k AS (SELECT DISTINCT table_id, shoe, round FROM round_excluded),
+        ends AS (
+          SELECT p.table_id, p.shoe, p.round, p.judged_at, p.end_seq, p.close_seq
+          FROM late_placed p SEMI JOIN k USING (table_id, shoe, round)
+          QUALIFY row_number() OVER (PARTITION BY p.table_id, p.shoe, p.round) = 1
+        ), pits AS (
+          SELECT table_id, arg_max(pit, seq) AS pit FROM events
+          WHERE type = 'table_open' AND table_id IN (SELECT table_id FROM k) GROUP BY ALL
+        )
+        SELECT d.table_id, pt.pit, d.shoe, d.round, d.judged_at,
+               en.seq, en.ts, es.path || ':' || en.line_no,
+               cl.seq, cl.ts, cs.path || ':' || cl.line_no,
+               p.seq, p.why, e.ts, ps.path || ':' || e.line_no, e.type, p.delivered_at,
+               e.seat, e.bet, CAST(e.amount AS VARCHAR), e.card, e.to_hand
+        FROM late_placed p JOIN ends d USING (table_id, shoe, round)
+        JOIN events e ON e.table_id = p.table_id AND e.seq = p.seq
+        JOIN sources ps ON ps.id = e.source_id
+        LEFT JOIN pits pt ON pt.table_id = d.table_id
+        LEFT JOIN events en ON en.table_id = d.table_id AND en.seq = d.end_seq
+        LEFT JOIN sources es ON es.id = en.source_id
+        LEFT JOIN events cl ON cl.table_id = d.table_id AND cl.seq = d.close_seq
+        LEFT JOIN sources cs ON cs.id = cl.source_id
+        WHERE p.why IS NOT NULL
+        ORDER BY d.table_id, d.shoe, d.round, p.seq
+        """
+    ).fetchall()
+    head: dict[tuple, tuple] = {}
+    late: dict[tuple, dict[str, list[LateEvent]]] = defaultdict(lambda: defaultdict(list))
+    last_late: dict[tuple, int] = {}
+    for row in rows:
+        last_late[(row[0], row[2], row[3])] = row[11]  # rows run in seq order
+    for (table, pit, shoe, rnd, judged, end_seq, end_ts, end_src, close_seq, close_ts,
+         close_src, seq, why, ts, source, type_, delivered, seat, bet, amount, card,
+         to) in rows:
+        key = (table, shoe, rnd)
+        if key not in head:
+            end = None if end_seq is None else StreamEvent(table, end_seq, end_ts, "round_end",
+                                                           end_src, shoe, rnd)
+            # The close only where a late event follows it: until then it is not the
+            # round's business (and `watch` may not have it yet).
+            close = None if close_seq is None or close_seq > last_late[key] else StreamEvent(
+                table, close_seq, close_ts, "table_close", close_src)
+            head[key] = (pit, end, close, judged)
+        late[key][why].append(LateEvent(seq, ts, type_, source, delivered, seat, bet,
+                                        amount, card, to))
+    return [
+        LateRound(t, head[(t, s, r)][0], s, r, head[(t, s, r)][1], head[(t, s, r)][2],
+                  head[(t, s, r)][3], tuple(late[(t, s, r)]["after_end"]),
+                  tuple(late[(t, s, r)]["late_delivery"]))
+        for t, s, r in head
+    ]
+
+
+def record_late(con: duckdb.DuckDBPyConnection, run_id: int, zone: dt.tzinfo) -> tuple[int, int]:
+    """The late events of the rounds select_rounds read one by one (`late_seen`) as
+    findings: new ones recorded, the standing ones of those rounds no longer found (a round
+    that got more late events) withdrawn. In the caller's transaction. Returns (new,
+    withdrawn)."""
+    if not con.execute("SELECT 1 FROM late_seen LIMIT 1").fetchall():
+        return 0, 0
+    found = [f for r in late_rounds(con) for f in late_findings(r, zone)]
+    findings.staged(con, "late_findings", found)
+    new = findings.record(con, run_id, "SELECT * FROM late_findings", staged=True)
+    codes = ", ".join(map(quote, LATE_CODES))
+    withdrawn = findings.withdraw(
+        con, run_id,
+        f"code IN ({codes}) AND (table_id, shoe, round) IN "
+        "(SELECT (table_id, shoe, round) FROM late_seen) "
+        "AND fingerprint NOT IN (SELECT fingerprint FROM late_findings)",
+    )
+    con.execute("DROP TABLE late_findings")
+    return new, withdrawn

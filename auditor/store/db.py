@@ -20,6 +20,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from auditor.errors import DatabaseBusy, UserError
 from auditor.store import (
+    ledger,
     records,  # noqa: F401  (registers the sqlmodel tables)
     serving,
     shared,
@@ -236,6 +237,7 @@ DDL = [
       run_id BIGINT,
       filed_at TIMESTAMPTZ NOT NULL
     )""",
+    *ledger.DDL,
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")
@@ -385,6 +387,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "FROM events GROUP BY stream, source_id"
         )
     SQLModel.metadata.create_all(_engine(con))
+    for table in ("notices", "notice_withdrawals"):  # the run that entered it (the ledger)
+        if exists(table):
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS run_id BIGINT")
     if not had_pieces:
         # A database from before pieces: each file ingested was one piece, the whole of it.
         # Its head was not kept, so it is found again by its path.

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from auditor.config import PropertyConfig
-from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
+from auditor.errors import WRITE_ERRNOS, UserError, cannot_write, private_files
 from auditor.ingest.reader import sha256_of
 from auditor.jobs.evidence import Say
 from auditor.report import render
@@ -123,12 +123,15 @@ def report_shift(
     epoch: dt.datetime,
     say: Say,
     run_id: int | None = None,
+    check: dict[str, Any] | None = None,
 ) -> ShiftReport:
     """File the shift's report. A report once filed is never rewritten (someone may have
     signed it): if what it would show changed, the new one is the next version beside it,
     ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose first page says what changed since the version before
     and gives that version's SHA-256. Unchanged means rendering it again as the latest version
-    gives that version's HTML (its "generated" time aside)."""
+    gives that version's HTML (its "generated" time aside). `check` is what the check of
+    the ledger found before filing: a failed one is printed on the cover, in red, and a
+    report that said otherwise before is filed again as the next version."""
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -140,7 +143,7 @@ def report_shift(
         return ShiftReport(name, "skipped", 0, reason="no rounds in this shift")
     first = archive_path(folder, day, scope.slug)
     with _report_epoch(epoch):
-        context = gather(con, conf, scope)
+        context = {**gather(con, conf, scope), "ledger_check": check}
         now = versions.snapshot(context["findings"])
         # The versions filed in this archive (a database may have filed into another).
         here = first.parent.resolve()
@@ -172,6 +175,7 @@ def report_shift(
         path = first.with_name(f"{scope.slug}.v{number}.pdf")
     say(f"report {scope.title} version {number} -> {path}")
     try:
+        private_files()  # the archive's folders 0700, its PDFs 0600
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # else a run that died before recording it wrote these bytes
             render.write_whole(path, data)

@@ -27,6 +27,7 @@ from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, WRITE_ERRNOS, Use
 from auditor.ingest.paths import escape_path
 from auditor.ingest.result import IngestResult
 from auditor.ingest.run import ingest
+from auditor.jobs import verify as verifying
 from auditor.jobs.archive import (
     ShiftReport,
     archive_dir,
@@ -38,7 +39,7 @@ from auditor.jobs.archive import (
 from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_to_evidence
 from auditor.jobs.lock import NightlyLock, nightly_lock
 from auditor.rules.codes import SEVERITIES, at_least
-from auditor.store import db, outcome, runs
+from auditor.store import db, ledger, outcome, runs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
 
@@ -106,6 +107,7 @@ class NightlyResult:
     interrupted_runs: list[int] = field(default_factory=list)
     file_ingested: str = "keep"
     filed: dict[Path, Filed] = field(default_factory=dict)  # spool path -> where it went
+    ledger: str = ""  # what the check of the ledger before filing found
 
     @property
     def exit_code(self) -> int:
@@ -159,6 +161,7 @@ class NightlyResult:
             "problems": self.problems,
             "partials_removed": [str(p) for p in self.partials_removed],
             "interrupted_runs": self.interrupted_runs,
+            "ledger": self.ledger,
             "rule_packs": self.rule_packs,
             "tool_version": __version__,
             "exit_code": self.exit_code,
@@ -248,8 +251,10 @@ def _work(
     day = options.day or last_ended_gaming_day(options.conf, zone, options.now)
     window = options.conf.gaming_day_window(day, zone)
     epoch = data_changed_at(con)
+    checked = _check_ledger(con, run_id, say, problems)
     reports = [
-        report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id)
+        report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id,
+                     checked.cover())
         for shift in options.conf.shifts
     ]
     if not any(r.rounds for r in reports):
@@ -278,7 +283,28 @@ def _work(
         partials_removed=removed,
         file_ingested=options.file_ingested,
         filed=filed,
+        ledger=checked.headline(),
     )
+
+
+def _check_ledger(
+    con: duckdb.DuckDBPyConnection, run_id: int, say: Say, problems: list[str]
+) -> verifying.Verification:
+    """Seal what this run wrote so far (the reports print a head that holds it), then the
+    fast check of the ledger before anything is filed: a failed one is a problem of the
+    night (exit 2, the alert), and the reports say it on their cover."""
+    ledger.seal(con, run_id)
+    checked = verifying.verify(con, fast=True)
+    say(checked.headline())
+    if checked.ok:
+        verifying.record(con, checked, run_id)
+    else:
+        problems.append(
+            f"the audit database failed verification ({checked.problems[0].sentence()}); "
+            "the reports filed say so on their cover; `bacc-audit verify` lists every record "
+            "that differs"
+        )
+    return checked
 
 
 def _prepare(options: NightlyOptions) -> list[Path]:
@@ -404,6 +430,8 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"findings standing in gaming day {s['gaming_day']}: "
         f"{f['standing_in_gaming_day']} ({sev}); {f['new_this_run']} new this run"
     )
+    if result.ledger:
+        lines.append(result.ledger)
     for problem in result.problems:
         lines.append(f"problem: {problem}")
     why = {

@@ -140,6 +140,17 @@ def _pieces_table(scope: list[ledger_rows.Piece]) -> Any:
     })
 
 
+def fast_check(con: duckdb.DuckDBPyConnection) -> tuple[bool, str, str]:
+    """The fast check as a line of `doctor`, `report` and `nightly`: (held, what was found,
+    what to do). A check that cannot run (a reader served beside `watch` may not make the
+    temp tables it needs) says so, and counts as not failed."""
+    try:
+        v = verify(con, fast=True)
+    except duckdb.Error as e:
+        return True, f"ledger not checked here ({str(e).splitlines()[0]})", ""
+    return v.ok, v.headline(), "run `bacc-audit verify` to list every record that differs"
+
+
 def record(con: duckdb.DuckDBPyConnection, v: Verification, run_id: int) -> None:
     """Keep a check that found everything as sealed: the next fast check starts from it."""
     if v.ok and not v.no_ledger:

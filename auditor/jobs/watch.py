@@ -38,6 +38,7 @@ from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import discover
 from auditor.replay.log_ends import GamingDays
+from auditor.store import ledger
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name
 
@@ -129,6 +130,9 @@ class Watch:
         # Rounds whose round_end came but that could still get events (chemin de fer).
         self._unclosed: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
+        self._wrote = False  # since the last seal
+        self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
+        self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -171,7 +175,21 @@ class Watch:
             self._sweep_due = True
         if self._sweep_due and time.monotonic() >= self._sweep_after:
             self.sweep()
+        self._wrote = self._wrote or bool(poll.files)
+        if self._wrote:
+            self.seal()
         return poll.events
+
+    def seal(self) -> None:
+        """Seal what this run wrote since its last seal (store/ledger.py): the pieces, the
+        sources and the findings of the polls since, so the ledger is never more than a
+        poll behind the database. Only rows newer than the last seal are looked at."""
+        started = time.monotonic()
+        sealed = ledger.seal(self.con, self.run_id, since=self._sealed_to)
+        if sealed.head is not None:
+            self._sealed_to = sealed.head.sealed_at
+        self._wrote = False
+        self.seal_seconds += time.monotonic() - started
 
     def sweep(self) -> AuditResult:
         """The rounds that can get no more events and are not audited yet, then the table,
@@ -280,6 +298,9 @@ class Watch:
         return {t for s in poll.types if (t := stream_name("table", s)) is not None}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
+        self._wrote = self._wrote or bool(
+            result.findings_new or result.findings_withdrawn or result.passes_new
+            or result.passes_withdrawn)
         new = result.findings_new + (result.passes_new if also_tables else 0)
         gone = result.findings_withdrawn + (result.passes_withdrawn if also_tables else 0)
         self.stats.findings_new += new

@@ -18,7 +18,7 @@ from duckdb_engine import ConnectionWrapper
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from auditor.errors import DatabaseBusy, UserError
+from auditor.errors import DatabaseBusy, UserError, private_files
 from auditor.store import (
     ledger,
     records,  # noqa: F401  (registers the sqlmodel tables)
@@ -325,6 +325,7 @@ def connect(
             "(or name another with --db / BACC_AUDIT_DB)"
         )
     check_database_file(path)
+    private_files()  # the database, its .wal and .tmp spills: 0600 (DuckDB creates them)
     for attempt in (1, 2):
         try:
             con = duckdb.connect(str(path), read_only=read_only)

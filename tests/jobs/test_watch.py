@@ -341,3 +341,44 @@ def test_watch_started_while_a_reader_has_the_database_waits_for_it(tmp_path):
     assert watch.returncode == 0, err
     assert "watch: waiting for the database:" in err and "database busy" in err
     assert "draw.banker_missed" in r.stdout  # MB-01's planted round, audited live
+
+
+def test_each_poll_that_wrote_is_sealed_and_the_run_stays_verifiable(tmp_path):
+    """`watch` seals after each poll that wrote something: the ledger is never more than a
+    poll behind, its pieces and findings are sealed while the run still goes, and a seal
+    after a poll that wrote nothing adds no head."""
+    from auditor.jobs import verify as verifying
+    from auditor.store import ledger
+
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with runs.recorded(con, "watch", {}) as run:
+        w = Watch(con, spool, CONF, run.id, WatchOptions(rescan=0))
+        target = spool / lines[0].name
+        half = len(lines) // 2
+        with target.open("ab") as fh:
+            for part in (lines[:half], lines[half:]):
+                fh.write(b"".join(line.data for line in part))
+                fh.flush()
+                w.step()
+                unsealed = con.execute(
+                    "SELECT count(*) FROM source_extents e WHERE NOT EXISTS (SELECT 1 FROM "
+                    "ledger l WHERE l.kind = 'piece' AND l.record_key = e.source_id || ':' || "
+                    "e.start_byte || '-' || e.end_byte)").fetchall()[0][0]
+                assert unsealed == 0
+                assert con.execute("SELECT count(*) FROM findings f WHERE NOT EXISTS (SELECT 1 "
+                                   "FROM ledger l WHERE l.kind = 'finding' AND l.record_key = "
+                                   "CAST(f.id AS VARCHAR))").fetchall()[0][0] == 0
+        heads = len(ledger.heads(con))
+        w.step()  # nothing new in the spool
+        assert len(ledger.heads(con)) == heads
+        v = verifying.verify(con)
+        assert v.ok and v.pending == {}  # the run's end is all that waits
+        pieces = con.execute("SELECT count(*) FROM ledger WHERE kind = 'piece'").fetchall()[0][0]
+        assert pieces == 2
+        run.done(0, {})
+    assert verifying.verify(con).ok
+    con.close()

@@ -61,6 +61,10 @@ class WatchOptions:
     sweep_share: float = 0.05  # the sweeps' share of the time, at most
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
     idle_sweep: float = 60.0  # a sweep this long after the last, even if nothing asked
+    # A poll that wrote seals what it wrote once the last seal is this old (seconds; 0:
+    # every poll), and the run's end seals the rest: a seal costs a few statements
+    # whatever it holds, and at a poll every 0.2 s they would be a fifth of the watcher.
+    seal_every: float = 1.0
 
 
 @dataclass
@@ -133,6 +137,8 @@ class Watch:
         self._wrote = False  # since the last seal
         self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
+        self._last_seal = -1e9
+        self._types: dict[str, dict[str, str]] | None = None
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -152,6 +158,8 @@ class Watch:
             if not self.step() and not self._last_poll_files:
                 break
         self.sweep()
+        if self._wrote:
+            self.seal()
         return self.stats
 
     def step(self) -> int:
@@ -176,20 +184,24 @@ class Watch:
         if self._sweep_due and time.monotonic() >= self._sweep_after:
             self.sweep()
         self._wrote = self._wrote or bool(poll.files)
-        if self._wrote:
+        if self._wrote and time.monotonic() - self._last_seal >= self.options.seal_every:
             self.seal()
         return poll.events
 
     def seal(self) -> None:
         """Seal what this run wrote since its last seal (store/ledger.py): the pieces, the
-        sources and the findings of the polls since, so the ledger is never more than a
-        poll behind the database. Only rows newer than the last seal are looked at."""
+        sources and the findings of the polls since, so the ledger is never more than
+        `seal_every` behind the database. Only rows newer than the last seal are looked
+        at."""
         started = time.monotonic()
-        sealed = ledger.seal(self.con, self.run_id, since=self._sealed_to)
+        if self._types is None:
+            self._types = ledger.column_types(self.con)
+        sealed = ledger.seal(self.con, self.run_id, since=self._sealed_to, types=self._types)
         if sealed.head is not None:
             self._sealed_to = sealed.head.sealed_at
         self._wrote = False
-        self.seal_seconds += time.monotonic() - started
+        self._last_seal = time.monotonic()
+        self.seal_seconds += self._last_seal - started
 
     def sweep(self) -> AuditResult:
         """The rounds that can get no more events and are not audited yet, then the table,

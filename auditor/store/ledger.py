@@ -299,6 +299,7 @@ def seal(
     sealer: int | None = None,
     since: dt.datetime | None = None,
     note: str = "",
+    types: dict[str, dict[str, str]] | None = None,
 ) -> Sealed:
     """Seal the records of run `run_id` that have no leaf (all records, whatever their run,
     when None: the genesis of a database from before the ledger), as leaves appended by run
@@ -306,14 +307,15 @@ def seal(
 
     `since`: only rows of kinds with a `since` column at or after it are looked for, and
     no rows of the other kinds (watch's seal after a poll, which wrote only those); the seal
-    at the end of the run looks at every kind and row.
+    at the end of the run looks at every kind and row. `types`: `column_types(con)`, for a
+    caller that seals often.
     """
     sealer = run_id if sealer is None else sealer
     assert sealer is not None
     for attempt in range(SEAL_TRIES):
         con.execute("BEGIN TRANSACTION")
         try:
-            done = _seal_once(con, run_id, sealer, since, note)
+            done = _seal_once(con, run_id, sealer, since, note, types)
             con.execute("COMMIT")
             return done
         except (duckdb.TransactionException, duckdb.ConstraintException):
@@ -339,17 +341,19 @@ def _seal_once(
     sealer: int,
     since: dt.datetime | None,
     note: str,
+    types: dict[str, dict[str, str]] | None,
 ) -> Sealed:
     last = latest_head(con)
     frontier = last.frontier() if last else merkle.Frontier()
     start = frontier.size
-    counted = con.execute("SELECT count(*) FROM ledger").fetchall()[0][0]
-    if counted != start:
-        raise LedgerBroken(
-            f"the ledger holds {counted} leaves but its latest head says {start}; "
-            "run `bacc-audit verify`"
-        )
-    types = column_types(con)
+    if since is None:  # (a poll's seal leaves this to the run's last one)
+        counted = con.execute("SELECT count(*) FROM ledger").fetchall()[0][0]
+        if counted != start:
+            raise LedgerBroken(
+                f"the ledger holds {counted} leaves but its latest head says {start}; "
+                "run `bacc-audit verify`"
+            )
+    types = types or column_types(con)
     size = start
     for c in COVERED:
         if c.table not in types or (since is not None and c.since is None):

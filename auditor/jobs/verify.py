@@ -4,10 +4,11 @@ run; and a filed report, or an archive of them, against the database (`--against
 
 The fast check recomputes every leaf but a piece's digests from the records (a finding,
 an acknowledgement, a run ... changed, removed or added is caught wherever it is), counts
-every source's event and quarantine rows, reads the events of the pieces sealed since the
-last verified head again, and recomputes the heads since that one. What it leaves to the
-whole check: an event edited in place in a piece verified before, and a leaf hash of the
-ledger itself rewritten together with its record.
+every source's event and quarantine rows, recomputes the digests of the pieces sealed since
+the last verified head, reads again from their lines the events of the rounds whose
+findings were withdrawn since, and recomputes the heads since that one. What it leaves to
+the whole check: an event edited in place that no audit has acted on yet, or in a piece
+verified before, and a leaf hash of the ledger rewritten together with its record.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import duckdb
 
 from auditor import ledger_check
 from auditor.ingest import reparse
-from auditor.store import ledger, ledger_rows
+from auditor.store import ledger
 from auditor.store import ledger_verify as lv
 from auditor.store.ledger_verify import Problem
 from auditor.words import count
@@ -111,33 +112,19 @@ def verify(con: duckdb.DuckDBPyConnection, *, fast: bool = False) -> Verificatio
 def _reread(
     con: duckdb.DuckDBPyConnection, start: int, everything: bool
 ) -> tuple[list[tuple[int, int, str, str | None, str | None]], int]:
-    """The events whose columns are not what their line says: all of them, or those of the
-    pieces sealed from leaf `start` on and of those not sealed."""
+    """The events whose columns are not what their line says: all of them, or (the fast
+    check) those of the rounds whose findings were withdrawn since leaf `start`: an event
+    edited in place shows by what the next audit withdraws, and reading every line again
+    costs what ingest's per-line path costs, too much for every night."""
     if everything:
         return reparse.differing(con)
-    scope = ledger_rows.pieces(
-        con,
-        "NOT EXISTS (SELECT 1 FROM ledger l WHERE l.kind = 'piece' AND l.idx < "
-        f"{int(start)} AND l.record_key = source_id || ':' || start_byte || '-' || end_byte)",
-    )
-    if not scope:
-        return [], 0
-    ledger_rows.fill_table(con, "reread_pieces", _pieces_table(scope))
     return reparse.differing(
         con,
-        "EXISTS (SELECT 1 FROM reread_pieces p WHERE p.source_id = events.source_id AND "
-        "events.line_no BETWEEN p.first_line AND p.last_line)",
+        "EXISTS (SELECT 1 FROM findings f JOIN ledger l ON l.kind = 'finding' AND "
+        "l.record_key = CAST(f.id AS VARCHAR) AND l.idx >= "
+        f"{int(start)} WHERE f.status = 'withdrawn' AND f.table_id = events.table_id AND "
+        "f.shoe = events.shoe AND f.round = events.round)",
     )
-
-
-def _pieces_table(scope: list[ledger_rows.Piece]) -> Any:
-    import pyarrow as pa
-
-    return pa.table({
-        "source_id": pa.array([p.source_id for p in scope], pa.int64()),
-        "first_line": pa.array([p.first_line for p in scope], pa.int64()),
-        "last_line": pa.array([p.last_line for p in scope], pa.int64()),
-    })
 
 
 def fast_check(con: duckdb.DuckDBPyConnection) -> tuple[bool, str, str]:

@@ -304,7 +304,8 @@ def _database(path: Path) -> Iterator[Check]:
 
 def _private(path: Path) -> Iterator[Check]:
     """The database and its .wal hold every finding and acknowledgement: readable by this
-    user only (bacc-audit creates them 0600)."""
+    user only (bacc-audit creates them 0600). The .wal comes and goes with writers: said
+    only when others can read it."""
     for f in (path, path.with_name(path.name + ".wal")):
         try:
             mode = f.stat().st_mode & 0o777
@@ -317,7 +318,7 @@ def _private(path: Path) -> Iterator[Check]:
                 "and acknowledgement",
                 f"chmod 600 {f} (and chmod 700 its folder if only this user works there)",
             )
-        else:
+        elif f == path:
             yield True, f"{f}: private to its owner (mode {mode:04o})", ""
 
 

@@ -67,14 +67,21 @@ def test_the_database_and_its_wal_are_created_0600_under_a_loose_umask(
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_another_user_cannot_read_the_database(shared_folder: Path) -> None:
     path = shared_folder / "a.duckdb"
-    con = db.connect(path)
-    con.close()
     nobody = pwd.getpwnam("nobody")
     code = READ_AS_NOBODY.format(uid=nobody.pw_uid, gid=nobody.pw_gid)
 
     def read_as_nobody(p: Path) -> int:
         return subprocess.run([sys.executable, "-c", code, str(p)]).returncode
 
+    con = db.connect(path)
+    try:
+        with runs.recorded(con, "ingest", {}):  # a write not yet checkpointed: in the .wal
+            pass
+        wal = shared_folder / "a.duckdb.wal"
+        assert wal.exists()
+        assert read_as_nobody(wal) == 13  # what a copy of a running `watch`'s .wal gave away
+    finally:
+        con.close()
     assert read_as_nobody(path) == 13  # refused
     path.chmod(0o644)  # as bacc-audit used to leave it: the same test reads it
     assert read_as_nobody(path) == 0

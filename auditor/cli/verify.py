@@ -9,11 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
+from auditor import config as cfg
 from auditor.cli import console
-from auditor.cli.options import DbOption, JsonOption
+from auditor.cli.options import ConfigOption, DbOption, JsonOption
 from auditor.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from auditor.jobs import verify as verifying
 from auditor.ledger_check import Unreadable
+from auditor.report import signing
 from auditor.store import db, runs
 from auditor.store.ledger_verify import Problem
 
@@ -38,6 +40,17 @@ def verify_cmd(
             "only for the pieces sealed since the last verified head.",
         ),
     ] = False,
+    trust_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--trust-root",
+            help="Certificates (PEM or DER) a filed report's signature must chain to "
+            "(default: [signing] trust_root of the property config, else the certificate "
+            "the PDF carries).",
+            show_default=False,
+        ),
+    ] = None,
+    config_path: ConfigOption = None,
     db_path: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -51,7 +64,8 @@ def verify_cmd(
     finds everything as sealed is recorded: the fast check of `doctor`, `nightly` and
     `report` starts from it. With --against, each filed report's findings must still be
     the leaves of the ledger head it prints, and the first leaves of the database's ledger
-    must still give that head's root, so a database rewritten since is caught.
+    must still give that head's root, so a database rewritten since is caught; a signed
+    report's signature must hold (an unsigned one is said, not failed).
     """
     pdfs = verifying.reports_in(against or [])
     missing = [p for p in pdfs if not p.is_file()]
@@ -59,6 +73,9 @@ def verify_cmd(
         raise UserError(f"{missing[0]}: no such report (give a PDF or an archive folder)")
     if against and not pdfs:
         raise UserError(f"{against[0]}: no report PDF in this folder")
+    if pdfs and trust_root is None:
+        signing_conf = cfg.load(config_path).signing
+        trust_root = signing_conf.trust_root if signing_conf else None
     con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
         with runs.recorded(con, "verify", {"against": [str(p) for p in pdfs],
@@ -68,13 +85,15 @@ def verify_cmd(
             report_problems: list[Problem] = []
             for pdf in pdfs:
                 try:
-                    alone, problems = verifying.against(con, pdf)
+                    alone, signed, problems = verifying.against(con, pdf, trust_root)
                 except Unreadable as e:
                     raise UserError(str(e)) from None
                 report_problems += problems
                 filed.append({"report": str(pdf), "size": alone.size, "root": alone.root,
                               "findings_proven": alone.proven, "ok": not problems,
-                              "problems": [p.sentence() for p in problems]})
+                              "problems": [p.sentence() for p in problems],
+                              "signature": signed.as_dict(),
+                              "signature_says": signed.sentence()})
             verifying.record(con, v, run.id)
             code = EXIT_OK if v.ok and not report_problems else EXIT_FINDINGS
             summary = _summary(v, filed, report_problems)
@@ -126,3 +145,5 @@ def _say(
         else:
             for sentence in f["problems"]:
                 out.print(f"{f['report']}: FAILED: {sentence}", markup=False, highlight=False)
+        if f["signature"]["ok"] or f["signature"]["problem"] == signing.NO_SIGNATURE:
+            out.print(f["signature_says"], markup=False, highlight=False)  # else FAILED above

@@ -22,6 +22,7 @@ import duckdb
 
 from auditor import ledger_check
 from auditor.ingest import reparse
+from auditor.report import signing
 from auditor.store import ledger
 from auditor.store import ledger_verify as lv
 from auditor.store.ledger_verify import Problem
@@ -158,16 +159,21 @@ def reports_in(paths: Iterable[Path]) -> list[Path]:
 
 
 def against(
-    con: duckdb.DuckDBPyConnection, pdf: Path
-) -> tuple[ledger_check.Checked, list[Problem]]:
+    con: duckdb.DuckDBPyConnection, pdf: Path, trust_root: Path | None = None
+) -> tuple[ledger_check.Checked, signing.SignatureStatus, list[Problem]]:
     """Whether the database still holds what the filed report `pdf` showed: the report by
-    itself (its findings are leaves of the head it prints), the first `size` leaves of the
-    ledger give its root, and each finding it shows is still its leaf and its record. Raises
-    ledger_check.Unreadable for a file that is not such a report."""
+    itself (its findings are leaves of the head it prints), its signature (pyHanko's check,
+    against `trust_root` when given: a signed PDF whose signature fails is a problem; an
+    unsigned one is said, not failed, as a property without a key files them), the first
+    `size` leaves of the ledger give its root, and each finding it shows is still its leaf
+    and its record. Raises ledger_check.Unreadable for a file that is not such a report."""
     report = ledger_check.read_report(pdf)
     alone = ledger_check.check_report(report)
     name = pdf.name
     problems = [Problem("report", name, "", p) for p in alone.problems]
+    signed = signing.signature_status(pdf, trust_root)
+    if signed.problem and signed.problem != signing.NO_SIGNATURE:
+        problems.append(Problem("report", name, "signature", signed.problem))
     size, root = alone.size, alone.root
     held = int(con.execute("SELECT count(*) FROM ledger").fetchall()[0][0]) \
         if ledger.has_ledger(con) else 0
@@ -176,7 +182,7 @@ def against(
             "report", name, "",
             f"it prints a ledger of {size} leaves; this database holds {held}: its ledger "
             "was cut or rewritten since the report was filed"))
-        return alone, problems
+        return alone, signed, problems
     if size and ledger.Subtrees(con)(0, size).hex() != root:
         problems.append(Problem(
             "report", name, "",
@@ -189,4 +195,4 @@ def against(
             problems.append(Problem(
                 "report", name, f"finding {f.get('id')}",
                 f"leaf {e['index']} of this database is not the finding the report shows"))
-    return alone, problems
+    return alone, signed, problems

@@ -74,9 +74,7 @@ FINDING_COLUMNS = (
 )
 
 # The one registry. Leaves of one seal go in this order, so a run's end comes last.
-# Another evidence table (sign-offs, closed days) is one more entry before "run.end", e.g.
-#   Covered("signoff", "signoffs", ("id", "slug", "version", "sha256", "signed_by", "title",
-#           "note", "signed_at", "run_id"), since="signed_at"),
+# Another evidence table (closed days) is one more entry before "run.end", as sign-offs are.
 COVERED: tuple[Covered, ...] = (
     Covered("run.start", "runs", ("id", "command", "args", "tool_version", "started_at"),
             run="id", what="run (its start)"),
@@ -106,6 +104,11 @@ COVERED: tuple[Covered, ...] = (
                                                   "filed_at"),
             key="slug || '/v' || version || ' ' || path", order="slug, version, path",
             since="filed_at", what="report version"),
+    # Written by `signoff`'s own run (served by `watch` when it holds the database), sealed
+    # at that run's end; no `since`: recorded_at is the time given, not the transaction's.
+    Covered("signoff", "signoffs", ("id", "slug", "version", "sha256", "path", "signer",
+                                    "title", "note", "recorded_at", "run_id"),
+            what="sign-off"),
     Covered("ledger_check", "ledger_checks", ("id", "size", "root", "peaks", "mode",
                                               "checked_at", "run_id"),
             since="checked_at", what="verification of the ledger"),

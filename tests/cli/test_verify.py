@@ -23,9 +23,11 @@ from typing import Any
 import duckdb
 import pypdf
 import pytest
+from helpers.keys import make_key, signing_config
 
 from auditor import config, ledger_check
 from auditor.jobs import nightly
+from auditor.report import signing
 from auditor.simulate.layout import SIM_DATE
 from auditor.simulate.planted import simulate
 
@@ -90,6 +92,7 @@ def test_an_untouched_night_verifies_and_its_reports_hold(
     assert len(pdfs) >= 1
     for pdf in pdfs:
         assert f"{pdf}: holds: its " in r.out
+        assert f"{pdf}: carries no digital signature" in r.out  # said, not failed: no key
     # the checks are on the record (nightly's before filing: the first is whole), and the
     # next fast check starts from the last
     assert f.sql("SELECT c.mode, r.command FROM ledger_checks c JOIN runs r ON r.id = c.run_id "
@@ -231,3 +234,85 @@ def test_nightly_over_a_failing_ledger_files_a_report_that_says_so_in_red(
     text = html.read_text()
     assert '<div class="ledger-failed">' in text
     assert ".ledger-failed { border: 2pt solid #c00000; color: #c00000;" in text
+
+
+def test_a_sign_off_edited_or_deleted_is_named(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    pdf = f.pdfs()[0]
+    r = bacc_audit("signoff", pdf, "--by", "Dana Reyes", "--title", "Compliance Officer",
+                   "--db", f.db)
+    assert r.code == 0, r
+    [(sid, signer)] = f.sql("SELECT id, signer FROM signoffs")
+    assert signer == "Dana Reyes"
+    assert bacc_audit("verify", "--db", f.db).code == 0  # sealed by the signoff's own run
+    [(key,)] = f.sql("SELECT record_key FROM ledger WHERE kind = 'signoff'")
+    assert key == str(sid)
+    f.sql("UPDATE signoffs SET signer = 'Someone Else' WHERE id = ?", [sid])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: changed: signoffs {sid} \(leaf \d+\): .*signer was "
+                    r'"Dana Reyes", now "Someone Else"', first_line(r.out)), r.out
+    f.sql("DELETE FROM signoffs WHERE id = ?", [sid])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: missing: signoffs {sid} \(leaf \d+\): the sign-off "
+                    "sealed here is gone$", first_line(r.out)), r.out
+
+
+def test_a_signed_report_whose_signature_fails_is_named_by_verify_against(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    key = make_key(tmp_path / "key")
+    conf = signing_config(tmp_path / "bacc-audit.toml", key)  # its trust root: the test's CA
+    pdf = f.pdfs()[0]
+    pdf.write_bytes(signing.sign(pdf.read_bytes(), signing.load_key(config.load(conf).signing)))
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--config", conf)
+    assert r.code == 0, r
+    assert f"{pdf}: signature of {key.subject} holds, trusted through {key.ca_pem}" in r.out
+    # a certificate of another CA given as the trust root: not trusted
+    other = make_key(tmp_path / "other", ca_cn="Another CA")
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--trust-root", other.ca_pem)
+    assert r.code == 1, r
+    assert (f"{pdf}: FAILED: report: {pdf.name} signature: signature 'bacc-audit': its "
+            f"certificate ({key.subject}) does not chain to the trust root") in r.out
+    # one byte of the signed report changed (inside an embedded font, so the cover and the
+    # attachments still read): the findings and the head still hold, the signature does not
+    data = bytearray(pdf.read_bytes())
+    font = re.search(rb"/Length1 \d+", data)
+    assert font is not None
+    data[data.index(b"stream", font.end()) + 200] ^= 0x01
+    pdf.write_bytes(bytes(data))
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--config", conf, "--json")
+    assert r.code == 1, r
+    [report] = json.loads(r.out)["reports"]
+    assert report["problems"] == [
+        f"report: {pdf.name} signature: signature 'bacc-audit': the bytes it signed were "
+        "changed after signing (their digest no longer matches)"
+    ]
+    assert report["signature"]["signed"] and not report["signature"]["ok"]
+
+
+def test_a_second_nightly_of_the_same_logs_files_nothing_though_the_ledger_grew(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    before = {p: p.read_bytes() for p in f.pdfs()}
+    [(size_before,)] = f.sql("SELECT count(*) FROM ledger")
+    r = bacc_audit("nightly", "--spool", f.spool, "--date", DAY, "--archive", f.archive,
+                   "--db", f.db, "--json")
+    assert r.code in (0, 1), r
+    s = json.loads(r.out)
+    assert s["ledger"].startswith("ledger verified: every record as sealed"), s["ledger"]
+    filed_now = {x["shift"]: x["status"] for x in s["reports"]}
+    assert set(filed_now.values()) <= {"unchanged", "skipped"} and "unchanged" in \
+        filed_now.values(), filed_now
+    assert {p: p.read_bytes() for p in f.pdfs()} == before  # no new version, none rewritten
+    # the second run sealed its own leaves (its start, checks, end): the latest head moved,
+    # the head each report prints did not
+    [(size_after,)] = f.sql("SELECT count(*) FROM ledger")
+    assert size_after > size_before
+    for pdf in before:
+        assert ledger_check.read_report(pdf).head["size"] <= size_before

@@ -268,7 +268,9 @@ def test_a_signed_report_whose_signature_fails_is_named_by_verify_against(
     key = make_key(tmp_path / "key")
     conf = signing_config(tmp_path / "bacc-audit.toml", key)  # its trust root: the test's CA
     pdf = f.pdfs()[0]
-    pdf.write_bytes(signing.sign(pdf.read_bytes(), signing.load_key(config.load(conf).signing)))
+    signing_conf = config.load(conf).signing
+    assert signing_conf is not None
+    pdf.write_bytes(signing.sign(pdf.read_bytes(), signing.load_key(signing_conf)))
     r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--config", conf)
     assert r.code == 0, r
     assert f"{pdf}: signature of {key.subject} holds, trusted through {key.ca_pem}" in r.out

@@ -49,3 +49,13 @@ def cannot_write(path: object, e: OSError, advice: str) -> UserError:
     setup's problem, not a bug: one sentence naming the path the system refused."""
     where = e.filename if e.filename else path
     return UserError(f"{where}: cannot write there ({e.strerror or e}); {advice}")
+
+
+def private_files() -> None:
+    """Files and folders this process creates from now on are its user's alone (0600,
+    0700): the audit database, its .wal, the nightly's lock, the archive and the evidence
+    hold findings and acknowledgements. A umask that is stricter already stays."""
+    import os
+
+    old = os.umask(0o077)
+    os.umask(old | 0o077)

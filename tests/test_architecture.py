@@ -21,7 +21,7 @@ STAGES = ("base", "rules", "store", "ingest", "replay", "audit", "report", "boar
           "jobs", "cli")
 BASE = {
     "auditor", "auditor.errors", "auditor.config", "auditor.finding", "auditor.shipped",
-    "auditor.words",
+    "auditor.words", "auditor.merkle", "auditor.ledger_check",
 }
 # Pure rule functions over plain values: no database, no Arrow, no files of their own.
 PURE = {"replay": ("duckdb", "pyarrow", "sqlmodel", "sqlalchemy", "auditor.store",

@@ -3,7 +3,8 @@ module each in auditor/cli/), and `main`, which turns every error into a sentenc
 code.
 
 Exit codes: 0 clean (also when stdout's reader stops early: `findings | head -1`); 1 findings
-(quarantined lines, refused files, findings at or above --fail-on); 2 usage, input or
+(quarantined lines, refused files, findings at or above --fail-on; for verify, a record that
+is not as sealed); 2 usage, input or
 configuration error; 3 internal failure; 4 database busy; 5 another nightly run holds its
 lock; 130 interrupted (Ctrl-C).
 """
@@ -36,6 +37,7 @@ from auditor.cli import (
     runs,
     signoff,
     simulate,
+    verify,
     watch,
 )
 from auditor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, UserError
@@ -44,7 +46,7 @@ from auditor.store import db
 EXIT_CODES_HELP = (
     "Exit codes: 0 clean (also when the reader of the output stops early, as `| head -1`); "
     "1 findings (quarantined lines, refused files, findings at or above "
-    "--fail-on); "
+    "--fail-on; for verify, a record that is not as sealed); "
     "2 usage, input or configuration error; 3 internal failure; 4 database busy; "
     "5 another nightly run holds its lock; 130 interrupted (Ctrl-C)."
 )
@@ -99,6 +101,7 @@ COMMANDS = (
     ("codes", codes.codes_cmd),
     ("report", report.report_cmd),
     ("doctor", doctor.doctor_cmd),
+    ("verify", verify.verify_cmd),
     ("odds", odds.odds_cmd),
     ("nightly", nightly.nightly_cmd),
     ("close-day", close_day.close_day_cmd),

@@ -231,6 +231,7 @@ def _database(path: Path) -> Iterator[Check]:
     import duckdb
 
     from auditor.errors import DatabaseBusy, UserError
+    from auditor.jobs import verify as verifying
     from auditor.store import db
 
     path = Path(path)
@@ -265,10 +266,12 @@ def _database(path: Path) -> Iterator[Check]:
     if not path.exists():
         yield True, f"{path}: no database yet (bacc-audit ingest creates it)", ""
         return
+    yield from _private(path)
     try:
         con = db.connect(path, read_only=True)
         try:
             n = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
+            checked = verifying.fast_check(con)
         finally:
             con.close()
     except DatabaseBusy as e:
@@ -300,6 +303,27 @@ def _database(path: Path) -> Iterator[Check]:
         )
         return
     yield True, f"{path}: readable and writable, {n:,} events", ""
+    yield checked
+
+
+def _private(path: Path) -> Iterator[Check]:
+    """The database and its .wal hold every finding and acknowledgement: readable by this
+    user only (bacc-audit creates them 0600). The .wal comes and goes with writers: said
+    only when others can read it."""
+    for f in (path, path.with_name(path.name + ".wal")):
+        try:
+            mode = f.stat().st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            yield (
+                False,
+                f"{f}: readable by other users (mode {mode:04o}); it holds every finding "
+                "and acknowledgement",
+                f"chmod 600 {f} (and chmod 700 its folder if only this user works there)",
+            )
+        elif f == path:
+            yield True, f"{f}: private to its owner (mode {mode:04o})", ""
 
 
 def _not_a_folder(path: Path) -> str:

@@ -139,6 +139,7 @@ def _add(
                 con, pit=pit, procedure=procedure, effective=when, recipient=str(r),
                 given_at=given, entered_by=by, tables=tables, written=not not_written,
                 note=note, known_pits=known[0], known_tables=known[1], late=late,
+                run_id=run.id,
             )
             for r in dict.fromkeys(recipient)
         ]
@@ -212,7 +213,7 @@ def withdraw_cmd(
     try:
         args = {"notice": notice_id, "by": by}
         with runs.recorded(con, "notice withdraw", args, keep_error=False) as run:
-            w = notices.withdraw_notice(con, notice_id, by=by, reason=reason)
+            w = notices.withdraw_notice(con, notice_id, by=by, reason=reason, run_id=run.id)
             run.done(EXIT_OK, {"notice": notice_id})
         when = w.withdrawn_at.astimezone(conf.zone_for(con))
     finally:

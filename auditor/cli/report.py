@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import typer
 
 from auditor import config as cfg
@@ -79,8 +80,9 @@ def report_cmd(
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
+        check = _ledger_check(con)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
-            path = write_report(con, conf, scope, out_path, chosen, progress)
+            path = write_report(con, conf, scope, out_path, chosen, progress, check)
         unsigned = signoffs.unsigned(con, scope.slug[:10])  # the slug starts with the day
     except OSError as e:
         if e.errno not in WRITE_ERRNOS:
@@ -103,6 +105,20 @@ def report_cmd(
         console.err.print(
             f"sign-off, gaming day {scope.slug[:10]}: {signoffs.unsigned_sentence(unsigned)}"
         )
+
+
+def _ledger_check(con: duckdb.DuckDBPyConnection) -> dict | None:
+    """The fast check of the ledger before the render (jobs/verify.py), said on stderr and
+    printed on the cover: in red when the database fails it."""
+    from auditor.jobs import verify as verifying
+
+    try:
+        v = verifying.verify(con, fast=True)
+    except duckdb.Error as e:  # a reader beside `watch` cannot make temp tables: not checked
+        console.err.print(f"ledger not checked: {str(e).splitlines()[0]}", markup=False)
+        return None
+    console.err.print(v.headline(), markup=False, highlight=False)
+    return v.cover()
 
 
 def _report_format(out_path: Path | None, fmt: ReportFormat | None) -> str:

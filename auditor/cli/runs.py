@@ -25,7 +25,8 @@ class RunStatus(StrEnum):
 
 
 # The commands that record a run (what `runs --command` can name).
-RUN_COMMANDS = ("ingest", "audit", "nightly", "watch", "ack", "notice add", "backfill")
+RUN_COMMANDS = ("ingest", "audit", "nightly", "watch", "ack", "notice add", "backfill",
+                "verify")
 RUNS_LIMIT = 50
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from auditor.config import PropertyConfig
-from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
+from auditor.errors import WRITE_ERRNOS, UserError, cannot_write, private_files
 from auditor.ingest.reader import sha256_of
 from auditor.jobs.evidence import Say
 from auditor.report import attached, render, signing
@@ -172,13 +172,16 @@ def report_shift(
     say: Say,
     run_id: int | None = None,
     key: signing.SigningKey | None = None,
+    check: dict[str, Any] | None = None,
 ) -> ShiftReport:
     """File the shift's report, signed with `key` when there is one. A report once filed is
     never rewritten (someone may have signed it): if what it would show changed, the new one
     is the next version beside the last in the archive, ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose
     first page says what changed since that version, gives its SHA-256 and lists the
     sign-offs of the versions before it. Unchanged means rendering it again as the latest
-    version shows what that version shows (`_content_sha`)."""
+    version shows what that version shows (`_content_sha`). `check` is what the check of
+    the ledger found before filing: a failed one is printed on the cover, in red, and a
+    report that said otherwise before is filed again as the next version."""
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -190,7 +193,7 @@ def report_shift(
         return ShiftReport(name, "skipped", 0, reason="no rounds in this shift")
     first = archive_path(folder, day, scope.slug)
     with _report_epoch(epoch):
-        context = gather(con, conf, scope)
+        context = {**gather(con, conf, scope), "ledger_check": check}
         context["signature"] = signing.cover(key)
         now = versions.snapshot(context["findings"])
         filed = archived(con, first, scope.slug)
@@ -216,6 +219,7 @@ def report_shift(
     path = first if number == 1 else first.with_name(f"{scope.slug}.v{number}.pdf")
     say(f"report {scope.title} version {number} -> {path}")
     try:
+        private_files()  # the archive's folders 0700, its PDFs 0600
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():  # the nightly lock keeps other nightly runs out; not other hands
             raise UserError(
@@ -250,11 +254,13 @@ def _unchanged(last: Archived, again: dict[str, Any]) -> bool:
 def _content_sha(context: dict[str, Any]) -> str:
     """The SHA-256 of the report's HTML but for what moves without the findings changing:
     its "generated" time (any change to the database moves it, an acknowledgement
-    elsewhere), its signature statement (a key configured or renewed), and the sign-offs of
-    earlier versions (recorded at any time). Only what the report shows of the shift makes
-    a new version."""
+    elsewhere), its signature statement (a key configured or renewed), the sign-offs of
+    earlier versions (recorded at any time), and the ledger head it prints (a finding
+    withdrawn and found again, or a record still unsealed, moves the head and not what the
+    report says; ledger.json is an attachment, outside the HTML). Only what the report shows
+    of the shift makes a new version: the ledger's check stays in, so a red cover is filed."""
     fixed = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    same = {**context, "generated_at": fixed, "signature": None}
+    same = {**context, "generated_at": fixed, "signature": None, "ledger": None}
     if context.get("version"):
         same["version"] = {**context["version"], "signoffs": []}
     html = render.render_html(same)

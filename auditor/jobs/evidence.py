@@ -4,6 +4,7 @@ run reads and hashes whole, holds only what is new."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from auditor.config import PropertyConfig
+from auditor.errors import private_files
 from auditor.ingest.reader import sha256_of
 from auditor.ingest.result import FileResult
 from auditor.store import db
@@ -120,6 +122,7 @@ def file_ingested_to_evidence(
 
 
 def _file_one(src: Path, sha: str, folder: Path, how: str) -> Filed:
+    private_files()
     folder.mkdir(parents=True, exist_ok=True)
     for name in _candidates(src.name):
         dst = folder / name
@@ -142,6 +145,8 @@ def _file_one(src: Path, sha: str, folder: Path, how: str) -> Filed:
             dst.unlink()
             return Filed("left", src, "its content changed after it was ingested")
         src.unlink()
+        with contextlib.suppress(OSError):  # a file another user owns keeps its mode
+            os.chmod(dst, os.stat(dst).st_mode & 0o700)  # evidence: its owner's alone
         return Filed("linked" if how == "link" else "moved", dst)
     raise AssertionError("unreachable")  # _candidates never ends
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.errors import EXIT_LOCKED, UserError
+from auditor.errors import EXIT_LOCKED, UserError, private_files
 
 
 class NightlyLocked(UserError):
@@ -88,7 +88,8 @@ def nightly_lock(db_path: Path) -> Iterator[NightlyLock]:
     """
     path = lock_path(db_path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_files()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:
         raise UserError(f"{path}: cannot create the nightly lock file ({e.strerror})") from None
     try:

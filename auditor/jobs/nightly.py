@@ -27,6 +27,7 @@ from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, WRITE_ERRNOS, Use
 from auditor.ingest.paths import escape_path
 from auditor.ingest.result import IngestResult
 from auditor.ingest.run import ingest
+from auditor.jobs import verify as verifying
 from auditor.jobs.archive import (
     Refiled,
     ShiftReport,
@@ -41,7 +42,7 @@ from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_
 from auditor.jobs.lock import NightlyLock, nightly_lock
 from auditor.report import signing
 from auditor.rules.codes import SEVERITIES, at_least
-from auditor.store import closed_days, db, outcome, runs, signoffs
+from auditor.store import closed_days, db, ledger, outcome, runs, signoffs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
 
@@ -110,6 +111,7 @@ class NightlyResult:
     file_ingested: str = "keep"
     filed: dict[Path, Filed] = field(default_factory=dict)  # spool path -> where it went
     day_closed: str = ""  # what became of the gaming day's closing (_close_day)
+    ledger: str = ""  # what the check of the ledger before filing found
     # Earlier gaming days with filed reports whose findings this run changed, filed again.
     refiled: list[Refiled] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=lambda: {"signed": False})
@@ -172,6 +174,7 @@ class NightlyResult:
             "problems": self.problems,
             "partials_removed": [str(p) for p in self.partials_removed],
             "interrupted_runs": self.interrupted_runs,
+            "ledger": self.ledger,
             "rule_packs": self.rule_packs,
             "tool_version": __version__,
             "exit_code": self.exit_code,
@@ -265,9 +268,10 @@ def _work(
     say("audit")
     audited = audit(con, run_id, options.conf)
     epoch = data_changed_at(con)
+    checked = _check_ledger(con, run_id, say, problems)
     reports = [
         report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id,
-                     key)
+                     key, checked.cover())
         for shift in options.conf.shifts
     ]
     refiled = changed_days(con, run_id, options.conf, zone, options.archive, day)
@@ -275,7 +279,7 @@ def _work(
         say(f"gaming day {r.day:%Y-%m-%d} filed again: {r.why()}")
         r.reports = [
             report_shift(con, options.conf, r.day, shift.name, options.archive, epoch, say,
-                         run_id, key)
+                         run_id, key, checked.cover())
             for shift in options.conf.shifts
         ]
     if not any(r.rounds for r in reports):
@@ -305,6 +309,7 @@ def _work(
         file_ingested=options.file_ingested,
         filed=filed,
         day_closed=day_closed,
+        ledger=checked.headline(),
         refiled=refiled,
         signature=signing.cover(key),
         unsigned=signoffs.unsigned(con),
@@ -330,6 +335,26 @@ def _close_day(
         return f"closed already ({before.how}, run {before.run_id})"
     closed_days.close(con, [day], run_id, "nightly")
     return "closed by this run"
+
+
+def _check_ledger(
+    con: duckdb.DuckDBPyConnection, run_id: int, say: Say, problems: list[str]
+) -> verifying.Verification:
+    """Seal what this run wrote so far (the reports print a head that holds it), then the
+    fast check of the ledger before anything is filed: a failed one is a problem of the
+    night (exit 2, the alert), and the reports say it on their cover."""
+    ledger.seal(con, run_id)
+    checked = verifying.verify(con, fast=True)
+    say(checked.headline())
+    if checked.ok:
+        verifying.record(con, checked, run_id)
+    else:
+        problems.append(
+            f"the audit database failed verification ({checked.problems[0].sentence()}); "
+            "the reports filed say so on their cover; `bacc-audit verify` lists every record "
+            "that differs"
+        )
+    return checked
 
 
 def _prepare(options: NightlyOptions) -> list[Path]:
@@ -461,6 +486,8 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"findings standing in gaming day {s['gaming_day']}: "
         f"{f['standing_in_gaming_day']} ({sev}); {f['new_this_run']} new this run"
     )
+    if result.ledger:
+        lines.append(result.ledger)
     for problem in result.problems:
         lines.append(f"problem: {problem}")
     why = {

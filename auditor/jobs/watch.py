@@ -39,6 +39,7 @@ from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import discover
 from auditor.replay.log_ends import GamingDays
+from auditor.store import ledger
 from auditor.store.closed_days import closed_days
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name
@@ -69,6 +70,10 @@ class WatchOptions:
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
     idle_sweep: float = 60.0  # a sweep this long after the last, even if nothing asked
     close_grace: dt.timedelta = CLOSE_GRACE  # past a gaming day's end before it is closed
+    # A poll that wrote seals what it wrote once the last seal is this old (seconds; 0:
+    # every poll), and the run's end seals the rest: a seal costs a few statements
+    # whatever it holds, and at a poll every 0.2 s they would be a fifth of the watcher.
+    seal_every: float = 1.0
 
 
 @dataclass
@@ -143,6 +148,11 @@ class Watch:
         self._ended: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
+        self._wrote = False  # since the last seal
+        self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
+        self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
+        self._last_seal = -1e9
+        self._types: dict[str, dict[str, str]] | None = None
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -162,6 +172,8 @@ class Watch:
             if not self.step() and not self._last_poll_files:
                 break
         self.sweep()
+        if self._wrote:
+            self.seal()
         return self.stats
 
     def step(self) -> int:
@@ -188,7 +200,25 @@ class Watch:
             self._sweep_due = True
         if self._sweep_due and time.monotonic() >= self._sweep_after:
             self.sweep()
+        self._wrote = self._wrote or bool(poll.files)
+        if self._wrote and time.monotonic() - self._last_seal >= self.options.seal_every:
+            self.seal()
         return poll.events
+
+    def seal(self) -> None:
+        """Seal what this run wrote since its last seal (store/ledger.py): the pieces, the
+        sources and the findings of the polls since, so the ledger is never more than
+        `seal_every` behind the database. Only rows newer than the last seal are looked
+        at."""
+        started = time.monotonic()
+        if self._types is None:
+            self._types = ledger.column_types(self.con)
+        sealed = ledger.seal(self.con, self.run_id, since=self._sealed_to, types=self._types)
+        if sealed.head is not None:
+            self._sealed_to = sealed.head.sealed_at
+        self._wrote = False
+        self._last_seal = time.monotonic()
+        self.seal_seconds += self._last_seal - started
 
     def sweep(self) -> AuditResult:
         """The rounds that can get no more events and are not audited yet, then the table,
@@ -306,6 +336,9 @@ class Watch:
         return {t for s in poll.types if (t := stream_name("table", s)) is not None}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
+        self._wrote = self._wrote or bool(
+            result.findings_new or result.findings_withdrawn or result.passes_new
+            or result.passes_withdrawn)
         new = result.findings_new + (result.passes_new if also_tables else 0)
         gone = result.findings_withdrawn + (result.passes_withdrawn if also_tables else 0)
         self.stats.findings_new += new

@@ -16,6 +16,7 @@ from auditor.report import charts
 from auditor.report.basis import Basis, hour_ticks
 from auditor.rules.codes import REGISTRY, SEVERITIES, severity_rank
 from auditor.rules.pack import video_retention_days
+from auditor.store import ledger
 
 NEEDS_ACTION_LIMIT = 15  # lines of "Needs action" on the cover; the rest are counted
 
@@ -101,3 +102,50 @@ def section_needs_action(basis: Basis) -> dict[str, Any]:
             "needs_action_all": pending,  # a web page lists them all
             "needs_action_more": max(0, len(pending) - NEEDS_ACTION_LIMIT),
             "needs_action_total": len(pending)}
+
+
+def section_ledger(basis: Basis) -> dict[str, Any]:
+    """The ledger head the report rests on (docs/ledger.md), printed on the cover and
+    attached as ledger.json, and each finding's leaf and inclusion proof for findings.jsonl.
+
+    The head is the first one that holds every finding and acknowledgement shown and every
+    log the report reads, not the latest: rendered again on an unchanged database, the
+    report is the same, whatever runs sealed since. A record shown that is not sealed yet
+    (a run still going) is counted, and carries no proof."""
+    con, scope = basis.con, basis.scope
+    if ledger.latest_head(con) is None:
+        return {"ledger": None}
+    prints = [f["fingerprint"] for f in basis.found]
+    rows: dict[str, int] = {}
+    for i in range(0, len(prints), 1000):
+        chunk = prints[i:i + 1000]
+        marks = ", ".join("?" * len(chunk))
+        rows.update(dict(con.execute(
+            f"SELECT fingerprint, id FROM current_findings WHERE fingerprint IN ({marks})",
+            chunk).fetchall()))
+    leaf_of = ledger.leaf_index(con, "finding", [str(v) for v in rows.values()])
+    acks = [str(f["ack"]["id"]) for f in basis.found if f.get("ack")]
+    sources = [str(s) for (s,) in con.execute(
+        "SELECT DISTINCT source_id FROM events WHERE ts >= ? AND ts < ?",
+        [scope.start, scope.end]).fetchall()]
+    rest = [*ledger.leaf_index(con, "acknowledgement", acks).values(),
+            *ledger.leaf_index(con, "source", sources).values()]
+    shown = [leaf_of[str(rows[p])] for p in prints if str(rows.get(p)) in leaf_of]
+    pending = len(prints) - len(shown) + len(acks) + len(sources) - len(rest)
+    top = max([*shown, *rest], default=None)
+    head = ledger.latest_head(con) if top is None or pending else ledger.head_covering(con, top)
+    if head is None:
+        return {"ledger": None}
+    proofs = ledger.proofs(con, head.size, shown)
+    data = ledger.leaf_data(con, shown)
+    entries = {
+        p: {"index": i, "tree_size": head.size, "leaf": data[i], "proof": proofs[i]}
+        for p in prints if (i := leaf_of.get(str(rows.get(p)), -1)) >= 0
+    }
+    return {"ledger": {
+        "size": head.size,
+        "root": head.root,
+        "sealed_at": head.sealed_at.astimezone(scope.zone),
+        "pending": pending,
+        "entries": entries,
+    }}

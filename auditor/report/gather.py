@@ -24,7 +24,12 @@ from auditor.errors import UserError
 from auditor.report.appendix import section_appendix, section_sources
 from auditor.report.basis import Basis, Scope, read_basis
 from auditor.report.details import section_findings, section_side_bets
-from auditor.report.front import section_cover, section_needs_action, section_summary
+from auditor.report.front import (
+    section_cover,
+    section_ledger,
+    section_needs_action,
+    section_summary,
+)
 from auditor.report.history import section_dealers, section_trend
 from auditor.report.procedures import section_procedures
 from auditor.report.table_figures import section_tables
@@ -70,6 +75,7 @@ SECTIONS: tuple[Section, ...] = (
     section_findings,
     section_appendix,
     section_sources,
+    section_ledger,
 )
 
 

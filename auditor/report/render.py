@@ -60,16 +60,42 @@ def render_html(context: dict[str, Any]) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
+LEDGER_HEAD_FORMAT = "bacc-audit ledger head 1"
+
+
 def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
     """The complete findings of the report as JSONL and CSV (findings format v1: the
-    acknowledgements the report shows are not part of the format, so they stay out)."""
+    acknowledgements the report shows are not part of the format, so they stay out). Each
+    JSONL record adds `ledger`: its leaf, index and inclusion proof in the ledger head the
+    report prints (null: not sealed when the report was made; docs/findings-format.md)."""
     records = [{k: v for k, v in f.items() if k != "ack"} for f in context["findings"]]
+    head = context.get("ledger")
+    entries = head["entries"] if head else {}
     jsonl = "".join(
-        json.dumps(f, separators=(",", ":"), sort_keys=False) + "\n" for f in records
+        json.dumps({**f, "ledger": entries.get(f["fingerprint"])}, separators=(",", ":"),
+                   sort_keys=False) + "\n"
+        for f in records
     ).encode()
     buf = io.StringIO()
     findings.write_csv(buf, records)  # the same cells as `bacc-audit findings --format csv`
     return jsonl, buf.getvalue().encode()
+
+
+def ledger_json(context: dict[str, Any]) -> bytes:
+    """ledger.json: the head the report prints (auditor/ledger_check.py reads it), and the
+    check of the database when the report was made, if one ran."""
+    head = context.get("ledger")
+    check = context.get("ledger_check")
+    data = {
+        "format": LEDGER_HEAD_FORMAT,
+        "tree": "RFC 9162 section 2.1 Merkle tree over SHA-256 (docs/ledger.md)",
+        "size": head["size"] if head else 0,
+        "root": head["root"] if head else None,
+        "sealed_at": head["sealed_at"].isoformat() if head else None,
+        "not_sealed_when_made": head["pending"] if head else None,
+        "check": check,
+    }
+    return (json.dumps(data, indent=1) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,13 @@ def render_pdf(
             modified=when,
             description="All findings of this report, CSV",
         ),
+        weasyprint.Attachment(
+            string=ledger_json(context),
+            name="ledger.json",
+            created=when,
+            modified=when,
+            description="The ledger head this report rests on (docs/ledger.md)",
+        ),
         *(
             weasyprint.Attachment(
                 string=a.data, name=a.name, created=when, modified=when,
@@ -141,19 +174,21 @@ def write_report(
     out: Path | None = None,
     fmt: str = "pdf",
     progress: Progress | None = None,
+    check: dict[str, Any] | None = None,
 ) -> Path:
     """Render and write the report; the file appears under its name only when complete.
 
     `progress` is told as each step starts (gather, render, write): a day of a large floor
     spends minutes in the PDF render, long enough to look stuck. A PDF is signed with the
     [signing] key when one is configured (its cover says which, or that it is unsigned); the
-    key is opened first, so a key that will not open costs no render.
+    key is opened first, so a key that will not open costs no render. `check` is what the
+    check of the ledger found (jobs/verify.Verification.cover), printed on the cover.
     """
     tell = progress or (lambda step, done, total: None)
     steps = 3 if fmt == "html" else 4
     key = signing.key_for(conf) if fmt != "html" else None
     tell("gather", 0, steps)
-    context = gather(con, conf, scope)
+    context = {**gather(con, conf, scope), "ledger_check": check}
     context["for_web"] = fmt == "html"  # a page: no attachments, nothing cut to fit
     if fmt != "html":
         context["signature"] = signing.cover(key)

@@ -272,6 +272,11 @@ class SignatureStatus:
         }
 
 
+# The problem of a PDF with no signature at all (filed without a [signing] key): `verify
+# --against` says it and goes on, unlike a signature that fails.
+NO_SIGNATURE = "carries no digital signature"
+
+
 def signature_status(pdf: Path | bytes, trust_root: Path | None = None) -> SignatureStatus:
     """Check every signature of a PDF with pyHanko: the digest and signature against the
     certificate the PDF carries, and the certificate against `trust_root` (PEM or DER
@@ -304,7 +309,7 @@ def signature_status(pdf: Path | bytes, trust_root: Path | None = None) -> Signa
     except Exception as e:  # pyHanko's reader raises several kinds for a broken file
         return fail(f"not a PDF pyHanko can read ({type(e).__name__}: {e})")
     if not embedded:
-        return fail("carries no digital signature")
+        return fail(NO_SIGNATURE)
     checks = []
     for sig in embedded:
         try:

@@ -18,8 +18,9 @@ from duckdb_engine import ConnectionWrapper
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from auditor.errors import DatabaseBusy, UserError
+from auditor.errors import DatabaseBusy, UserError, private_files
 from auditor.store import (
+    ledger,
     records,  # noqa: F401  (registers the sqlmodel tables)
     serving,
     shared,
@@ -280,6 +281,7 @@ DDL = [
     )""",
     # The gaming days closed, on which the ends of table logs are judged (closed_days.py).
     CLOSED_DAYS_DDL,
+    *ledger.DDL,
 ]
 
 _LOCK_PID = re.compile(r"PID (\d+)")
@@ -367,6 +369,7 @@ def connect(
             "(or name another with --db / BACC_AUDIT_DB)"
         )
     check_database_file(path)
+    private_files()  # the database, its .wal and .tmp spills: 0600 (DuckDB creates them)
     for attempt in (1, 2):
         try:
             con = duckdb.connect(str(path), read_only=read_only)
@@ -429,6 +432,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "FROM events GROUP BY stream, source_id"
         )
     SQLModel.metadata.create_all(_engine(con))
+    for table in ("notices", "notice_withdrawals"):  # the run that entered it (the ledger)
+        if exists(table):
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS run_id BIGINT")
     if not had_pieces:
         # A database from before pieces: each file ingested was one piece, the whole of it.
         # Its head was not kept, so it is found again by its path.

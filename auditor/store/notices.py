@@ -52,6 +52,7 @@ class Notice(SQLModel, table=True):
     entered_by: str
     entered_at: dt.datetime = Field(sa_column=_tz_column())
     note: str = Field(default="", sa_column=Column(Text))
+    run_id: int | None = None  # NULL: entered before notices named their run
 
     @property
     def table_list(self) -> list[str] | None:
@@ -79,6 +80,7 @@ class NoticeWithdrawal(SQLModel, table=True):
     withdrawn_by: str
     reason: str = Field(sa_column=Column(Text))
     withdrawn_at: dt.datetime = Field(sa_column=_tz_column())
+    run_id: int | None = None  # NULL: withdrawn before withdrawals named their run
 
 
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
@@ -128,6 +130,7 @@ def add_notice(
     known_pits: Iterable[str] | None = None,
     known_tables: Iterable[str] | None = None,
     late: bool = False,
+    run_id: int | None = None,
 ) -> Notice:
     """Record one notice; every problem is a UserError sentence. Returns the stored row.
 
@@ -184,6 +187,7 @@ def add_notice(
         entered_by=entered_by.strip(),
         entered_at=now,
         note=note,
+        run_id=run_id,
     )
     return add_row(con, row)
 
@@ -214,6 +218,7 @@ def withdraw_notice(
     by: str,
     reason: str,
     at: dt.datetime | None = None,
+    run_id: int | None = None,
 ) -> NoticeWithdrawal:
     """Take back a notice entered by hand (append-only: a row saying who, why and when)."""
     if not by.strip():
@@ -230,6 +235,7 @@ def withdraw_notice(
         withdrawn_by=by.strip(),
         reason=reason.strip(),
         withdrawn_at=_aware("withdrawn at", at or dt.datetime.now(dt.UTC)),
+        run_id=run_id,
     )
     return add_row(con, row)
 

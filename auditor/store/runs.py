@@ -1,8 +1,11 @@
 """Runs: every writing command is recorded with its start, end, outcome and tool version;
-`recorded` is the one way a command, job, acknowledgement or notice records its run."""
+`recorded` is the one way a command, job, acknowledgement or notice records its run, and
+seals it in the ledger (store/ledger.py): its start when it starts, every row it wrote and
+its end when it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -16,8 +19,34 @@ import duckdb
 
 from auditor import __version__
 from auditor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, UserError
+from auditor.store import ledger, serving, shared
 from auditor.store.db import interrupted, session
 from auditor.store.records import Run
+
+# The runs this process has open, by database file: alive, so never sealed on their behalf
+# by another run's start (ledger.seal_start). A board's acknowledgement runs beside `watch`.
+_OPEN: set[tuple[str, int]] = set()
+
+
+def _database(con: duckdb.DuckDBPyConnection) -> str:
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    return str(rows[0][0]) if rows and rows[0][0] else f"memory:{id(con)}"
+
+
+def _sealed_start(con: duckdb.DuckDBPyConnection, run_id: int, where: str) -> None:
+    """The run's start on the record: the ledger's genesis or the rows of runs that died
+    before their seal, when this process owns the database (a command it serves leaves that
+    to its owner), then the run's own start."""
+    if isinstance(con, shared.RemoteConnection):
+        ledger.seal_start(con, run_id, None)
+        return
+    first = serving.first_served_run(con)
+    alive = {rid for db_, rid in _OPEN if db_ == where}
+    if first is not None:  # runs from its start on are its own or those it serves
+        alive |= set(range(first, run_id + 1))
+    ledger.seal_start(con, run_id, alive)
 
 
 def start(con: duckdb.DuckDBPyConnection, command: str, args: dict) -> int:
@@ -80,11 +109,18 @@ def recorded(
     have never carried the error.
     """
     run = Recording(start(con, command, args))
+    where = _database(con)
+    _OPEN.add((where, run.id))
 
     def failed(status: str, code: int, error: str) -> None:
         finish(con, run.id, status, code, {"error": error} if keep_error else {})
+        # the error that ended the run is the one to say; the next run that owns the
+        # database seals what this one wrote (ledger.seal_start)
+        with contextlib.suppress(Exception):
+            ledger.seal(con, run.id)
 
     try:
+        _sealed_start(con, run.id, where)
         yield run
     except UserError as e:
         failed("failed", e.exit_code, str(e))
@@ -95,7 +131,10 @@ def recorded(
         else:
             failed("failed", EXIT_INTERNAL, repr(e))
         raise
+    finally:
+        _OPEN.discard((where, run.id))
     finish(con, run.id, "done", run.exit_code, run.summary)
+    ledger.seal(con, run.id)  # every row the run wrote, and its end
 
 
 def rule_pack_hashes(rules_dir: Path | str | None = None) -> dict[str, str]:

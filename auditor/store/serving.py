@@ -519,6 +519,7 @@ class OwnedConnection:
     def __init__(self, con: duckdb.DuckDBPyConnection, share: _Share) -> None:
         self._con = con
         self._release = weakref.finalize(self, share.release, con)
+        self.first_run = share.first_run
 
     def __getattr__(self, name: str) -> Any:
         if name in ("_con", "_release"):  # not set yet (a half-made object)
@@ -565,6 +566,13 @@ def serve(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyConnecti
                 return con
             _SHARES[str(real)] = share
     return cast(duckdb.DuckDBPyConnection, OwnedConnection(con, share))
+
+
+def first_served_run(con: object) -> int | None:
+    """The first run id recorded since this process began to own and serve the database of
+    `con` (its own runs and those of the commands it serves are from there on); None for a
+    connection that is no owner's."""
+    return getattr(con, "first_run", None) if isinstance(con, OwnedConnection) else None
 
 
 @atexit.register

@@ -140,6 +140,8 @@ class RemoteConnection:
         _, table = self._call({"op": "execute", "sql": query, "params": packed})
         if table is None:
             return None
+        self._local.abort()  # an execute's result left unread: dropped, as DuckDB drops it
+        self._has_result = False
         rel = self._local.from_arrow(table)
         return rel.set_alias(alias) if alias else rel
 

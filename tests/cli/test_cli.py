@@ -700,7 +700,7 @@ def shared_setup(bacc_audit: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     write(s["spool"] / "2026-11-28_MB-07.jsonl", L).chmod(0o644)
     s["db"] = s["data"] / "a.duckdb"
     db.connect(s["db"]).close()
-    s["db"].chmod(0o666)
+    os.chown(s["db"], NOBODY, NOBODY)  # the job's user's own, private as bacc-audit makes it
     # The rule packs too: the checkout itself may be private to its owner (a mktemp -d clone).
     rules = shutil.copytree(shipped("rules"), top / "rules")
     for f in [rules, *rules.iterdir()]:
@@ -720,7 +720,7 @@ def shared_setup(bacc_audit: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     [
         ("data", 0o555, "FAIL database folder {data}: cannot be written (Permission denied); "
          "the database, its .wal and the nightly lock go there"),
-        ("db", 0o444, "FAIL {db}: readable, 0 events, but cannot be written (Permission denied)"),
+        ("db", 0o400, "FAIL {db}: readable, 0 events, but cannot be written (Permission denied)"),
         ("archive", 0o555, "FAIL nightly archive {archive}: cannot be written (Permission "
          "denied)"),
         ("spool", 0o311, "FAIL nightly spool {spool}: cannot be read (Permission denied)"),
@@ -803,6 +803,7 @@ def test_report_into_a_read_only_folder_exits_2_naming_the_file(
     r = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--out", out)
     assert r.code == 2, r
     assert r.err == (
+        "no ledger yet: the next run that writes seals what the database holds\n"
         f"error: {tmp_path / 'ro' / '.grave.html.partial'}: cannot write there (Read-only file "
         "system); choose another --out, or make that folder writable\n"
     )
@@ -1349,7 +1350,9 @@ def test_audit_and_report_write_plain_progress_lines_off_a_terminal(
         "report", "--db", dbp, "--shift", SHIFT, "--out", tmp_path / "r.html"
     )
     assert rep.code == 0, rep
-    assert [re.sub(r" \(\d+ s\)$", "", x) for x in rep.err.splitlines()] == [
+    said = rep.err.splitlines()
+    assert said[0].startswith("ledger verified: every record as sealed (")  # docs/ledger.md
+    assert [re.sub(r" \(\d+ s\)$", "", x) for x in said[1:]] == [
         "report: 0% gather", "report: 33% render HTML", "report: 66% write", "report: 100% written",
     ]
     assert rep.out.strip() == str(tmp_path / "r.html")  # stdout stays the path alone

@@ -155,8 +155,9 @@ def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
     assert w.stats.rounds_live > 2500
     rounds = "SELECT count(DISTINCT (table_id, shoe, round)) FROM round_audits"
     assert live.execute(rounds).fetchone() == batch.execute(rounds).fetchone()
-    # And the shift's report is the batch one, but for its time of generation: the same
-    # files, hashes and counts (a file read in pieces is listed whole), the same findings.
+    # And the shift's report is the batch one, but for its time of generation and its
+    # ledger (each database's own: docs/ledger.md): the same files, hashes and counts (a
+    # file read in pieces is listed whole), the same findings.
     live.close()
     batch.close()
     pages = {}
@@ -173,6 +174,7 @@ def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
         pages[name] = [
             line for line in text.splitlines()
             if "dcterms." not in line and "<td>Generated</td>" not in line
+            and "<td>Ledger" not in line
         ]
     assert pages["live"] == pages["batch"]
     assert any("draw.banker_missed" in line for line in pages["live"])
@@ -492,4 +494,44 @@ def test_watch_closes_a_gaming_day_once_the_next_has_begun_plus_its_grace(tmp_pa
     assert con.execute(unclosed).fetchall() == [("log.table_unclosed", "MB-01")]
     assert con.execute(
         "SELECT gaming_day::VARCHAR, how FROM closed_days").fetchall() == [("2026-11-28", "watch")]
+
+
+def test_each_poll_that_wrote_is_sealed_and_the_run_stays_verifiable(tmp_path):
+    """`watch` seals after each poll that wrote something (`seal_every` 0: every such poll),
+    its pieces and findings while the run still goes; a poll that wrote nothing adds no
+    head."""
+    from auditor.jobs import verify as verifying
+    from auditor.store import ledger
+
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with runs.recorded(con, "watch", {}) as run:
+        w = Watch(con, spool, CONF, run.id, WatchOptions(rescan=0, seal_every=0))
+        target = spool / lines[0].name
+        half = len(lines) // 2
+        with target.open("ab") as fh:
+            for part in (lines[:half], lines[half:]):
+                fh.write(b"".join(line.data for line in part))
+                fh.flush()
+                w.step()
+                unsealed = con.execute(
+                    "SELECT count(*) FROM source_extents e WHERE NOT EXISTS (SELECT 1 FROM "
+                    "ledger l WHERE l.kind = 'piece' AND l.record_key = e.source_id || ':' || "
+                    "e.start_byte || '-' || e.end_byte)").fetchall()[0][0]
+                assert unsealed == 0
+                assert con.execute("SELECT count(*) FROM findings f WHERE NOT EXISTS (SELECT 1 "
+                                   "FROM ledger l WHERE l.kind = 'finding' AND l.record_key = "
+                                   "CAST(f.id AS VARCHAR))").fetchall()[0][0] == 0
+        heads = len(ledger.heads(con))
+        w.step()  # nothing new in the spool
+        assert len(ledger.heads(con)) == heads
+        v = verifying.verify(con)
+        assert v.ok and v.pending == {}  # the run's end is all that waits
+        pieces = con.execute("SELECT count(*) FROM ledger WHERE kind = 'piece'").fetchall()[0][0]
+        assert pieces == 2
+        run.done(0, {})
+    assert verifying.verify(con).ok
     con.close()

@@ -116,7 +116,7 @@ def test_observed_outcomes_are_counted_from_the_cards(rendered):
 def test_findings_are_attached_as_jsonl_and_csv(rendered):
     _, _, reader, _, context = rendered
     files = reader.attachments
-    assert set(files) == {"findings.jsonl", "findings.csv"}
+    assert set(files) == {"findings.jsonl", "findings.csv", "ledger.json"}
     lines = files["findings.jsonl"][0].decode().splitlines()
     assert len(lines) == len(context["findings"])
     first = json.loads(lines[0])

@@ -92,9 +92,9 @@ def test_a_report_signed_with_the_configured_key_validates_against_its_ca(
             "O=Harbor Point Casino, issued by CN=Harbor Point Test CA,O=Harbor Point Casino"
             in page)
     assert key.cert_sha256 in page.replace(" ", "")
-    # The findings stay attached under the signature.
+    # The findings and the ledger head stay attached under the signature.
     attached = pypdf.PdfReader(signed).attachments
-    assert sorted(attached) == ["findings.csv", "findings.jsonl"]
+    assert sorted(attached) == ["findings.csv", "findings.jsonl", "ledger.json"]
 
 
 @pytest.mark.slow  # renders the report

@@ -1,0 +1,340 @@
+"""`bacc-audit verify` against each tampering of issue 29, as an insider with write access to
+the database file would do it: a finding deleted, two findings downgraded, an event edited in
+place (then `audit --rerun`), a forged finding inserted, and the whole database rewritten
+from the same logs after its reports were filed. Each is named (table, id, what changed) with
+exit 1; the filed PDF catches the rewrite; `nightly` over a failing ledger files a report
+that says so on its cover, in red, and its run says it.
+
+One simulated night (planted deviations, every kind the tamperings need) is filed once by
+`nightly`; each test tampers with a copy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pypdf
+import pytest
+from helpers.keys import make_key, signing_config
+
+from auditor import config, ledger_check
+from auditor.jobs import nightly
+from auditor.report import signing
+from auditor.simulate.layout import SIM_DATE
+from auditor.simulate.planted import simulate
+
+pytestmark = pytest.mark.slow  # a simulated night filed by nightly, PDFs and all
+
+DAY = SIM_DATE.isoformat()
+
+
+@dataclass
+class Filed:
+    spool: Path
+    db: Path
+    archive: Path
+
+    def copy(self, to: Path) -> Filed:
+        """The database and archive copied (a tampering must not reach the other tests)."""
+        to.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.db, to / "audit.duckdb")
+        shutil.copytree(self.archive, to / "archive")
+        return Filed(self.spool, to / "audit.duckdb", to / "archive")
+
+    def sql(self, statement: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        con = duckdb.connect(str(self.db))
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            return con.execute(statement, params or []).fetchall()
+        finally:
+            con.close()
+
+    def pdfs(self) -> list[Path]:
+        return sorted(p for p in self.archive.rglob("*.pdf"))
+
+
+def file_night(base: Path, spool: Path) -> Filed:
+    base.mkdir(parents=True)
+    db_path, archive = base / "audit.duckdb", base / "archive"
+    # `now` past the gaming day: the nightly closes it (store/closed_days.py) whatever the clock.
+    nightly.run_nightly(db_path, spool, config.load(None), day=SIM_DATE, archive=archive,
+                        now=dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC))
+    return Filed(spool, db_path, archive)
+
+
+@pytest.fixture(scope="module")
+def filed(tmp_path_factory: pytest.TempPathFactory) -> Filed:
+    base = tmp_path_factory.mktemp("ledger")
+    spool = base / "spool"
+    simulate(spool, 4, 3, seed=1, deviation_rate=0.08)
+    (spool / "ground_truth.ndjson").unlink()
+    return file_night(base / "first", spool)
+
+
+def first_line(out: str) -> str:
+    return out.splitlines()[0]
+
+
+def test_an_untouched_night_verifies_and_its_reports_hold(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    r = bacc_audit("verify", "--db", f.db, "--against", f.archive)
+    assert r.code == 0, r
+    assert first_line(r.out).startswith("ledger verified: every record as sealed (whole ledger")
+    pdfs = f.pdfs()
+    assert len(pdfs) >= 1
+    for pdf in pdfs:
+        assert f"{pdf}: holds: its " in r.out
+        assert f"{pdf}: carries no digital signature" in r.out  # said, not failed: no key
+    # the checks are on the record (nightly's before filing: the first is whole), and the
+    # next fast check starts from the last
+    assert f.sql("SELECT c.mode, r.command FROM ledger_checks c JOIN runs r ON r.id = c.run_id "
+                 "ORDER BY c.id") == [("full", "nightly"), ("full", "verify")]
+
+
+def test_a_deleted_finding_is_named_missing(filed: Filed, tmp_path: Path, bacc_audit: Any) -> None:
+    f = filed.copy(tmp_path / "x")
+    gone = f.sql("SELECT id FROM findings WHERE code = 'settle.unsettled' ORDER BY id")
+    assert len(gone) >= 2
+    f.sql("DELETE FROM findings WHERE code = 'settle.unsettled'")
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(
+        rf"ledger FAILED: missing: findings {gone[0][0]} \(leaf \d+\): the finding sealed here "
+        "is gone$", first_line(r.out)), r.out
+    for (fid,) in gone[1:]:
+        assert f"missing: findings {fid} (leaf " in r.out
+
+
+def test_two_downgraded_findings_are_named_with_the_fields_changed(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    two = f.sql("SELECT id, severity FROM current_findings WHERE code = 'result.misannounced' "
+                "ORDER BY id LIMIT 2")
+    assert len(two) == 2
+    f.sql("UPDATE findings SET severity = 'info', message = 'ok' WHERE id IN (?, ?)",
+          [two[0][0], two[1][0]])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    line = first_line(r.out)
+    assert line.startswith(f"ledger FAILED: changed: findings {two[0][0]} (leaf "), line
+    assert f'severity was "{two[0][1]}", now "info"' in line and 'now "ok"' in line
+    assert f"changed: findings {two[1][0]} (leaf " in r.out
+    # audit --rerun keeps the downgraded rows as they are: still named
+    assert bacc_audit("audit", "--db", f.db, "--rerun", DAY).code in (0, 1)
+    again = bacc_audit("verify", "--db", f.db)
+    assert again.code == 1 and f"changed: findings {two[0][0]} (leaf " in again.out
+
+
+def test_an_event_edited_in_place_then_rerun_is_named_by_its_line_and_column(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    [(fid, table, seq, expected)] = f.sql(
+        "SELECT id, table_id, seq, CAST(expected AS VARCHAR) FROM current_findings "
+        "WHERE code = 'result.misannounced' ORDER BY id LIMIT 1")
+    right = json.loads(expected)["winner"]
+    [(source, line)] = f.sql(
+        "SELECT source_id, line_no FROM events WHERE stream = ? AND seq = ?",
+        [f"table:{table}", seq])
+    f.sql("UPDATE events SET winner = ? WHERE source_id = ? AND line_no = ?",
+          [right, source, line])
+    assert bacc_audit("audit", "--db", f.db, "--rerun", DAY).code in (0, 1)
+    # the rerun withdrew the finding: the edit worked on the audit ...
+    [(status,)] = f.sql("SELECT status FROM findings WHERE fingerprint = (SELECT fingerprint "
+                        "FROM findings WHERE id = ?) ORDER BY id DESC LIMIT 1", [fid])
+    assert status == "withdrawn"
+    # ... and not on the ledger: the fast check (nightly's, from the head nightly verified)
+    # reads the lines of the round whose finding was withdrawn, the whole check every line
+    named = (f"changed: events source {source} line {line}: its column winner holds "
+             f"'{right}', its line says ")
+    for how in (["--fast"], []):
+        r = bacc_audit("verify", "--db", f.db, *how)
+        assert r.code == 1, r
+        assert named in r.out, r.out
+
+
+def test_a_forged_finding_is_named_inserted(filed: Filed, tmp_path: Path, bacc_audit: Any) -> None:
+    f = filed.copy(tmp_path / "x")
+    [(top,)] = f.sql("SELECT max(id) FROM findings")
+    f.sql("INSERT INTO findings SELECT * REPLACE (? AS id, fingerprint || '|forged' AS "
+          "fingerprint, 'clean' AS message) FROM findings ORDER BY id LIMIT 1", [top + 1])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: inserted: findings {top + 1}: this finding has no leaf: "
+                    r"written by run \d+, which ended before it was written",
+                    first_line(r.out)), r.out
+
+
+def test_a_database_rewritten_from_the_same_logs_is_caught_by_the_filed_report(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    first = filed.copy(tmp_path / "first")
+    again = file_night(tmp_path / "again", filed.spool)  # the same logs, a new database
+    alone = bacc_audit("verify", "--db", again.db)
+    assert alone.code == 0, alone  # consistent with itself: only a head from outside shows it
+    pdf = first.pdfs()[0]
+    r = bacc_audit("verify", "--db", again.db, "--against", pdf)
+    assert r.code == 1, r
+    assert f"{pdf}: FAILED: report: {pdf.name}: the first " in r.out
+    assert "do not give the root the report prints" in r.out
+
+
+def test_the_report_alone_checks_against_the_head_it_prints(filed: Filed) -> None:
+    pdf = filed.pdfs()[0]
+    done = subprocess.run([sys.executable, "-m", "auditor.ledger_check", str(pdf)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done
+    report = ledger_check.read_report(pdf)
+    assert report.cover == (report.head["size"], report.head["root"])
+    sealed = [r for r in report.findings if r["ledger"]]
+    assert sealed and len(sealed) == len(report.findings)
+    assert f"OK: {len(sealed)} findings are leaves of the ledger head it prints" in done.stdout
+    # a finding shown otherwise than sealed, or a proof off by a bit: refused
+    shown = report.findings[0]
+    report.findings[0] = {**shown, "severity": "info"}
+    assert "the report shows severity other than its sealed leaf" in \
+        ledger_check.check_report(report).problems[0]
+    proof = list(shown["ledger"]["proof"])
+    proof[0] = ("0" if proof[0][0] != "0" else "1") + proof[0][1:]
+    report.findings[0] = {**shown, "ledger": {**shown["ledger"], "proof": proof}}
+    assert "do not give the root printed" in ledger_check.check_report(report).problems[0]
+
+
+def test_nightly_over_a_failing_ledger_files_a_report_that_says_so_in_red(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    f.sql("UPDATE findings SET severity = 'info', message = 'ok' WHERE id = (SELECT min(id) "
+          "FROM current_findings WHERE code = 'result.misannounced')")
+    before = set(f.pdfs())
+    r = bacc_audit("nightly", "--spool", f.spool, "--date", DAY, "--archive", f.archive,
+                   "--db", f.db, "--json")
+    assert r.code == 2, r  # a problem of the night: the alert
+    s = json.loads(r.out)
+    assert s["ledger"].startswith("ledger FAILED: changed: findings ")
+    assert any(p.startswith("the audit database failed verification (changed: findings ")
+               for p in s["problems"])
+    new = sorted(set(f.pdfs()) - before)
+    assert new, "the reports that said the database held are filed again as new versions"
+    for pdf in new:
+        cover = re.sub(r"\s+", " ", pypdf.PdfReader(pdf).pages[0].extract_text())
+        assert "The audit database failed verification." in cover
+        assert "Ledger check FAILED: changed: findings " in cover
+    html = tmp_path / "day.html"
+    assert bacc_audit("report", "--date", DAY, "--db", f.db, "--out", html).code == 0
+    text = html.read_text()
+    assert '<div class="ledger-failed">' in text
+    assert ".ledger-failed { border: 2pt solid #c00000; color: #c00000;" in text
+
+
+def test_a_sign_off_edited_or_deleted_is_named(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    pdf = f.pdfs()[0]
+    r = bacc_audit("signoff", pdf, "--by", "Dana Reyes", "--title", "Compliance Officer",
+                   "--db", f.db)
+    assert r.code == 0, r
+    [(sid, signer)] = f.sql("SELECT id, signer FROM signoffs")
+    assert signer == "Dana Reyes"
+    assert bacc_audit("verify", "--db", f.db).code == 0  # sealed by the signoff's own run
+    [(key,)] = f.sql("SELECT record_key FROM ledger WHERE kind = 'signoff'")
+    assert key == str(sid)
+    f.sql("UPDATE signoffs SET signer = 'Someone Else' WHERE id = ?", [sid])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: changed: signoffs {sid} \(leaf \d+\): .*signer was "
+                    r'"Dana Reyes", now "Someone Else"', first_line(r.out)), r.out
+    f.sql("DELETE FROM signoffs WHERE id = ?", [sid])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: missing: signoffs {sid} \(leaf \d+\): the sign-off "
+                    "sealed here is gone$", first_line(r.out)), r.out
+
+
+def test_a_signed_report_whose_signature_fails_is_named_by_verify_against(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    key = make_key(tmp_path / "key")
+    conf = signing_config(tmp_path / "bacc-audit.toml", key)  # its trust root: the test's CA
+    pdf = f.pdfs()[0]
+    signing_conf = config.load(conf).signing
+    assert signing_conf is not None
+    pdf.write_bytes(signing.sign(pdf.read_bytes(), signing.load_key(signing_conf)))
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--config", conf)
+    assert r.code == 0, r
+    assert f"{pdf}: signature of {key.subject} holds, trusted through {key.ca_pem}" in r.out
+    # a certificate of another CA given as the trust root: not trusted
+    other = make_key(tmp_path / "other", ca_cn="Another CA")
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--trust-root", other.ca_pem)
+    assert r.code == 1, r
+    assert (f"{pdf}: FAILED: report: {pdf.name} signature: signature 'bacc-audit': its "
+            f"certificate ({key.subject}) does not chain to the trust root") in r.out
+    # one byte of the signed report changed (inside an embedded font, so the cover and the
+    # attachments still read): the findings and the head still hold, the signature does not
+    data = bytearray(pdf.read_bytes())
+    font = re.search(rb"/Length1 \d+", data)
+    assert font is not None
+    data[data.index(b"stream", font.end()) + 200] ^= 0x01
+    pdf.write_bytes(bytes(data))
+    r = bacc_audit("verify", "--db", f.db, "--against", pdf, "--config", conf, "--json")
+    assert r.code == 1, r
+    [report] = json.loads(r.out)["reports"]
+    assert report["problems"] == [
+        f"report: {pdf.name} signature: signature 'bacc-audit': the bytes it signed were "
+        "changed after signing (their digest no longer matches)"
+    ]
+    assert report["signature"]["signed"] and not report["signature"]["ok"]
+
+
+def test_a_second_nightly_of_the_same_logs_files_nothing_though_the_ledger_grew(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    before = {p: p.read_bytes() for p in f.pdfs()}
+    [(size_before,)] = f.sql("SELECT count(*) FROM ledger")
+    r = bacc_audit("nightly", "--spool", f.spool, "--date", DAY, "--archive", f.archive,
+                   "--db", f.db, "--json")
+    assert r.code in (0, 1), r
+    s = json.loads(r.out)
+    assert s["ledger"].startswith("ledger verified: every record as sealed"), s["ledger"]
+    filed_now = {x["shift"]: x["status"] for x in s["reports"]}
+    assert set(filed_now.values()) <= {"unchanged", "skipped"} and "unchanged" in \
+        filed_now.values(), filed_now
+    assert {p: p.read_bytes() for p in f.pdfs()} == before  # no new version, none rewritten
+    # the second run sealed its own leaves (its start, checks, end): the latest head moved,
+    # the head each report prints did not
+    [(size_after,)] = f.sql("SELECT count(*) FROM ledger")
+    assert size_after > size_before
+    for pdf in before:
+        assert ledger_check.read_report(pdf).head["size"] <= size_before
+
+
+def test_a_closed_gaming_day_deleted_is_named(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """The closing of a gaming day decides whether log.table_unclosed is judged for it
+    (issue 28): it is sealed like any record, and a deleted one is named."""
+    f = filed.copy(tmp_path / "x")
+    [(day, how, run_id)] = f.sql("SELECT gaming_day::VARCHAR, how, run_id FROM closed_days")
+    assert how == "nightly"
+    [(key,)] = f.sql("SELECT record_key FROM ledger WHERE kind = 'closed_day'")
+    assert key == f"{day} nightly (run {run_id})"
+    f.sql("DELETE FROM closed_days")
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: missing: closed_days {re.escape(key)} \(leaf \d+\): the "
+                    "closed gaming day sealed here is gone$", first_line(r.out)), r.out

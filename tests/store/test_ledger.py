@@ -1,0 +1,181 @@
+"""The ledger's sealing (auditor/store/ledger.py): what a run seals and when, that a leaf's
+bytes and a piece's digests can be re-derived from the rows as docs/ledger.md says, that a run
+killed before its seal is sealed by the next, that two seals at once both land, and that a
+database from before the ledger is taken in as its genesis."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from helpers.db import AuditDb
+
+from auditor import merkle
+from auditor.jobs import verify as verifying
+from auditor.store import acks, db, ledger, runs
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_logs"
+
+
+def canonical(row: dict[str, object]) -> bytes:
+    """docs/ledger.md's canonical bytes, written in Python: JSON with no spaces, UTF-8 as is,
+    the control characters as \\u00XX in capitals."""
+    text = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    return re.sub(r"\\u00([0-9a-f]{2})", lambda m: "\\u00" + m.group(1).upper(), text).encode()
+
+
+def utc(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@pytest.fixture
+def night(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = db.connect(tmp_path / "a.duckdb")
+    with runs.recorded(con, "ingest", {}) as run:
+        AuditDb(tmp_path, con, run.id).ingest(SAMPLE)
+    yield con
+    con.close()
+
+
+def test_a_run_seals_its_start_its_rows_and_its_end_in_that_order(
+    night: duckdb.DuckDBPyConnection,
+) -> None:
+    kinds = night.execute("SELECT kind, record_run FROM ledger ORDER BY idx").fetchall()
+    assert kinds[0] == ("run.start", 1) and kinds[-1] == ("run.end", 1)
+    assert {k for k, _ in kinds} == {"run.start", "source", "source_file", "piece", "finding",
+                                      "run.end"}
+    heads = ledger.heads(night)
+    assert [h.size for h in heads] == [1, len(kinds)]
+    hashes = [bytes.fromhex(h) for (h,) in night.execute(
+        "SELECT leaf_hash FROM ledger ORDER BY idx").fetchall()]
+    assert heads[-1].root == merkle.root(hashes).hex()
+    assert verifying.verify(night).ok
+
+
+def test_a_leaf_is_the_records_canonical_bytes_as_the_docs_derive_them(
+    night: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    a = acks.acknowledge(night, night.execute("SELECT fingerprint FROM findings LIMIT 1")
+                         .fetchall()[0][0], by="J. \"Q\" Rivera\x07", disposition="video\nok")[0]
+    [(data, leaf)] = night.execute(
+        "SELECT data, leaf_hash FROM ledger WHERE kind = 'acknowledgement'").fetchall()
+    expected = canonical({
+        "kind": "acknowledgement", "table": "acknowledgements", "id": a.id,
+        "fingerprint": a.fingerprint, "reviewer": "J. \"Q\" Rivera\x07",
+        "disposition": "video\nok", "note": "", "recorded_at": utc(a.recorded_at),
+        "run_id": a.run_id})
+    assert data.encode() == expected and "\\u0007" in data
+    assert leaf == hashlib.sha256(b"\x00" + expected).hexdigest()
+
+
+def test_a_pieces_digests_are_re_derived_from_its_rows_as_the_docs_say(
+    night: duckdb.DuckDBPyConnection,
+) -> None:
+    for data, in night.execute("SELECT data FROM ledger WHERE kind = 'piece'").fetchall():
+        piece = json.loads(data)
+        where = (f"source_id = {piece['source_id']} AND line_no BETWEEN "
+                 f"{piece['first_line']} AND {piece['last_line']} ORDER BY line_no")
+        rows = night.execute(f"SELECT line_no, raw FROM events WHERE {where}").fetchall()
+        lines = np.array([r[0] for r in rows], dtype=">i8").tobytes()
+        raws = [r[1].encode() for r in rows]
+        lengths = np.array([len(r) for r in raws], dtype=">i4").tobytes()
+        parts = [hashlib.sha256(lines).digest(), hashlib.sha256(lengths).digest(),
+                 hashlib.sha256(b"".join(raws)).digest()]
+        assert piece["events_stored"] == len(rows) == piece["events"]
+        assert piece["events_sha256"] == hashlib.sha256(b"".join(parts)).hexdigest()
+        q = night.execute(
+            f"SELECT line_no, reason, raw, raw_bytes FROM quarantine WHERE {where}").fetchall()
+        assert piece["quarantine_stored"] == len(q) == piece["quarantined"]
+        cols = [hashlib.sha256(np.array([r[0] for r in q], dtype=">i8").tobytes()).digest()]
+        for i in (1, 2, 3):
+            vals = [None if r[i] is None else (r[i] if isinstance(r[i], bytes)
+                                               else r[i].encode()) for r in q]
+            cols.append(hashlib.sha256(np.array(
+                [-1 if v is None else len(v) for v in vals], dtype=">i4").tobytes()).digest())
+            cols.append(hashlib.sha256(b"".join(v for v in vals if v)).digest())
+        assert piece["quarantine_sha256"] == hashlib.sha256(b"".join(cols)).hexdigest()
+    assert night.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 1
+
+
+def test_a_run_killed_before_its_seal_is_sealed_by_the_next_run(tmp_path: Path) -> None:
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        with runs.recorded(con, "audit", {}):
+            pass
+        # a run that started on the record, wrote, and died (kill -9) before its seal
+        dead = runs.start(con, "ingest", {})
+        ledger.seal(con, dead)
+        AuditDb(tmp_path, con, dead).ingest(SAMPLE / "2026-11-28_CF-01.jsonl")
+        v = verifying.verify(con)
+        assert v.ok and v.pending == {dead: 3}  # its source, file and piece: not yet sealed
+    finally:
+        con.close()
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        with runs.recorded(con, "audit", {}) as run:
+            pass
+        notes = [h.note for h in ledger.heads(con)]
+        assert f"run {dead} ended without its seal" in notes
+        sealer = {r for (r,) in con.execute(
+            "SELECT DISTINCT sealed_by FROM ledger WHERE record_run = ? AND kind <> 'run.start'",
+            [dead]).fetchall()}
+        assert sealer == {run.id}
+        assert verifying.verify(con).ok and verifying.verify(con).pending == {}
+    finally:
+        con.close()
+
+
+def test_two_seals_at_once_both_land_one_after_the_other(tmp_path: Path) -> None:
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        ids = [runs.start(con, "ack", {}) for _ in range(2)]
+        cursors = [con.cursor() for _ in ids]
+        errors: list[BaseException] = []
+
+        def seal(c: duckdb.DuckDBPyConnection, rid: int) -> None:
+            try:
+                for _ in range(5):
+                    ledger.seal(c, rid)
+                    c.execute("UPDATE runs SET finished_at = now() WHERE id = ? AND "
+                              "finished_at IS NULL", [rid])
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=seal, args=(c, r)) for c, r in zip(cursors, ids,
+                                                                               strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        idx = [i for (i,) in con.execute("SELECT idx FROM ledger ORDER BY idx").fetchall()]
+        assert idx == list(range(len(idx)))
+        assert verifying.verify(con).ok
+    finally:
+        con.close()
+
+
+def test_a_database_from_before_the_ledger_is_taken_in_as_its_genesis(tmp_path: Path) -> None:
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        run = runs.start(con, "ingest", {})
+        AuditDb(tmp_path, con, run).ingest(SAMPLE / "2026-11-28_MB-01.jsonl")
+        runs.finish(con, run, "done", 0, {})
+        for t in ("ledger", "ledger_heads", "ledger_nodes"):
+            con.execute(f"DELETE FROM {t}")
+        with runs.recorded(con, "audit", {}):
+            pass
+        first = ledger.heads(con)[0]
+        assert first.note == "genesis: the records written before the ledger"
+        assert verifying.verify(con).ok
+    finally:
+        con.close()

@@ -19,7 +19,16 @@ from starlette.responses import RedirectResponse, Response
 from auditor.board import feed, router, views
 from auditor.board.auth import SESSION_COOKIE, Identity
 from auditor.board.feed import snapshot
-from auditor.board.router import Board, base_path, problem, query_filters, render, secured
+from auditor.board.router import (
+    Board,
+    Refused,
+    base_path,
+    problem,
+    query_filters,
+    render,
+    secured,
+    whole_number,
+)
 from auditor.errors import UserError
 from auditor.store.filters import Filter
 
@@ -76,9 +85,16 @@ async def floor_page(request: Request, board: Board, who: Identity | None) -> Re
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, fid: str) -> str:
+    """The fingerprint a finding's URL names; one no finding has is not found (404), with
+    the closest ids named as `bacc-audit ack` names them."""
     from auditor.store import acks
 
-    return acks.resolve(con, fid)
+    try:
+        fingerprint = acks.resolve(con, fid)
+        acks.check_fingerprint(con, fingerprint)
+    except UserError as e:
+        raise Refused(404, str(e)) from None
+    return fingerprint
 
 
 async def _finding_response(
@@ -108,15 +124,15 @@ async def finding_page(request: Request, board: Board, who: Identity | None) -> 
 
 async def round_page(request: Request, board: Board, who: Identity | None) -> Response:
     q = request.query_params
-    table, shoe, rnd = q.get("table"), q.get("shoe"), q.get("round")
-    if not table or shoe is None or not rnd or not rnd.isdigit():
-        raise UserError("a round is named by table, shoe and round (a number)")
+    table, shoe, number = q.get("table"), q.get("shoe"), whole_number(q.get("round"))
+    if not table or shoe is None or number is None:
+        raise UserError("a round is named by table, shoe and round (a whole number)")
     now = dt.datetime.now(dt.UTC)
     page = await board.read(
-        lambda con, zone: views.round_page(con, table, shoe, int(rnd), zone, board.packs, now)
+        lambda con, zone: views.round_page(con, table, shoe, number, zone, board.packs, now)
     )
     if page is None:
-        return problem(request, 404, f"No round {rnd} of shoe {shoe} at {table}.", False)
+        return problem(request, 404, f"No round {number} of shoe {shoe} at {table}.", False)
     return render(request, "round.html.j2", {**page, "now": now})
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -13,8 +15,8 @@ from auditor import config as cfg
 from auditor.cli import console
 from auditor.cli.options import ConfigOption, DbOption
 from auditor.cli.progress import progress_for
-from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
-from auditor.store import db
+from auditor.errors import UserError
+from auditor.store import db, filters
 
 
 class ReportFormat(StrEnum):
@@ -35,7 +37,9 @@ def report_cmd(
     out_path: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Output file (default: reports/out/DAY_SHIFT[_PIT][_TABLE].pdf)."
+            "--out",
+            help="Output file, or a folder to write DAY_SHIFT[_PIT][_TABLE].pdf into "
+            "(default: reports/out/).",
         ),
     ] = None,
     fmt: Annotated[
@@ -71,18 +75,24 @@ def report_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
+        filters.validate(con, [], table, pit)  # a typo is not "no rounds in the shift"
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
             path = write_report(con, conf, scope, out_path, chosen, progress)
-    except OSError as e:
-        if e.errno not in WRITE_ERRNOS:
-            raise
-        raise cannot_write(
-            out_path or "reports/out", e, "choose another --out, or make that folder writable"
-        ) from None
     finally:
         con.close()
-    console.out.print(str(path))
+    if not _is_stdout(path):
+        console.out.print(str(path))
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether the report went to this process's standard output (`--out /dev/stdout`):
+    then its path after it would spoil the file."""
+    try:
+        st, out = path.stat(), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
 def _report_format(out_path: Path | None, fmt: ReportFormat | None) -> str:

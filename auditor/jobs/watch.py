@@ -39,6 +39,7 @@ from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import discover
 from auditor.replay.log_ends import GamingDays
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.findings import short_id
 from auditor.store.sql import stream_name
 
 # A round's events are read from this long before the first event of the poll that ended it;
@@ -48,6 +49,8 @@ ROUND_LOOKBACK = dt.timedelta(minutes=10)
 CONTEXT_TYPES = ("table_open", "procedure_change")
 # On stopping, polls until one loads nothing, but at most this many (a spool still written).
 DRAIN_POLLS = 1000
+# New findings told one a line in a poll; a backlog (a night loaded at once) is counted.
+TELL_AT_MOST = 20
 
 
 @dataclass
@@ -129,6 +132,8 @@ class Watch:
         # Rounds whose round_end came but that could still get events (chemin de fer).
         self._unclosed: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
+        # The findings row up to which the new ones were told (`_tell_new`).
+        self._told = int(con.execute("SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -286,7 +291,28 @@ class Watch:
         self.stats.findings_withdrawn += gone
         self.stats.by_code.update(result.by_code)
         if new:
-            self.say(f"{new} new finding{'s' if new != 1 else ''}")
+            self._tell_new()
+
+    def _tell_new(self) -> None:
+        """A line for each finding stored since the last told: its id, severity, code and
+        where (the log of a night reads as the board's feed); at most TELL_AT_MOST a time."""
+        rows = self.con.execute(
+            "SELECT id, status, fingerprint, severity, code, table_id, pit, shoe, round "
+            "FROM findings WHERE id > ? ORDER BY id",
+            [self._told],
+        ).fetchall()
+        if not rows:
+            return
+        self._told = rows[-1][0]
+        opened = [r for r in rows if r[1] == "open"]
+        for _, _, fingerprint, severity, code, table, pit, shoe, rnd in opened[:TELL_AT_MOST]:
+            where = f"table {table}" if table else (f"pit {pit}" if pit else "the property")
+            if shoe is not None:
+                where += f", shoe {shoe}" + (f" round {rnd}" if rnd is not None else "")
+            self.say(f"new finding {short_id(fingerprint)}: {severity} {code} at {where}")
+        if len(opened) > TELL_AT_MOST:
+            self.say(f"and {len(opened) - TELL_AT_MOST} more new findings "
+                     "(bacc-audit findings, or the board, lists them)")
 
 
 def _started_before(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> bool:

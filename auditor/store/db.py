@@ -265,7 +265,19 @@ def busy_message(
         how = " for writing"
     else:
         how = ""
+    if holder and WATCH.search(holder):
+        return f"{path}: database busy: {who} has it open{how}; {BESIDE_WATCH}"
     return f"{path}: database busy: {who} has it open{how}; try again when it has finished"
+
+
+# `watch` never finishes: "try again when it has finished" would wait forever.
+WATCH = re.compile(r"\bwatch \(PID \d+\)$")
+BESIDE_WATCH = (
+    "watch runs until it is stopped, and ingests and audits what arrives in its spool "
+    "itself: put logs into its spool rather than ingesting them, and make the shift PDFs "
+    "with `bacc-audit report` (served by watch); or stop watch (SIGTERM), run this, and "
+    "start it again, which goes on where it stopped (docs/live.md)"
+)
 
 
 # Every DuckDB database file carries this at byte 8 (after the header's checksum).
@@ -294,6 +306,17 @@ def check_database_file(path: Path) -> None:
         )
 
 
+def require_database(path: Path) -> None:
+    """A command that reads what ingest loaded (`findings`, `report`, `audit`, `ack`) is
+    refused where there is no database yet, rather than making an empty one and saying "0
+    rounds audited": the --db (or the folder) is likely not the one meant."""
+    if not os.path.lexists(path):
+        raise UserError(
+            f"{path}: no audit database here yet; run `bacc-audit ingest` first "
+            "(or name another with --db / BACC_AUDIT_DB)"
+        )
+
+
 def interrupted(e: BaseException) -> bool:
     """Ctrl-C: a KeyboardInterrupt, or the RuntimeError DuckDB raises for a query that
     SIGINT stopped (it catches the signal itself while a query runs)."""
@@ -317,11 +340,8 @@ def connect(
     busy": one writer at a time.
     """
     path = Path(path)
-    if read_only and not path.exists():
-        raise UserError(
-            f"{path}: no audit database here yet; run `bacc-audit ingest` first "
-            "(or name another with --db / BACC_AUDIT_DB)"
-        )
+    if read_only:
+        require_database(path)
     check_database_file(path)
     for attempt in (1, 2):
         try:

@@ -25,7 +25,7 @@ import duckdb
 import httpx2
 import pypdf
 import pytest
-from helpers.board import CONFIG, LOCAL, MB01, SHIFT, build, local_client, plain, store_mb01
+from helpers.sample import CONFIG, LOCAL, MB01, SHIFT, build, local_client, plain, store_mb01
 from starlette.testclient import TestClient
 
 from auditor import config

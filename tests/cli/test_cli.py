@@ -785,8 +785,8 @@ def test_report_into_a_read_only_folder_exits_2_naming_the_file(
     r = bacc_audit("report", "--db", sample_db, "--shift", SHIFT, "--out", out)
     assert r.code == 2, r
     assert r.err == (
-        f"error: {tmp_path / 'ro' / '.grave.html.partial'}: cannot write there (Read-only file "
-        "system); choose another --out, or make that folder writable\n"
+        f"error: {out}: cannot write the report there (Read-only file system); choose another "
+        "--out, in a folder this user may write to\n"
     )
     assert r.out == ""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.board import CONFIG, build, local_client, plain
+from helpers.sample import CONFIG, build, local_client, plain
 from starlette.testclient import TestClient
 
 from auditor import config

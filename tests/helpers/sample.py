@@ -1,6 +1,6 @@
-"""The sample night as the board tests read it: the database built from sample_logs (with or
-without MB-01's log, which a test can then store while the board runs), a test client on a
-loopback Host, and a page's text as a reader sees it."""
+"""The sample night as tests read it: its audit database built from sample_logs (with or
+without MB-01's log, which a test can then store while a board or a reader runs), a board's
+test client on a loopback Host, and a page's text as a reader sees it."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ from auditor.audit.run import AuditResult, Known, audit
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
 from auditor.ingest.log_findings import record_seq_gaps
-from auditor.ingest.paths import discover, escape_path
+from auditor.ingest.paths import discover, escape_path, open_log
 from auditor.ingest.reader import GZIP_MAGIC
 from auditor.ingest.result import IngestResult
 from auditor.ingest.run import ingest
@@ -81,7 +81,7 @@ def stream_key(path: Path) -> str:
     `pit:P` for a pit event) among its first lines; else the SHA-256 of its first line, so
     that files starting alike still go together; else the file itself."""
     try:
-        with path.open("rb") as raw:
+        with open_log(path) as raw:
             gz = raw.read(2) == GZIP_MAGIC
             raw.seek(0)
             fh: Any = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw

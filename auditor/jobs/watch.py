@@ -36,7 +36,7 @@ from auditor.audit.load import load_latest_ts
 from auditor.audit.run import CONTEXT_EVENTS_SQL, AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
-from auditor.ingest.paths import discover
+from auditor.ingest.paths import logs_in
 from auditor.replay.log_ends import GamingDays
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.findings import short_id
@@ -210,7 +210,12 @@ class Watch:
     # -- pieces ---------------------------------------------------------------------------
 
     def _scan(self) -> None:
-        found, _ = discover([self.spool])
+        found, problems = logs_in(self.spool)
+        for problem in problems:  # a link to nothing, a pipe: said once, as a bad file is
+            if problem not in self._reported:
+                self._reported.add(problem)
+                self.stats.problems.append(problem)
+                self.say(problem)
         followed = set(self.follower.paths)
         for path in found:
             if path not in followed:

@@ -180,6 +180,11 @@ async def ack(request: Request, board: Board, who: Identity | None) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+# A throttled attempt is answered after this pause: one that does not wait for Retry-After
+# asks at most about once a second a connection, and costs the board next to nothing.
+REFUSED_PAUSE = 1.0
+
+
 def _safe_next(target: str | None) -> str:
     """Only a path inside the board: `next=//elsewhere` must not send a login away."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -197,17 +202,33 @@ async def login(request: Request, board: Board, who: Identity | None) -> Respons
     form = await router.form(request)
     nxt = _safe_next(form.get("next"))
     name, password, token = form.get("name", ""), form.get("password", ""), form.get("token", "")
+    client = request.client.host if request.client else ""
+    throttle = board.throttle
+    refused = throttle.refusal(client, "" if token.strip() else name)
+    if refused is not None:
+        await asyncio.sleep(REFUSED_PAUSE)  # a guesser that does not wait is held back
+        page = render(request, "login.html.j2", {
+            "next": nxt, "error": refused.message, "name": name}, 429)
+        page.headers["Retry-After"] = str(refused.seconds)
+        return page
     user = None
     if token.strip():
         user = board.auth.check_token(token)
     elif name.strip() and password:
-        user = await anyio.to_thread.run_sync(board.auth.check_password, name, password)
+        throttle.checking += 1
+        try:
+            user = await anyio.to_thread.run_sync(
+                board.auth.check_password, name, password, limiter=throttle.limiter())
+        finally:
+            throttle.checking -= 1
     if user is None:
+        throttle.failed(client, "" if token.strip() else name)
         await asyncio.sleep(0.5)  # slows a guesser down; a person does not notice
         return render(request, "login.html.j2", {
             "next": nxt, "error": "Wrong name and password, or an unknown token.",
             "name": name,
         }, 401)
+    throttle.succeeded(client, name)
     response = RedirectResponse(base + nxt, status_code=303)
     response.set_cookie(
         SESSION_COOKIE, board.auth.session_value(user), max_age=board.auth.session_seconds,

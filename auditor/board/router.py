@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from auditor.board.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Identity, new_csrf_cookie
 from auditor.board.feed import Cursors, Hub, ZoneCache, reading
 from auditor.board.settings import BoardSettings, is_loopback
+from auditor.board.throttle import Throttle
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
 from auditor.rules.pack import PackCache
@@ -53,6 +54,7 @@ class Board:
     zones: ZoneCache
     env: jinja2.Environment
     packs: PackCache = field(default_factory=PackCache)
+    throttle: Throttle = field(default_factory=Throttle)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself
     busy: int = 0  # reads and writes running in worker threads

@@ -193,6 +193,9 @@ def load(path: Path | str | None = None) -> PropertyConfig:
             return PropertyConfig()
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UserError(f"{path}: not a file (a named pipe, a socket or a device); "
+                            "--config takes the config file")
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None

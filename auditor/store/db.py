@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -291,6 +292,17 @@ def check_database_file(path: Path) -> None:
     command then "works" and saves nothing."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder, not an audit database; name a file with --db")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # a new path (or a link to one): the database is created there
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the audit database ({e.strerror})") from None
+    if not stat.S_ISREG(mode):  # a pipe would hold the open until someone writes to it
+        raise UserError(
+            f"{path}: not a file (a named pipe, a socket or a device), so not an audit "
+            "database; give --db (or BACC_AUDIT_DB) the audit database file"
+        )
     try:
         with path.open("rb") as fh:
             head = fh.read(_MAGIC_AT + len(DUCKDB_MAGIC))

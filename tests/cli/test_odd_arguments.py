@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import Run
+from helpers.fuzz import run_bounded
 from helpers.mounts import run_mounted
 from helpers.sample import CONFIG, SHIFT, build
 
@@ -241,3 +242,32 @@ def test_no_internal_error_ends_a_command_given_odd_paths(
         assert "Traceback" not in r.err and "internal error" not in r.err, (args, r.err)
         assert words in r.err, (args, r.err)
     assert os.path.exists("/dev/null") and not Path("/dev/null").is_file()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["findings", "--db", "/"], "--db /: names a folder, not the audit database file"),
+    (["findings", "--db", "."], "--db .: names a folder, not the audit database file"),
+    (["findings", "--db", "pipe.duckdb"], "pipe.duckdb: not a file (a named pipe, a socket or a "
+     "device), so not an audit database"),
+    (["findings", "--config", "pipe.toml"], "pipe.toml: not a file (a named pipe, a socket or a "
+     "device); --config takes the config file"),
+    (["simulate", "--hours", "1", "--tables", "10000", "--out", "sim"],
+     "--tables 10,000: at most 9,999 tables a simulated night"),
+    (["backfill", "x.jsonl", "--workers", "100000"],
+     "--workers 100,000: a local cluster of more than 4 worker processes a core only slows it"),
+    (["odds", "--jurisdiction", "../../etc", "--game", "x"],
+     "there is no rule pack for ../../etc x"),
+    (["odds", "--jurisdiction", "a" * 300, "--game", "x"], "there is no rule pack for aaa"),
+])
+def test_what_the_fuzz_test_found_is_one_sentence(
+    bacc_audit: Cli, tmp_path: Path, args: list[str], words: str
+) -> None:
+    """Found by tests/cli/test_fuzz_commands.py: a pipe as the database or the config (an
+    open that waited for a writer), a folder as --db, a simulated night or a local cluster
+    too big to finish, a pack name that is a path or too long for the system."""
+    os.mkfifo(tmp_path / "pipe.duckdb")
+    os.mkfifo(tmp_path / "pipe.toml")
+    r = run_bounded(bacc_audit, args, seconds=30)
+    assert r.code == 2, (args, r)
+    said(Run(r.code, r.out, r.err), 2, words)
+    assert not (tmp_path / "sim").exists()

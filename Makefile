@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test bench bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill sample clean
+.PHONY: demo test test-fast bench bench-false-alarms bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,16 +24,30 @@ demo: $(BIN)/.installed
 	$(BIN)/bacc-audit report --db $(DEMO_DB) --config $(DEMO_CONFIG) \
 	  --shift 2026-11-28/grave --out out/2026-11-28_grave.pdf
 
+# Every test: on every core (pytest-xdist), then the realtime ones alone, so that no other test
+# loads the machine while they time it (pyproject.toml lists the markers).
+PYTEST = $(BIN)/python -m pytest -q -p no:cacheprovider
+XDIST ?= -n auto --dist worksteal
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(PYTEST) $(XDIST) -m "not realtime"
+	$(PYTEST) -m realtime
+
+# The quick loop: all but the slow, statistical, realtime and cluster tests.
+test-fast: $(BIN)/.installed
+	$(PYTEST) $(XDIST) -m "not (slow or stats or realtime or cluster)"
 
 # Speed figures (not tests): see docs/benchmarks.md. bench/replay.py builds a 1M-round
 # database on its first run (about 8 minutes), so it is separate: make bench-replay.
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/report.py
+
+# The false-alarm rates on 100 clean nights (tests/audit/test_false_alarms.py runs 10): a few
+# minutes.
+bench-false-alarms: $(BIN)/.installed
+	$(BIN)/python bench/false_alarms.py
 
 bench-replay: $(BIN)/.installed
 	$(BIN)/python bench/replay.py

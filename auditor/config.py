@@ -29,6 +29,21 @@ class Shift:
     end: dt.time  # local; an end at or before the start runs past midnight
 
 
+@dataclass(frozen=True)
+class SigningConfig:
+    """The `[signing]` section: the key every filed PDF is signed with (auditor/report/
+    signing.py, docs/signing.md). The password is never in the config, which is read by every
+    command and often kept in version control: it comes from a file only the job's user can
+    read, or from an environment variable the service manager sets."""
+
+    pkcs12: Path  # a PKCS#12 (.p12, .pfx) file holding the key and its certificate
+    password_file: Path | None = None
+    password_env: str | None = None
+    # Certificates (PEM or DER) a signature must chain to for `verify --against` to call it
+    # trusted; None: checked against the certificate the PDF carries only.
+    trust_root: Path | None = None
+
+
 DEFAULT_SHIFTS = (
     Shift("day", dt.time(6), dt.time(14)),
     Shift("swing", dt.time(14), dt.time(22)),
@@ -51,6 +66,8 @@ class PropertyConfig:
     archive: Path | None = None
     # The live board's [board] table as written (auditor.board.settings checks it).
     board: dict[str, Any] = field(default_factory=dict)
+    # The [signing] section; None: PDFs are filed unsigned, and their covers say so.
+    signing: SigningConfig | None = None
     source: str = "defaults (no config file)"
 
     def zone_for(self, con: Any) -> dt.tzinfo:
@@ -114,9 +131,10 @@ def _time(value: Any, where: str, path: Path) -> dt.time:
 
 # The keys a property config may hold (docs/property.example.toml): anything else is a typo
 # that would otherwise be ignored in silence (`timezone`, `[[shift]]`).
-TOP_KEYS = ("property", "shifts", "procedures", "house_options", "board")
+TOP_KEYS = ("property", "shifts", "procedures", "house_options", "board", "signing")
 PROPERTY_KEYS = ("name", "time_zone", "gaming_day_start", "archive")
 SHIFT_KEYS = ("name", "start", "end")
+SIGNING_KEYS = ("pkcs12", "password_file", "password_env", "trust_root")
 
 
 def _check_keys(keys: Any, known: tuple[str, ...], where: str, path: Path) -> None:
@@ -137,6 +155,47 @@ def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
             f"lines), not {type(value).__name__} {value!r}"
         )
     return value
+
+
+def _signing(data: dict[str, Any], path: Path) -> SigningConfig | None:
+    """The [signing] section, its shape checked; whether the key opens is checked when a PDF
+    is signed and by `doctor`, so that a command that signs nothing never needs the key."""
+    if "signing" not in data:
+        return None
+    raw = _table(data, "signing", path)
+    if "password" in raw:
+        raise UserError(
+            f"{path}: [signing] must not hold the password itself; put it in a file only the "
+            "job's user can read (password_file) or in an environment variable (password_env)"
+        )
+    _check_keys(raw, SIGNING_KEYS, "in [signing]: ", path)
+
+    def file(key: str) -> Path | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(f"{path}: signing.{key} must be a file path, not {value!r}")
+        return path.parent / Path(value).expanduser()  # relative: to the config's folder
+
+    pkcs12 = file("pkcs12")
+    if pkcs12 is None:
+        raise UserError(
+            f"{path}: [signing] needs pkcs12, the PKCS#12 file (.p12 or .pfx) holding the "
+            "signing key and its certificate"
+        )
+    env = raw.get("password_env")
+    if env is not None and (not isinstance(env, str) or not env.strip() or "=" in env):
+        raise UserError(
+            f"{path}: signing.password_env must name an environment variable, not {env!r}"
+        )
+    password_file = file("password_file")
+    if (password_file is None) == (env is None):
+        raise UserError(
+            f"{path}: [signing] needs exactly one of password_file (a file holding the "
+            "PKCS#12 password) and password_env (the environment variable holding it)"
+        )
+    return SigningConfig(pkcs12, password_file, env, file("trust_root"))
 
 
 def _shifts(raw: Any, path: Path) -> tuple[Shift, ...]:
@@ -239,6 +298,7 @@ def load(path: Path | str | None = None) -> PropertyConfig:
         # file would expect, not from wherever the job happens to start.
         archive=None if archive is None else path.parent / Path(archive).expanduser(),
         board=dict(_table(data, "board", path)),
+        signing=_signing(data, path),
         source=str(path),
     )
 

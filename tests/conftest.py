@@ -3,7 +3,9 @@
 `audit` is the one most tests use: an `AuditDb` (tests/helpers/db.py) in tmp_path, opened with
 `auditor.store.db.connect` (the real schema), with a run id from `auditor.store.runs.start`.
 `db_path`, `con` and `run_id` are its parts. `bacc_audit` runs the command in-process
-(tests/helpers/cli.py). Helpers that are not fixtures live in tests/helpers/.
+(tests/helpers/cli.py). `sample_audited` is the sample night ingested and audited once a
+session (once a pytest-xdist worker), for the modules that read it: each reads a copy of its
+own. Helpers that are not fixtures live in tests/helpers/.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ import pytest
 from helpers.cli import Run, in_process
 from helpers.db import AuditDb
 
+from auditor.audit import run as audit_run
+from auditor.config import PropertyConfig
+from auditor.ingest.run import ingest
 from auditor.store import db, runs
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 
 
 @pytest.fixture
@@ -51,3 +58,17 @@ def bacc_audit(
 ) -> Callable[..., Run]:
     """`bacc-audit ARGS...` in-process from tmp_path; returns Run(exit code, stdout, stderr)."""
     return in_process(monkeypatch, capsys, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def sample_audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, audit_run.AuditResult]:
+    """sample_logs/ ingested, then audited under the default property config, and closed:
+    the database file (copy it before opening it) and the audit's result."""
+    path = tmp_path_factory.mktemp("sample") / "audit.duckdb"
+    c = db.connect(path)
+    try:
+        ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
+        result = audit_run.audit(c, runs.start(c, "audit", {}), PropertyConfig())
+    finally:
+        c.close()
+    return path, result

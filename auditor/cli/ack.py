@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,7 +12,6 @@ from auditor.cli import console
 from auditor.cli.options import DbOption, JsonOption
 from auditor.errors import UserError
 from auditor.store import db
-from auditor.words import count
 
 
 def ack_cmd(
@@ -62,17 +61,7 @@ def ack_cmd(
             rows = [acks.as_dict(a) for a in acks.list_acks(con)]
         finally:
             con.close()
-        if as_json:
-            console.out.print_json(json.dumps(rows))
-            return
-        for row in rows:
-            note_text = f" ({row['note']})" if row["note"] else ""
-            console.out.print(
-                f"ack {row['id']} {row['recorded_at'][:19].replace('T', ' ')} UTC  "
-                f"{row['finding_id']}  {row['fingerprint']}\n"
-                f"    by {row['by']}: {row['disposition']}{note_text}"
-            )
-        console.out.print(count(len(rows), "acknowledgement"))
+        console.records(rows, as_json, _ack_line, "acknowledgement")
         return
     if not fingerprint or by is None or disposition is None:
         raise UserError(
@@ -92,3 +81,11 @@ def ack_cmd(
         return
     later = " (the finding has since been withdrawn)" if status == "withdrawn" else ""
     console.out.print(f"ack {a.id}: {fingerprint} by {a.reviewer}: {a.disposition}{later}")
+
+
+def _ack_line(row: dict[str, Any]) -> str:
+    when, note = console.entered(row)
+    return (
+        f"ack {row['id']} {when}  {row['finding_id']}  {row['fingerprint']}\n"
+        f"    by {row['by']}: {row['disposition']}{note}"
+    )

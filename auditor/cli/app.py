@@ -33,6 +33,7 @@ from auditor.cli import (
     odds,
     report,
     runs,
+    signoff,
     simulate,
     watch,
 )
@@ -101,6 +102,7 @@ COMMANDS = (
     ("nightly", nightly.nightly_cmd),
     ("runs", runs.runs_cmd),
     ("ack", ack.ack_cmd),
+    ("signoff", signoff.signoff_cmd),
     ("simulate", simulate.simulate_cmd),
     ("watch", watch.watch_cmd),
     ("backfill", backfill.backfill_cmd),

@@ -8,9 +8,11 @@ test can put plain ones in their place.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rich.console import Console
 
@@ -36,6 +38,26 @@ def not_audited(skipped: Mapping[str, int]) -> None:
     """The rounds an audit left out, by why, on stderr (`audit`, `backfill`)."""
     for why, n in sorted(skipped.items()):
         err.print(f"not audited: {count(n, 'round')}: {why}")
+
+
+def records(
+    rows: list[dict[str, Any]], as_json: bool, line: Callable[[dict[str, Any]], str], noun: str
+) -> None:
+    """A list of records entered by people (acknowledgements, sign-offs) on stdout: JSON, or
+    `line` of each and how many there are."""
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    for row in rows:
+        out.print(line(row))
+    out.print(count(len(rows), noun))
+
+
+def entered(row: Mapping[str, Any]) -> tuple[str, str]:
+    """When a record was entered (UTC, to the second) and its note in brackets ("" when it
+    has none), as a listed record's line shows them."""
+    note = f" ({row['note']})" if row["note"] else ""
+    return f"{row['recorded_at'][:19].replace('T', ' ')} UTC", note
 
 
 def closed_pipe(e: BaseException) -> bool:

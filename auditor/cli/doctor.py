@@ -53,8 +53,9 @@ def doctor_cmd(
         ),
     ] = None,
 ) -> None:
-    """Check what bacc-audit needs: PDF libraries, fonts, rule packs, the property config,
-    the nightly job's spool and archive, and the database and its folder.
+    """Check what bacc-audit needs: PDF libraries, fonts, rule packs, the property config
+    and its signing key, the nightly job's spool and archive, and the database and its
+    folder.
 
     Each failed check says what to do; exit 2 when any failed. The spool and archive are
     checked when a spool is given or an archive given or configured. Permissions are those
@@ -82,6 +83,9 @@ def checks(
     yield _rule_packs()
     check, conf = _config(config_path)
     yield check
+    from auditor.report.signing import doctor_checks
+
+    yield from doctor_checks(conf)
     yield from _nightly_folders(conf, spool, archive)
     yield from _database(db_path)
     if hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -65,16 +65,22 @@ def nightly_cmd(
     """The unattended nightly job: ingest the spool, audit, file a PDF per shift.
 
     Every shift of the gaming day with rounds gets its PDF under ARCHIVE/DAY/DAY_SHIFT.pdf;
-    shifts without rounds are skipped and said so. One run at a time (a lock file beside the
-    database, `DB.lock`); a run killed anywhere leaves a consistent database and the next run
-    completes its work.
+    shifts without rounds are skipped and said so. A report once filed is never rewritten:
+    when what it shows changed, the next version is filed beside it (DAY_SHIFT.v2.pdf,
+    numbered after the files in the archive). An earlier gaming day with reports in the
+    archive whose findings changed since (a log of that day delivered late) is filed again
+    too, and the summary names the day and why. With a [signing] key in the property
+    config every PDF is signed; the summary lists the filed versions no sign-off names
+    (`bacc-audit signoff`). One run at a time (a lock file beside the database, `DB.lock`);
+    a run killed anywhere leaves a consistent database and the next run completes its work.
 
     Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
     the gaming day, or new in this run; acknowledged or not, unless --fail-on ends in
     :unacknowledged); 2 input or configuration error (missing spool,
     unreadable or empty file, an archive it cannot write to, no rounds in the whole gaming
-    day); 3 internal failure; 4 database busy (another command has the database open);
-    5 another nightly run holds the lock; 130 interrupted (Ctrl-C).
+    day, a signing key that will not open); 3 internal failure; 4 database busy (another
+    command has the database open); 5 another nightly run holds the lock; 130 interrupted
+    (Ctrl-C).
     """
     from auditor.jobs import nightly
 

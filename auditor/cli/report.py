@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from enum import StrEnum
@@ -13,9 +14,9 @@ import typer
 
 from auditor import config as cfg
 from auditor.cli import console
-from auditor.cli.options import ConfigOption, DbOption
+from auditor.cli.options import ConfigOption, DbOption, JsonOption
 from auditor.cli.progress import progress_for
-from auditor.errors import UserError
+from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
 from auditor.store import db, filters
 
 
@@ -50,6 +51,7 @@ def report_cmd(
             show_default=False,
         ),
     ] = None,
+    as_json: JsonOption = False,
     db_path: DbOption = None,
     config_path: ConfigOption = None,
 ) -> None:
@@ -61,13 +63,18 @@ def report_cmd(
     The PDF carries a cover with the rule packs and tool version, a summary of findings,
     hold against theoretical hold per table, the procedures in force with their notices,
     every finding with its citation, cards and source line, a sign-off block, and the
-    findings attached as JSONL and CSV. The same database and arguments give the same bytes.
+    findings attached as JSONL and CSV. The same database and arguments give the same bytes,
+    but for the signature: with a [signing] key in the property config the PDF is signed
+    (PAdES-B-B); without one its cover says it is unsigned.
 
     Progress (gather, render, write) goes to stderr: a bar on a terminal; elsewhere (cron),
-    once the work has taken 30 s, a line every 10% or 30 s. Stdout is the file's path alone.
+    once the work has taken 30 s, a line every 10% or 30 s. Stdout is the file's path alone
+    (with --json: the path, whether it is signed, and the filed versions of the gaming day
+    that no sign-off names); those unsigned versions are also listed on stderr.
     """
     from auditor.report.gather import scope_for
     from auditor.report.render import write_report
+    from auditor.store import signoffs
 
     if shift and date:
         raise UserError("give --shift (one shift) or --date (the whole gaming day), not both")
@@ -79,10 +86,30 @@ def report_cmd(
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
             path = write_report(con, conf, scope, out_path, chosen, progress)
+        unsigned = signoffs.unsigned(con, scope.slug[:10])  # the slug starts with the day
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS:
+            raise
+        raise cannot_write(
+            out_path or "reports/out", e, "choose another --out, or make that folder writable"
+        ) from None
     finally:
         con.close()
-    if not _is_stdout(path):
+    if _is_stdout(path):
+        pass  # the report is this process's output: its path (or JSON) after it would spoil it
+    elif as_json:
+        console.out.print_json(json.dumps({
+            "path": str(path),
+            "format": chosen,
+            "signed": chosen == "pdf" and conf.signing is not None,
+            "unsigned_versions": unsigned,
+        }))
+    else:
         console.out.print(str(path))
+    if unsigned:
+        console.err.print(
+            f"sign-off, gaming day {scope.slug[:10]}: {signoffs.unsigned_sentence(unsigned)}"
+        )
 
 
 def _is_stdout(path: Path) -> bool:

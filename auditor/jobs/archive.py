@@ -1,6 +1,8 @@
 """The archive the nightly job files into: ARCHIVE/DAY/DAY_SHIFT.pdf, a new version beside a
-report once filed when what it shows changed (store/versions.py), never a file rewritten; and
-the temporary files of renders killed before their rename."""
+report once filed when what it shows changed (store/versions.py), never a file rewritten,
+numbered after the versions the archive holds whichever database filed them; the days an
+earlier run filed whose findings this run changed (a late log); and the temporary files of
+renders killed before their rename."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import contextlib
 import datetime as dt
 import hashlib
 import os
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,11 @@ from auditor.config import PropertyConfig
 from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
 from auditor.ingest.reader import sha256_of
 from auditor.jobs.evidence import Say
-from auditor.report import render
+from auditor.report import attached, render, signing
 from auditor.report.gather import gather, scope_for
-from auditor.store import db, versions
+from auditor.rules.codes import SEVERITIES
+from auditor.store import db, signoffs, versions
+from auditor.words import count
 
 DEFAULT_ARCHIVE = Path("reports") / "archive"
 # write_report's temporary name: `.NAME.pdf.partial` beside the final one.
@@ -114,6 +119,49 @@ class ShiftReport:
         }
 
 
+@dataclass(frozen=True)
+class Archived:
+    """One version of a report as the archive holds it. Versions follow the files there,
+    whichever database filed them: what a version showed comes from this database's record
+    of it (by the file's SHA-256), else from the PDF itself (report/attached.py)."""
+
+    number: int
+    path: Path
+    sha256: str
+    content_sha256: str | None  # None: not known (a PDF that carries no version record)
+    findings: versions.Findings | None  # None: not known
+    acks_known: bool
+    recorded: bool  # this database's report_versions holds it, filed here
+
+
+def archived(con: duckdb.DuckDBPyConnection, first: Path, slug: str) -> list[Archived]:
+    """The versions of report `slug` in the folder of `first` (DAY_SHIFT.pdf, then
+    DAY_SHIFT.v2.pdf, ...), oldest first."""
+    folder = first.parent
+    if not folder.is_dir():
+        return []
+    name = re.compile(rf"{re.escape(slug)}(?:\.v([2-9]|[1-9][0-9]+))?\.pdf")
+    history = versions.history(con, slug)
+    known = {v.sha256: v for v in history}
+    here = {(v.sha256, v.path) for v in history}
+    found = []
+    for path in folder.iterdir():
+        m = name.fullmatch(path.name)
+        if not m or not path.is_file():
+            continue
+        sha = sha256_of(path)[0]
+        number = int(m[1]) if m[1] else 1
+        v = known.get(sha)
+        if v is not None:
+            found.append(Archived(number, path, sha, v.html_sha256 or None, v.findings, True,
+                                  (sha, str(path.resolve())) in here))
+        else:
+            said = attached.read_filed(path)
+            found.append(Archived(number, path, sha, said.content_sha256, said.findings,
+                                  said.acks_known, False))
+    return sorted(found, key=lambda a: a.number)
+
+
 def report_shift(
     con: duckdb.DuckDBPyConnection,
     conf: PropertyConfig,
@@ -123,12 +171,14 @@ def report_shift(
     epoch: dt.datetime,
     say: Say,
     run_id: int | None = None,
+    key: signing.SigningKey | None = None,
 ) -> ShiftReport:
-    """File the shift's report. A report once filed is never rewritten (someone may have
-    signed it): if what it would show changed, the new one is the next version beside it,
-    ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose first page says what changed since the version before
-    and gives that version's SHA-256. Unchanged means rendering it again as the latest version
-    gives that version's HTML (its "generated" time aside)."""
+    """File the shift's report, signed with `key` when there is one. A report once filed is
+    never rewritten (someone may have signed it): if what it would show changed, the new one
+    is the next version beside the last in the archive, ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose
+    first page says what changed since that version, gives its SHA-256 and lists the
+    sign-offs of the versions before it. Unchanged means rendering it again as the latest
+    version shows what that version shows (`_content_sha`)."""
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -141,76 +191,204 @@ def report_shift(
     first = archive_path(folder, day, scope.slug)
     with _report_epoch(epoch):
         context = gather(con, conf, scope)
+        context["signature"] = signing.cover(key)
         now = versions.snapshot(context["findings"])
-        # The versions filed in this archive (a database may have filed into another).
-        here = first.parent.resolve()
-        filed = [v for v in versions.history(con, scope.slug) if Path(v.path).parent == here]
-        if not filed and first.is_file():  # filed before versions were recorded
-            legacy = versions.Version(scope.slug, 1, str(first), sha256_of(first)[0], "", None)
-            as_v1 = {**context, "version": _version(1, None, now)}
-            if render.render_pdf(context, render.render_html(as_v1)) == first.read_bytes():
-                versions.record(con, versions.Version(
-                    scope.slug, 1, str(first.resolve()), legacy.sha256, _content_sha(as_v1),
-                    now), run_id)
-                return ShiftReport(name, "unchanged", rounds, first, version=1,
-                                   sha256=legacy.sha256)
-            filed = [legacy]
+        filed = archived(con, first, scope.slug)
         if filed:
             last = filed[-1]
-            before = filed[-2] if len(filed) > 1 else None
-            again = {**context, "version": _version(last.number, before, now)}
-            if _content_sha(again) == last.html_sha256:
-                return ShiftReport(name, "unchanged", rounds,
-                                   first.with_name(Path(last.path).name),
-                                   version=last.number, sha256=last.sha256)
+            again = {**context, "version": _version(con, last.number, filed[:-1], now, scope.zone)}
+            if _unchanged(last, again):
+                if not last.recorded:  # filed by another database, or into another archive
+                    versions.record(con, versions.Version(
+                        scope.slug, last.number, str(last.path.resolve()), last.sha256,
+                        _content_sha(again), now), run_id)
+                return ShiftReport(name, "unchanged", rounds, last.path, version=last.number,
+                                   sha256=last.sha256)
         number = filed[-1].number + 1 if filed else 1
-        this = {**context, "version": _version(number, filed[-1] if filed else None, now)}
-        data = render.render_pdf(context, render.render_html(this))
+        this = {**context, "version": _version(con, number, filed, now, scope.zone)}
+        content = _content_sha(this)
+        record = attached.version_attachment(
+            scope.slug, number, content, now,
+            (filed[-1].number, filed[-1].sha256) if filed else None,
+        )
+        data = render.render_pdf(this, render.render_html(this), [record])
+        data = render.sign_if(data, key, conf)
     path = first if number == 1 else first.with_name(f"{scope.slug}.v{number}.pdf")
-    while path.exists() and path.read_bytes() != data:  # left by another hand: never over it
-        number += 1
-        path = first.with_name(f"{scope.slug}.v{number}.pdf")
     say(f"report {scope.title} version {number} -> {path}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():  # else a run that died before recording it wrote these bytes
-            render.write_whole(path, data)
+        if path.exists():  # the nightly lock keeps other nightly runs out; not other hands
+            raise UserError(
+                f"{path}: appeared in the archive while this run was filing version {number} "
+                "there; nothing was written over it: find out who put it there, then run "
+                "nightly again"
+            )
+        render.write_whole(path, data)
     except OSError as e:
         if e.errno not in WRITE_ERRNOS:
             raise
         raise archive_error(folder, e) from None
-    sha = sha256_of(path)[0]
+    sha = hashlib.sha256(data).hexdigest()
     versions.record(
-        con, versions.Version(scope.slug, number, str(path.resolve()), sha, _content_sha(this),
-                              now),
+        con, versions.Version(scope.slug, number, str(path.resolve()), sha, content, now),
         run_id,
     )
     return ShiftReport(name, "written" if number == 1 else "new_version", rounds, path,
                        version=number, sha256=sha)
 
 
+def _unchanged(last: Archived, again: dict[str, Any]) -> bool:
+    """Whether rendering the report again as version `last` shows what `last` shows."""
+    if last.content_sha256:
+        return last.content_sha256 == _content_sha(again)
+    # A PDF that carries no version record (filed before PDFs did): the same only when an
+    # unsigned render gives its very bytes.
+    plain = {**again, "signature": None}
+    return render.render_pdf(plain, render.render_html(plain)) == last.path.read_bytes()
+
+
 def _content_sha(context: dict[str, Any]) -> str:
-    """The SHA-256 of the report's HTML but for its "generated" time, which moves with any
-    change to the database (an acknowledgement elsewhere): only what the report shows makes
+    """The SHA-256 of the report's HTML but for what moves without the findings changing:
+    its "generated" time (any change to the database moves it, an acknowledgement
+    elsewhere), its signature statement (a key configured or renewed), and the sign-offs of
+    earlier versions (recorded at any time). Only what the report shows of the shift makes
     a new version."""
     fixed = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    html = render.render_html({**context, "generated_at": fixed})
+    same = {**context, "generated_at": fixed, "signature": None}
+    if context.get("version"):
+        same["version"] = {**context["version"], "signoffs": []}
+    html = render.render_html(same)
     return hashlib.sha256(html.encode()).hexdigest()
 
 
 def _version(
-    number: int, before: versions.Version | None, now: versions.Findings
+    con: duckdb.DuckDBPyConnection,
+    number: int,
+    earlier: list[Archived],
+    now: versions.Findings,
+    zone: dt.tzinfo,
 ) -> dict[str, Any]:
     """The report's version block: its number and, from version 2 on, the version before
-    (number, file name, SHA-256) and what changed since (None: not known)."""
-    if before is None:
-        return {"number": number, "before": None, "changes": None}
+    (number, file name, SHA-256), what changed since (None: not known, and why), and the
+    sign-offs on record of the versions before it."""
+    if not earlier:
+        return {"number": number, "before": None, "changes": None, "signoffs": []}
+    before = earlier[-1]
+    numbers = {a.sha256: a.number for a in earlier}
     return {
         "number": number,
-        "before": {"number": before.number, "name": Path(before.path).name,
-                   "sha256": before.sha256},
-        "changes": versions.changes(before.findings, now),
+        "before": {
+            "number": before.number,
+            "name": before.path.name,
+            "sha256": before.sha256,
+            "unknown": "it carries no list of its findings (findings.jsonl with their "
+            "fingerprints) to compare with",
+        },
+        "changes": versions.changes(before.findings, now, before.acks_known),
+        "signoffs": [
+            {"version": numbers[s.sha256], "sha256": s.sha256, "by": s.signer,
+             "title": s.title, "note": s.note, "at": s.recorded_at.astimezone(zone)}
+            for s in signoffs.list_signoffs(con, numbers.keys())
+        ],
     }
+
+
+@dataclass
+class Refiled:
+    """An earlier gaming day with reports in the archive whose findings this run changed (a
+    log of that day delivered late, or a rerun): its shifts filed again, and why."""
+
+    day: dt.date
+    opened: dict[str, int]  # severity -> findings recorded in that day since it was filed
+    withdrawn: int  # findings of that day withdrawn since
+    sources: list[str]  # the log files those findings were read from
+    reports: list[ShiftReport] = field(default_factory=list)
+
+    def why(self) -> str:
+        parts = []
+        if self.opened:
+            sev = ", ".join(f"{n} {k}" for k, n in self.opened.items())
+            parts.append(f"{count(sum(self.opened.values()), 'new finding')} ({sev})")
+        if self.withdrawn:
+            parts.append(f"{count(self.withdrawn, 'finding')} withdrawn")
+        where = f", from {', '.join(self.sources)}" if self.sources else ""
+        return f"{' and '.join(parts)} since its reports were filed{where}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gaming_day": f"{self.day:%Y-%m-%d}",
+            "why": self.why(),
+            "findings_new": self.opened,
+            "findings_withdrawn": self.withdrawn,
+            "sources": self.sources,
+            "reports": [r.as_dict() for r in self.reports],
+        }
+
+
+def filed_days(folder: Path) -> list[dt.date]:
+    """The gaming days the archive holds a report of (ARCHIVE/DAY/*.pdf)."""
+    days = []
+    if folder.is_dir():
+        for sub in folder.iterdir():
+            try:
+                day = dt.date.fromisoformat(sub.name)
+            except ValueError:
+                continue  # evidence/, or anything else kept there
+            if sub.is_dir() and any(sub.glob("*.pdf")):
+                days.append(day)
+    return sorted(days)
+
+
+def changed_days(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    conf: PropertyConfig,
+    zone: dt.tzinfo,
+    folder: Path,
+    skip: dt.date,
+) -> list[Refiled]:
+    """The gaming days other than `skip` that have a report in the archive and whose
+    findings changed since: this run recorded or withdrew one there, or a run did after
+    this database last filed the day's reports into this archive (a run that died before
+    filing them again). Their reports no longer show what stands, so they are filed again
+    (a shift whose report would show the same stays as it is)."""
+    days = [d for d in filed_days(folder) if d != skip]
+    if not days:
+        return []
+    last: dict[Path, dt.datetime] = {}
+    for path, filed_at in con.execute("SELECT path, filed_at FROM report_versions").fetchall():
+        where = Path(path).parent
+        last[where] = max(filed_at, last.get(where, filed_at))
+    windows = [
+        (d, *conf.gaming_day_window(d, zone), last.get((folder / f"{d:%Y-%m-%d}").resolve()))
+        for d in days
+    ]
+    values = ", ".join("(?::DATE, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ)"
+                       for _ in windows)
+    rows = con.execute(
+        f"""
+        SELECT w.day, f.status, f.severity, count(*),
+               list(DISTINCT regexp_replace(f.source, ':[0-9]+$', '') ORDER BY 1)
+                 FILTER (f.source IS NOT NULL)
+        FROM (SELECT * FROM findings WHERE run_id = ? OR recorded_at > ?) f
+        JOIN (VALUES {values}) AS w(day, lo, hi, filed) ON f.ts >= w.lo AND f.ts < w.hi
+        WHERE f.run_id = ? OR f.recorded_at > w.filed
+        GROUP BY ALL ORDER BY w.day
+        """,
+        [run_id, min((w[3] for w in windows if w[3]), default=None),
+         *(x for w in windows for x in w), run_id],
+    ).fetchall()
+    changed: dict[dt.date, Refiled] = {}
+    for day, status, severity, n, sources in rows:
+        r = changed.setdefault(day, Refiled(day, {}, 0, []))
+        if status == "withdrawn":
+            r.withdrawn += n
+        else:
+            r.opened[severity] = r.opened.get(severity, 0) + n
+        r.sources = sorted({*r.sources, *(Path(s).name for s in sources or ())})
+    for r in changed.values():
+        r.opened = {k: r.opened[k] for k in SEVERITIES if k in r.opened}
+    return [changed[d] for d in sorted(changed)]
 
 
 def archive_error(folder: Path, e: OSError) -> UserError:

@@ -28,17 +28,20 @@ from auditor.ingest.paths import escape_path
 from auditor.ingest.result import IngestResult
 from auditor.ingest.run import ingest
 from auditor.jobs.archive import (
+    Refiled,
     ShiftReport,
     archive_dir,
     archive_error,
+    changed_days,
     data_changed_at,
     report_shift,
     sweep_partials,
 )
 from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_to_evidence
 from auditor.jobs.lock import NightlyLock, nightly_lock
+from auditor.report import signing
 from auditor.rules.codes import SEVERITIES
-from auditor.store import db, outcome, runs
+from auditor.store import db, outcome, runs, signoffs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
 
@@ -106,6 +109,10 @@ class NightlyResult:
     interrupted_runs: list[int] = field(default_factory=list)
     file_ingested: str = "keep"
     filed: dict[Path, Filed] = field(default_factory=dict)  # spool path -> where it went
+    # Earlier gaming days with filed reports whose findings this run changed, filed again.
+    refiled: list[Refiled] = field(default_factory=list)
+    signature: dict[str, Any] = field(default_factory=lambda: {"signed": False})
+    unsigned: list[dict[str, Any]] = field(default_factory=list)  # filed, no sign-off yet
 
     @property
     def exit_code(self) -> int:
@@ -149,6 +156,10 @@ class NightlyResult:
             "rounds_in_gaming_day": sum(r.rounds for r in self.reports),
             "pdfs": sum(1 for r in self.reports if r.path),
             "reports": [r.as_dict() for r in self.reports],
+            "refiled": [r.as_dict() for r in self.refiled],
+            "signing": {k: str(v) if isinstance(v, dt.datetime) else v
+                        for k, v in self.signature.items()},
+            "unsigned_versions": self.unsigned,
             "findings": {
                 "standing_in_gaming_day": sum(self.by_severity.values()),
                 "by_severity": self.by_severity,
@@ -236,9 +247,11 @@ def _run(
 def _work(
     con: duckdb.DuckDBPyConnection, run_id: int, options: NightlyOptions, packs: dict[str, str]
 ) -> NightlyResult:
-    """The steps: sweep the archive, ingest and file the spool, audit, file the reports,
+    """The steps: open the signing key, sweep the archive, ingest and file the spool, audit,
+    file the reports (the day's, and those of earlier days whose findings this run changed),
     count the findings."""
     say = options.say
+    key = signing.key_for(options.conf)  # a key that will not open stops the run first
     removed = _prepare(options)
     ingested, problems = _ingest_spool(con, run_id, options)
     zone = options.conf.zone_for(con)  # after the ingest: the logs it loaded count
@@ -249,9 +262,18 @@ def _work(
     window = options.conf.gaming_day_window(day, zone)
     epoch = data_changed_at(con)
     reports = [
-        report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id)
+        report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id,
+                     key)
         for shift in options.conf.shifts
     ]
+    refiled = changed_days(con, run_id, options.conf, zone, options.archive, day)
+    for r in refiled:
+        say(f"gaming day {r.day:%Y-%m-%d} filed again: {r.why()}")
+        r.reports = [
+            report_shift(con, options.conf, r.day, shift.name, options.archive, epoch, say,
+                         run_id, key)
+            for shift in options.conf.shifts
+        ]
     if not any(r.rounds for r in reports):
         problems.append(
             f"no rounds in gaming day {day:%Y-%m-%d}: nothing to report; were the night's logs "
@@ -278,6 +300,9 @@ def _work(
         partials_removed=removed,
         file_ingested=options.file_ingested,
         filed=filed,
+        refiled=refiled,
+        signature=signing.cover(key),
+        unsigned=signoffs.unsigned(con),
     )
 
 
@@ -392,12 +417,17 @@ def summary_lines(result: NightlyResult) -> list[str]:
     for why, n in s["rounds_not_audited"].items():
         lines.append(f"  not audited: {count(n, 'round')}: {why}")
     lines.append(f"reports ({result.archive}):")
-    for r in result.reports:
-        if r.status == "skipped":
-            lines.append(f"  {r.shift:<8} skipped: {r.reason}")
-        else:
-            lines.append(f"  {r.shift:<8} {r.status:<11} v{r.version} {r.rounds:>7,} rounds  "
-                         f"{r.path}")
+    lines += [_report_line(r) for r in result.reports]
+    for again in result.refiled:
+        lines.append(f"gaming day {again.day:%Y-%m-%d} filed again: {again.why()}")
+        lines += [_report_line(r) for r in again.reports]
+    sig = result.signature
+    lines.append(
+        f"signed with the certificate of {sig['subject']}" if sig["signed"]
+        else "unsigned: no [signing] key is configured"
+    )
+    if result.unsigned:
+        lines.append(f"sign-off: {signoffs.unsigned_sentence(result.unsigned)}")
     f = s["findings"]
     sev = ", ".join(f"{n} {k}" for k, n in f["by_severity"].items() if n) or "none"
     lines.append(
@@ -413,3 +443,9 @@ def summary_lines(result: NightlyResult) -> list[str]:
     }[result.exit_code]
     lines.append(f"exit {result.exit_code}: {why}")
     return lines
+
+
+def _report_line(r: ShiftReport) -> str:
+    if r.status == "skipped":
+        return f"  {r.shift:<8} skipped: {r.reason}"
+    return f"  {r.shift:<8} {r.status:<11} v{r.version} {r.rounds:>7,} rounds  {r.path}"

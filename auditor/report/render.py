@@ -2,9 +2,10 @@
 
 `render_html` fills the jinja2 templates in reports/templates with the context that
 auditor.report.gather builds; `render_pdf` turns that into a PDF with weasyprint, the findings
-attached as JSONL and CSV. The same database and arguments give the same bytes: nothing in the
-report depends on the clock of the machine that renders it, and nothing is fetched from
-anywhere.
+attached as JSONL and CSV; with a [signing] key the PDF is then signed (signing.py). The same
+database and arguments give the same bytes before signing: nothing in the report depends on
+the clock of the machine that renders it, and nothing is fetched from anywhere. A signature
+adds its own time, so two signed renders differ in their signature only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import json
 import os
 import re
 import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ import duckdb
 from auditor.audit.run import Progress
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
+from auditor.report import signing
 from auditor.report.formatting import LOCAL_TIME, money, pct
 from auditor.report.gather import Scope, gather
 from auditor.rules.codes import REGISTRY
@@ -72,7 +76,18 @@ def attachments_data(context: dict[str, Any]) -> tuple[bytes, bytes]:
     return jsonl, buf.getvalue().encode()
 
 
-def render_pdf(context: dict[str, Any], html: str) -> bytes:
+@dataclass(frozen=True)
+class Attached:
+    """A file attached to the PDF beside the findings (a filed version's record)."""
+
+    name: str
+    data: bytes
+    description: str
+
+
+def render_pdf(
+    context: dict[str, Any], html: str, extra: Sequence[Attached] = ()
+) -> bytes:
     import weasyprint
     from weasyprint.urls import FatalURLFetchingError, URLFetcher
 
@@ -101,6 +116,13 @@ def render_pdf(context: dict[str, Any], html: str) -> bytes:
             modified=when,
             description="All findings of this report, CSV",
         ),
+        *(
+            weasyprint.Attachment(
+                string=a.data, name=a.name, created=when, modified=when,
+                description=a.description,
+            )
+            for a in extra
+        ),
     ]
     doc = weasyprint.HTML(string=html, base_url=str(TEMPLATES), url_fetcher=NoNetwork())
     identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
@@ -127,17 +149,22 @@ def write_report(
     """Render and write the report; the file appears under its name only when complete.
 
     `progress` is told as each step starts (gather, render, write): a day of a large floor
-    spends minutes in the PDF render, long enough to look stuck.
+    spends minutes in the PDF render, long enough to look stuck. A PDF is signed with the
+    [signing] key when one is configured (its cover says which, or that it is unsigned); the
+    key is opened first, so a key that will not open costs no render.
     """
     tell = progress or (lambda step, done, total: None)
     steps = 3 if fmt == "html" else 4
+    key = signing.key_for(conf) if fmt != "html" else None
     tell("gather", 0, steps)
     context = gather(con, conf, scope)
+    if fmt != "html":
+        context["signature"] = signing.cover(key)
     tell("render HTML", 1, steps)
     html = render_html(context)
     if fmt != "html":
         tell("render PDF", 2, steps)
-    data = html.encode() if fmt == "html" else render_pdf(context, html)
+    data = html.encode() if fmt == "html" else sign_if(render_pdf(context, html), key, conf)
     tell("write", steps - 1, steps)
     path = report_path(out, scope, fmt)
     try:
@@ -185,6 +212,11 @@ def report_path(out: Path | None, scope: Scope, fmt: str) -> Path:
     if out is None:
         return DEFAULT_OUT / name
     return out / name if out.is_dir() else out
+
+
+def sign_if(data: bytes, key: signing.SigningKey | None, conf: PropertyConfig) -> bytes:
+    """The rendered PDF, signed when there is a key (the property named as where)."""
+    return signing.sign(data, key, conf.name) if key else data
 
 
 def write_whole(path: Path, data: bytes) -> None:

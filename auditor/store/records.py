@@ -1,5 +1,5 @@
-"""The small relational records of the audit database (runs, ingested sources, acknowledgements),
-as sqlmodel classes.
+"""The small relational records of the audit database (runs, ingested sources, acknowledgements,
+sign-offs), as sqlmodel classes.
 
 Bulk data (events, quarantine, findings) is plain DuckDB DDL in `auditor.store.db`; these are the
 rows a person reads one at a time, so an ORM is worth its convenience here.
@@ -89,6 +89,37 @@ class Acknowledgement(SQLModel, table=True):
     fingerprint: str = Field(sa_column=Column(Text, nullable=False))
     reviewer: str
     disposition: str = Field(sa_column=Column(Text, nullable=False))
+    note: str = Field(default="", sa_column=Column(Text))
+    recorded_at: dt.datetime = Field(sa_column=_tz_column())
+    run_id: int
+
+
+signoff_id_seq = Sequence("signoff_id_seq")
+
+
+class Signoff(SQLModel, table=True):
+    """A person's sign-off of one filed version of a report (`bacc-audit signoff`): who, with
+    what title, when, and which file, by the SHA-256 of its bytes, so that the record names
+    exactly the PDF that was read and signed, whichever copy of it is shown later.
+
+    Append-only: a second sign-off of the same version (another officer, a countersignature)
+    is another row; none is ever changed or withdrawn.
+    """
+
+    __tablename__ = "signoffs"
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger, signoff_id_seq, server_default=signoff_id_seq.next_value(),
+            primary_key=True,
+        ),
+    )
+    slug: str  # the report, e.g. 2026-11-28_grave (report_versions.slug)
+    version: int  # report_versions.version
+    sha256: str = Field(sa_column=Column(Text, nullable=False))  # of the PDF signed off
+    path: str = Field(sa_column=Column(Text, nullable=False))  # where it was filed
+    signer: str
+    title: str
     note: str = Field(default="", sa_column=Column(Text))
     recorded_at: dt.datetime = Field(sa_column=_tz_column())
     run_id: int

@@ -58,9 +58,12 @@ def snapshot(found: list[dict[str, Any]]) -> Findings:
     ))
 
 
-def changes(before: Findings | None, now: Findings) -> dict[str, list[dict[str, Any]]] | None:
+def changes(
+    before: Findings | None, now: Findings, acks_known: bool = True
+) -> dict[str, list[dict[str, Any]] | None] | None:
     """Findings added, withdrawn and acknowledged since `before` (None: not known, for a
-    version filed before versions were recorded)."""
+    version that carries no list of its findings; `acknowledged` None when `before` does not
+    say which of its findings were acknowledged)."""
     if before is None:
         return None
     old = {f[0]: f for f in before}
@@ -77,5 +80,5 @@ def changes(before: Findings | None, now: Findings) -> dict[str, list[dict[str, 
         "withdrawn": rows(sorted(old.keys() - new.keys()), old),
         "acknowledged": rows(
             sorted(k for k, f in new.items() if f[3] and not (k in old and old[k][3])), new
-        ),
+        ) if acks_known else None,
     }

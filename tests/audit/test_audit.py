@@ -33,15 +33,17 @@ def planted_rounds() -> set[tuple[str, str, str, int]]:
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory):
+def audited(sample_audited, tmp_path_factory):
+    """The sample night ingested and audited under the default config (conftest.py): a copy."""
+    shared, result = sample_audited
     path = tmp_path_factory.mktemp("audit") / "audit.duckdb"
+    shutil.copy(shared, path)
     con = db.connect(path)
-    ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
-    result = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
     yield con, result
     con.close()
 
 
+@pytest.mark.slow
 def test_sample_night_gives_exactly_the_planted_round_deviations(audited):
     con, _ = audited
     rows = con.execute(
@@ -91,6 +93,7 @@ def test_chemin_de_fer_findings_point_at_their_events(audited):
         assert rule
 
 
+@pytest.mark.slow
 def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_path):
     """A rerun that replays only the last rounds reads back the rounds audited before, so a
     banco suivi is judged against the Banker's preceding wager, not guessed."""
@@ -145,6 +148,7 @@ def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, 
     small.close()
 
 
+@pytest.mark.slow
 def test_rerun_adds_nothing(audited):
     con, _ = audited
     before = con.execute("SELECT count(*) FROM findings").fetchall()[0][0]
@@ -154,6 +158,7 @@ def test_rerun_adds_nothing(audited):
     assert con.execute("SELECT count(*) FROM findings").fetchall()[0][0] == before
 
 
+@pytest.mark.slow
 def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp_path):
     """A later file with more events of a round makes the round replay; a finding that the
     fuller round no longer shows is withdrawn by a new row, not deleted."""
@@ -193,6 +198,7 @@ def test_a_round_replayed_after_its_fault_is_corrected_withdraws_the_finding(tmp
     )
 
 
+@pytest.mark.slow
 def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):
     from auditor.cli import app as cli
 

@@ -130,6 +130,7 @@ class Page(HTMLParser):
 # -- pages --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_feed_lists_the_real_findings_newest_stored_first(full: Path, conf: Any) -> None:
     con = duckdb.connect(str(full), read_only=True)
     expected = export(con)
@@ -254,6 +255,7 @@ def test_the_floor_by_pit_and_table(full: Path, conf: Any) -> None:
     assert re.search(r'<tr class="closed" data-table="MB-01">', after)
 
 
+@pytest.mark.slow
 def test_filters_by_severity_code_pit_and_table(full: Path, conf: Any) -> None:
     con = duckdb.connect(str(full), read_only=True)
     cases: list[tuple[dict[str, str], dict[str, Any]]] = [
@@ -307,6 +309,7 @@ def test_filters_in_sql_and_in_python_agree(full: Path) -> None:
 # -- the JSON API and its cursor -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_api_findings_is_the_cli_jsonl_export(
     full: Path, conf: Any, bacc_audit: Any
 ) -> None:
@@ -329,6 +332,7 @@ def test_api_findings_is_the_cli_jsonl_export(
     assert r.headers[CURSOR_HEADER] == "22"  # the latest row of the findings table
 
 
+@pytest.mark.slow
 def test_since_gives_exactly_the_findings_stored_after_the_cursor(
     shared: duckdb.DuckDBPyConnection, conf: Any
 ) -> None:
@@ -398,6 +402,7 @@ def _events(url: str, want: int, headers: dict[str, str] | None = None,
     return got
 
 
+@pytest.mark.realtime
 def test_the_stream_pushes_each_new_finding_within_a_second_and_resumes_exactly(
     shared: duckdb.DuckDBPyConnection, conf: Any
 ) -> None:
@@ -538,6 +543,7 @@ def login_settings() -> BoardSettings:
     }, "test.toml")
 
 
+@pytest.mark.slow
 def test_off_loopback_nothing_shows_before_a_login(full: Path, tmp_path: Path, conf: Any) -> None:
     settings = login_settings()
     auth = Auth.for_host(settings)
@@ -695,6 +701,7 @@ def test_sessions_and_csrf_tokens_are_signed() -> None:
     assert not auth.csrf_ok(None, auth.csrf_token("cookie"))
 
 
+@pytest.mark.slow
 def test_a_stream_that_falls_behind_is_ended_not_left_with_a_gap(
     shared: duckdb.DuckDBPyConnection,
 ) -> None:

@@ -77,6 +77,7 @@ def count(db_path: Path, sql: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ingest_clean_exits_0_again_nothing_new_altered_exits_1(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_ingest_clean_exits_0_again_nothing_new_altered_exits_1(
     assert count(dbp, "SELECT list(exit_code ORDER BY id) FROM runs") == [0, 0, 1]
 
 
+@pytest.mark.slow
 def test_ingest_with_quarantined_lines_exits_1(bacc_audit: Any, tmp_path: Path) -> None:
     dbp = tmp_path / "a.duckdb"
     log = write(tmp_path / "night.jsonl", [*L[:2], "not json", *L[2:]])
@@ -135,6 +137,7 @@ def test_ingest_with_quarantined_lines_exits_1(bacc_audit: Any, tmp_path: Path) 
     assert json.loads(summary)["quarantined"] == 1
 
 
+@pytest.mark.slow
 def test_ingest_missing_path_exits_2_and_the_other_files_still_load(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -154,6 +157,7 @@ def test_ingest_without_arguments_exits_2(bacc_audit: Any, tmp_path: Path) -> No
     assert "Missing argument" in r.err
 
 
+@pytest.mark.slow
 def test_ingest_json_summary(bacc_audit: Any, tmp_path: Path) -> None:
     dbp = tmp_path / "a.duckdb"
     done = write(tmp_path / "a.jsonl", L[:3])
@@ -215,6 +219,7 @@ def test_ingest_json_summary(bacc_audit: Any, tmp_path: Path) -> None:
     assert r.err == ""  # --json keeps stderr quiet; everything is in the summary
 
 
+@pytest.mark.slow
 def test_ingest_prints_paths_with_brackets_verbatim(bacc_audit: Any, tmp_path: Path) -> None:
     log = write(tmp_path / "logs[old]" / "a.jsonl", [L[0], "bad", event("wager", pit="[bold]")])
     r = bacc_audit("ingest", log, "--db", tmp_path / "a.duckdb")
@@ -260,6 +265,7 @@ def findings_jsonl(bacc_audit: Any, dbp: Path, *args: str) -> list[dict[str, Any
     return [json.loads(x) for x in r.out.splitlines()]
 
 
+@pytest.mark.slow
 def test_findings_jsonl_has_every_contract_field(bacc_audit: Any, findings_db: Path) -> None:
     rows = findings_jsonl(bacc_audit, findings_db)
     assert sorted(r["code"] for r in rows) == [
@@ -341,6 +347,7 @@ def test_each_finding_id_is_f_and_the_sha256_of_its_fingerprint(
     assert gap["id"] == "Fd202b0e7d246"
 
 
+@pytest.mark.slow
 def test_findings_table_starts_with_each_findings_id(bacc_audit: Any, findings_db: Path) -> None:
     """The table view is what an officer reads; its first column is what `ack` takes."""
     ids = [x["id"] for x in findings_jsonl(bacc_audit, findings_db)]
@@ -352,6 +359,7 @@ def test_findings_table_starts_with_each_findings_id(bacc_audit: Any, findings_d
     assert header.split("┃")[1].strip() == "id"
 
 
+@pytest.mark.slow
 def test_findings_csv(bacc_audit: Any, findings_db: Path) -> None:
     r = bacc_audit("findings", "--db", findings_db, "--format", "csv")
     assert r.code == 0, r
@@ -451,6 +459,7 @@ def test_connect_raises_database_busy(held_db: tuple[Path, int]) -> None:
         assert exc.value.exit_code == 4
 
 
+@pytest.mark.slow
 def test_cli_exits_4_when_the_database_is_busy(
     bacc_audit: Any, held_db: tuple[Path, int], tmp_path: Path
 ) -> None:
@@ -512,6 +521,7 @@ def _doctor(s: dict[str, Path], **changed: Path) -> list[str | Path]:
             "--db", s["db"]]
 
 
+@pytest.mark.slow
 def test_doctor_all_good_exits_0(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -542,6 +552,7 @@ def test_doctor_all_good_exits_0(
         "a.duckdb", "archive", "property.toml", "spool"]
 
 
+@pytest.mark.slow
 def test_doctor_reports_the_config_every_command_would_stop_on(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -568,6 +579,7 @@ def test_doctor_reports_the_config_every_command_would_stop_on(
         f"FAIL property config: {tmp_path / 'gone.toml'}: no such config file"]
 
 
+@pytest.mark.slow
 def test_doctor_missing_spool_alone_exits_2(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -581,6 +593,7 @@ def test_doctor_missing_spool_alone_exits_2(
                          + SPOOL_ADVICE]
 
 
+@pytest.mark.slow
 def test_doctor_missing_archive_alone_exits_2_given_by_the_environment(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -598,6 +611,7 @@ def test_doctor_missing_archive_alone_exits_2_given_by_the_environment(
     assert bacc_audit("doctor", "--config", s["config"], "--db", s["db"]).code == 0
 
 
+@pytest.mark.slow
 def test_doctor_finds_the_archive_where_nightly_would(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -622,6 +636,7 @@ def test_doctor_finds_the_archive_where_nightly_would(
         f"FAIL nightly archive {Path('reports') / 'archive'}: no such folder"]
 
 
+@pytest.mark.slow
 def test_doctor_database_that_is_not_one_or_has_no_folder_exits_2(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -698,6 +713,7 @@ def shared_setup(bacc_audit: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
         shutil.rmtree(top)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("broken", "mode", "fail"),
     [
@@ -777,6 +793,7 @@ def read_only_output(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render, "write_whole", refuse)
 
 
+@pytest.mark.slow
 def test_report_into_a_read_only_folder_exits_2_naming_the_file(
     bacc_audit: Any, sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -805,7 +822,7 @@ CONFIGS = {
     "[[shift]]": (
         '[[shift]]\nname = "day"\nstart = "06:00"\nend = "18:00"\n',
         "unknown key 'shift'; did you mean 'shifts'? "
-        "(known here: property, shifts, procedures, house_options, board)",
+        "(known here: property, shifts, procedures, house_options, board, signing)",
     ),
     "a shift's key": (
         '[[shifts]]\nname = "day"\nbegin = "06:00"\nend = "18:00"\n',
@@ -868,6 +885,7 @@ def interrupt_at(
     monkeypatch.setattr(module, name, stop)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "exc", [KeyboardInterrupt(), RuntimeError("Query interrupted")], ids=["python", "duckdb"]
 )
@@ -886,6 +904,7 @@ def test_ctrl_c_during_ingest_exits_130_and_the_run_reads_interrupted(
     assert [(x["status"], x["exit_code"]) for x in json.loads(shown.out)] == [("interrupted", 130)]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_audit_exits_130_and_the_run_reads_interrupted(
     bacc_audit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -910,6 +929,23 @@ SIGINT_INGEST = textwrap.dedent(
 )
 
 
+def _run_recorded(dbp: Path) -> bool:
+    """Whether the process that has `dbp` open has recorded its run yet."""
+    if not dbp.exists():
+        return False
+    try:
+        con = db.connect(dbp, read_only=True)
+    except (DatabaseBusy, UserError):
+        return False
+    try:
+        return bool(con.execute("SELECT count(*) FROM runs").fetchall()[0][0])
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+@pytest.mark.realtime
 @pytest.mark.slow
 def test_sigint_mid_ingest_of_a_large_file_exits_130(tmp_path: Path) -> None:
     """The real thing: SIGINT to a process loading a large file (a query is running)."""
@@ -930,10 +966,12 @@ def test_sigint_mid_ingest_of_a_large_file_exits_130(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not dbp.exists() and time.monotonic() < deadline:
+    # Asked through the child itself (it serves its database): its run is recorded, however
+    # long a loaded machine takes to get there; a second on, the file's load is under way.
+    deadline = time.monotonic() + 120
+    while not _run_recorded(dbp) and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)  # the run is recorded; the file's load is under way
+    time.sleep(1.0)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=120)
     assert child.returncode == 130, (out, err)
@@ -980,6 +1018,7 @@ def test_a_db_that_is_not_a_duckdb_database_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["garb.jsonl", "night.jsonl", "spool"]
 
 
+@pytest.mark.slow
 def test_doctor_on_a_db_that_is_not_a_database_does_not_blame_another_process(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -990,6 +1029,7 @@ def test_doctor_on_a_db_that_is_not_a_database_does_not_blame_another_process(
     assert "another process" not in r.out
 
 
+@pytest.mark.slow
 def test_an_unknown_code_exits_2_and_names_the_near_one(
     bacc_audit: Any, findings_db: Path
 ) -> None:
@@ -1007,6 +1047,7 @@ def test_an_unknown_code_exits_2_and_names_the_near_one(
     assert bacc_audit("findings", "--db", findings_db, "--code", "vig.missing").code == 0
 
 
+@pytest.mark.slow
 def test_an_unknown_table_exits_2_and_names_the_near_one(
     bacc_audit: Any, findings_db: Path
 ) -> None:
@@ -1040,6 +1081,7 @@ def test_report_with_shift_and_date_together_exits_2(bacc_audit: Any, sample_db:
     )
 
 
+@pytest.mark.slow
 def test_report_format_follows_the_out_suffix_and_a_contradiction_exits_2(
     bacc_audit: Any, sample_db: Path, tmp_path: Path
 ) -> None:
@@ -1067,6 +1109,7 @@ def test_report_format_follows_the_out_suffix_and_a_contradiction_exits_2(
     assert not pdf.exists() and not txt.exists()
 
 
+@pytest.mark.slow
 def test_an_empty_log_file_is_said_to_be_empty_exits_2_and_is_recorded(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -1108,6 +1151,7 @@ def many_findings_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -1169,6 +1213,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_dash_h_is_help_and_flags_are_shown_without_a_value(
     bacc_audit: Any, command: list[str]
@@ -1202,6 +1247,7 @@ def many_runs_db(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_runs_shows_the_latest_50_and_says_how_many_it_left_out(
     bacc_audit: Any, many_runs_db: Path
 ) -> None:
@@ -1214,6 +1260,7 @@ def test_runs_shows_the_latest_50_and_says_how_many_it_left_out(
     assert every.out.splitlines()[-1] == "57 runs"
 
 
+@pytest.mark.slow
 def test_runs_filters_by_command_and_status(bacc_audit: Any, many_runs_db: Path) -> None:
     def ids(*args: str) -> list[tuple[int, str, str]]:
         r = bacc_audit("runs", "--db", many_runs_db, "--json", *args)
@@ -1230,6 +1277,7 @@ def test_runs_filters_by_command_and_status(bacc_audit: Any, many_runs_db: Path)
     assert one.out.splitlines()[-1] == "1 run"
 
 
+@pytest.mark.slow
 def test_runs_refuses_a_command_or_status_that_cannot_match(
     bacc_audit: Any, many_runs_db: Path
 ) -> None:
@@ -1267,6 +1315,7 @@ def test_plain_progress_lines_come_every_10_percent_or_30_seconds_after_the_firs
     ]
 
 
+@pytest.mark.slow
 def test_audit_and_report_write_plain_progress_lines_off_a_terminal(
     bacc_audit: Any, sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -252,6 +252,7 @@ def audit_db(tmp_path: Path) -> tuple[Path, Path]:
     return path, log
 
 
+@pytest.mark.slow
 def test_ingest_while_another_process_reads_says_it_is_reading(
     audit_db: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -267,6 +268,7 @@ def test_ingest_while_another_process_reads_says_it_is_reading(
         assert bacc_audit(tmp_path, "findings", "--db", path).code == 0
 
 
+@pytest.mark.slow
 def test_reading_or_writing_while_another_process_writes_says_it_is_writing(
     audit_db: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -304,6 +306,7 @@ HOLD_LOCK = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("linked", ["file", "folder"])
 def test_nightly_through_a_symlink_finds_the_lock_of_the_real_database(
     tmp_path: Path, linked: str

@@ -35,3 +35,19 @@ def continue_streams(folder: Path, tops: dict[str, int]) -> None:
         f.write_text("".join(out))
     for s, top in here.items():
         tops[s] = max(tops.get(s, 0), top)
+
+
+def seq_tops(files: list[Path]) -> dict[str, int]:
+    """The last seq of each stream in these logs (gzip ones too): what a later night's
+    `continue_streams` goes on from."""
+    import gzip
+
+    tops: dict[str, int] = {}
+    for f in files:
+        text = gzip.decompress(f.read_bytes()).decode() if f.suffix == ".gz" else f.read_text()
+        for line in text.splitlines():
+            s = _stream(line)
+            m = _SEQ.search(line)
+            if s and m:
+                tops[s] = max(tops.get(s, 0), int(m.group(1)))
+    return tops

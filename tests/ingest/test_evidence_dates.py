@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pypdf
+import pytest
+
+pytestmark = pytest.mark.slow  # each test ingests, audits and reports through the CLI
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"

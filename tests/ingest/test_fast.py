@@ -271,6 +271,7 @@ def test_parity_for_files_that_load_alone_and_in_a_batch(tmp_path: Path) -> None
     assert counted.typed > 0
 
 
+@pytest.mark.slow
 def test_parity_on_the_shipped_sample_night() -> None:
     paths = sorted((ROOT / "sample_logs").rglob("*.jsonl*"))
     assert paths
@@ -309,6 +310,7 @@ def test_split_block_sends_only_the_bad_lines_around_it_to_the_per_line_path() -
     assert split.typed.schema.field("amount").type == pa.decimal128(18, 2)
 
 
+@pytest.mark.slow
 def test_a_form_the_reader_never_takes_costs_the_per_line_path_and_no_more(
     tmp_path: Path,
 ) -> None:

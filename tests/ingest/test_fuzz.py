@@ -26,6 +26,7 @@ def kinds(monkeypatch: pytest.MonkeyPatch) -> dict:
     return line_kinds(LONG)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [None, 700], ids=["whole", "small_blocks"])
 def test_every_bad_line_is_quarantined_and_every_good_line_loaded(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch, kinds: dict, block: int | None
@@ -92,6 +93,7 @@ def test_every_kind_is_planted_and_each_gets_its_own_reason(
     assert "seq" in reasons["huge_seq"]
 
 
+@pytest.mark.slow
 def test_a_night_of_hostile_files_loads_every_good_file_and_refuses_only_the_bad_ones(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch, kinds: dict
 ) -> None:

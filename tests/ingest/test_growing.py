@@ -77,6 +77,7 @@ def codes(con: duckdb.DuckDBPyConnection) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_file_that_grew_loads_only_its_new_lines(bacc_audit: Any, tmp_path: Path) -> None:
     dbp = tmp_path / "audit.duckdb"
     log = tmp_path / "logs" / "MB-07.jsonl"
@@ -132,6 +133,7 @@ def test_a_file_that_grew_loads_only_its_new_lines(bacc_audit: Any, tmp_path: Pa
         ).fetchall() == [(1001, 1500)]
 
 
+@pytest.mark.slow
 def test_a_last_line_without_its_newline_waits_for_it(bacc_audit: Any, tmp_path: Path) -> None:
     """The table system is still writing it: it is neither loaded nor quarantined, the summary
     and the manifest say it waits, and it loads whole once its newline is written."""
@@ -170,6 +172,7 @@ def test_a_last_line_without_its_newline_waits_for_it(bacc_audit: Any, tmp_path:
         check_pieces(con)
 
 
+@pytest.mark.slow
 def test_a_first_line_still_being_written_loads_nothing_yet(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -190,6 +193,7 @@ def test_a_first_line_still_being_written_loads_nothing_yet(
         assert each_event_once(con) == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_a_file_finished_without_a_final_newline_loses_nothing(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -219,6 +223,7 @@ def test_a_file_finished_without_a_final_newline_loses_nothing(
         check_pieces(con)
 
 
+@pytest.mark.slow
 def test_a_bad_last_line_without_newline_waits_and_is_said_until_it_ends(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -251,6 +256,7 @@ def test_a_bad_last_line_without_newline_waits_and_is_said_until_it_ends(
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rotated_file_is_recognised_by_its_content_and_a_new_one_is_new(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -291,6 +297,7 @@ def test_a_rotated_file_is_recognised_by_its_content_and_a_new_one_is_new(
         assert sha(log.read_bytes()) == x[2]["prefix_sha256"]
 
 
+@pytest.mark.slow
 def test_a_log_rotated_into_gzip_loads_only_the_events_it_adds(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -325,6 +332,7 @@ def _changed_line(n: int) -> bytes:
     return (json.dumps(event, separators=(",", ":")) + "\n").encode()
 
 
+@pytest.mark.slow
 def test_a_changed_ingested_byte_is_still_altered_even_when_the_file_grew(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -352,6 +360,7 @@ def test_a_changed_ingested_byte_is_still_altered_even_when_the_file_grew(
         ]
 
 
+@pytest.mark.slow
 def test_a_file_truncated_in_place_is_altered_and_a_new_empty_one_is_not(
     bacc_audit: Any, tmp_path: Path
 ) -> None:
@@ -437,6 +446,7 @@ def _judged(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_a_file_ingested_in_pieces_is_judged_as_if_read_whole(
     tmp_path: Path
 ) -> None:
@@ -539,6 +549,7 @@ def test_the_follower_loads_what_each_poll_finds(audit: AuditDb) -> None:
     assert audit.findings() == []
 
 
+@pytest.mark.slow
 def test_the_follower_puts_bad_lines_and_gaps_on_the_record(audit: AuditDb) -> None:
     con, log = audit.con, audit.dir / "MB-07.jsonl"
     log.write_bytes(first(100))
@@ -736,6 +747,7 @@ def test_the_follower_follows_a_rotation(audit: AuditDb) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_backlog_loads_over_several_polls_cut_at_line_ends(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:

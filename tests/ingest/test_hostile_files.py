@@ -90,6 +90,7 @@ def test_escape_path_is_one_printable_line_and_reverses_exactly(name: str, shown
     assert os.fsencode(unescape_path(shown)) == os.fsencode(name)
 
 
+@pytest.mark.slow
 def test_a_name_that_is_not_utf8_loads_beside_the_good_files_shown_and_stored_escaped(
     bacc_audit: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -147,6 +148,7 @@ def test_a_name_that_is_not_utf8_loads_beside_the_good_files_shown_and_stored_es
     assert rows(dbp, "SELECT count(*) FROM sources") == [(4,)]
 
 
+@pytest.mark.slow
 def test_a_newline_in_a_name_keeps_every_problem_on_one_line(
     bacc_audit: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -200,6 +202,7 @@ def low_inflation(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return inflated
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trailer", ["true", "lying"])
 def test_a_gzip_bomb_is_refused_alone_while_reading_and_the_other_files_load(
     bacc_audit: Callable[..., Run],
@@ -279,6 +282,7 @@ LIMIT = 1000
 HEAD = 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("how", "chunk", "gz"),
     [

@@ -86,6 +86,7 @@ TWICE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("via", ["batch", "alone"])
 @pytest.mark.parametrize("case", list(TWICE))
 def test_a_key_given_twice_is_quarantined_naming_the_key(
@@ -189,6 +190,7 @@ CHANGED_AND_BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("via", ["batch", "alone"])
 @pytest.mark.parametrize("case", list(CHANGED_AND_BAD))
 def test_a_resend_whose_changed_line_is_malformed_is_refused_as_altered(
@@ -225,6 +227,7 @@ def test_a_resend_whose_changed_line_is_malformed_is_refused_as_altered(
     assert (wager["amount"], wager["raw"]) == (Decimal("100.00"), L[4])
 
 
+@pytest.mark.slow
 def test_a_resend_whose_changed_line_is_not_utf8_is_refused_as_altered(
     audit: AuditDb,
 ) -> None:
@@ -242,6 +245,7 @@ def test_a_resend_whose_changed_line_is_not_utf8_is_refused_as_altered(
     assert len(audit.findings("log.altered")) == 1
 
 
+@pytest.mark.slow
 def test_a_file_of_the_same_batch_is_an_earlier_file_too(audit: AuditDb) -> None:
     """Both files in one ingest: the first loads, the second's malformed copy of an event
     the first loaded makes it altered (the batch goes file by file to judge it)."""
@@ -264,6 +268,7 @@ def test_a_file_of_the_same_batch_is_an_earlier_file_too(audit: AuditDb) -> None
     assert [f["source"] for f in audit.findings()] == [str(b.resolve())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_batch", [False, True], ids=["earlier_run", "same_batch"])
 def test_only_the_bad_line_overlaps_the_earlier_file(audit: AuditDb, same_batch: bool) -> None:
     """The copy's good lines (seq 6-15) are all new; only its malformed seq 5 meets the
@@ -303,6 +308,7 @@ NAMELESS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(NAMELESS))
 def test_a_resend_whose_bad_line_names_no_event_loads_as_before(
     audit: AuditDb, case: str
@@ -323,6 +329,7 @@ def test_a_resend_whose_bad_line_names_no_event_loads_as_before(
     assert audit.scalar("SELECT count(*) FROM events") == 15
 
 
+@pytest.mark.slow
 def test_a_bad_line_with_a_new_seq_is_quarantined_and_the_copy_loads(audit: AuditDb) -> None:
     """Held against the events and matching none, a bad line is just a bad line."""
     audit.ingest_file(audit.write("a.jsonl", L[:10]))
@@ -375,6 +382,7 @@ def _not_utf8_night() -> list[str | bytes]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("via", "newline", "gz", "block"),
     [
@@ -442,6 +450,7 @@ def test_a_line_that_is_not_utf8_keeps_its_bytes(
     )
 
 
+@pytest.mark.slow
 def test_an_old_quarantine_table_gains_the_bytes_column_and_keeps_its_rows(
     tmp_path: Path,
 ) -> None:

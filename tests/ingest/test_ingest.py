@@ -528,6 +528,7 @@ def test_crlf_line_endings_blank_lines_and_bom(audit: AuditDb) -> None:
     assert (src["lines"], src["sha256"], src["size"]) == (19, sha256(path), path.stat().st_size)
 
 
+@pytest.mark.slow
 def test_blank_lines_are_ignored_but_counted(audit: AuditDb) -> None:
     path = audit.write("b.jsonl", ["", L[0], "   ", "\t", L[1], "", "garbage", L[2], ""])
     r = audit.ingest_file(path)
@@ -579,6 +580,7 @@ def test_a_file_ingested_then_emptied_is_refused_as_altered(audit: AuditDb) -> N
     assert [f["code"] for f in audit.findings("log.altered")] == ["log.altered"]
 
 
+@pytest.mark.slow
 def test_gzip_loads_with_line_numbers_of_the_uncompressed_text(audit: AuditDb) -> None:
     path = audit.write("night.jsonl.gz", [L[0], "", "{", *L[1:]], gz=True, bom=True)
     r = audit.ingest_file(path)
@@ -693,6 +695,7 @@ def test_gzip_with_corrupt_data_is_unreadable(audit: AuditDb) -> None:
 ALREADY = r"already ingested{where} on \d{{4}}-\d\d-\d\d \d\d:\d\d UTC; nothing new"
 
 
+@pytest.mark.slow
 def test_same_file_twice_adds_nothing_and_same_content_elsewhere_too(audit: AuditDb) -> None:
     # A bad line and a seq gap, so there are findings that must not repeat.
     path = audit.write("a.jsonl", [*L[:5], "bad", *L[7:]])
@@ -755,6 +758,7 @@ def test_overlapping_files_load_only_the_new_events(audit: AuditDb) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_path_with_changed_content_is_refused(audit: AuditDb) -> None:
     path = audit.write("a.jsonl", L[:10])
     old_sha = audit.ingest_file(path).sha256
@@ -809,6 +813,7 @@ def test_same_path_with_changed_content_is_refused(audit: AuditDb) -> None:
     assert audit.ingest_file(path).status == "already_ingested"
 
 
+@pytest.mark.slow
 def test_other_file_with_same_seq_and_different_content_is_refused(audit: AuditDb) -> None:
     a = audit.write("a.jsonl", L[:5])
     audit.ingest_file(a)
@@ -1011,6 +1016,7 @@ def test_repeated_seq_within_a_file_quarantines_the_later_line(audit: AuditDb) -
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["record_malformed", "record_seq_gaps"])
 def test_failure_mid_file_leaves_nothing_of_that_file(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch, step: str
@@ -1044,6 +1050,7 @@ def _fail_on_second_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(log_findings_mod, "record_malformed", fail_on_second)
 
 
+@pytest.mark.slow
 def test_failure_in_one_file_keeps_the_files_before_it(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1058,6 +1065,7 @@ def test_failure_in_one_file_keeps_the_files_before_it(
     assert [q["line_no"] for q in audit.quarantine()] == [4]
 
 
+@pytest.mark.slow
 def test_small_files_load_in_one_batch_whole_or_not_at_all(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1120,6 +1128,7 @@ def test_unknown_fields_and_fields_of_other_types(audit: AuditDb) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lines_are_numbered_across_chunk_boundaries(
     audit: AuditDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1149,6 +1158,7 @@ def test_lines_are_numbered_across_chunk_boundaries(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "chunk",
     [

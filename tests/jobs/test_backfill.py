@@ -34,7 +34,7 @@ from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # a local Dask cluster of two workers
 
 CONF = config.PropertyConfig()
 DAY1 = dt.date(2026, 12, 1)

@@ -177,6 +177,7 @@ def assert_whole_pdfs(archive: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nightly_files_a_pdf_for_each_shift_with_rounds_and_skips_the_empty_one(
     night: Night,
 ) -> None:
@@ -197,6 +198,7 @@ def test_nightly_files_a_pdf_for_each_shift_with_rounds_and_skips_the_empty_one(
         assert f"{shift} shift of gaming day 2026-11-28" in re.sub(r"\s+", " ", text)
 
 
+@pytest.mark.slow
 def test_nightly_exits_1_on_the_nights_major_findings_and_says_what_it_did(night: Night) -> None:
     r = night.result
     s = r.summary()
@@ -212,6 +214,7 @@ def test_nightly_exits_1_on_the_nights_major_findings_and_says_what_it_did(night
     assert lines[-1].startswith("exit 1: ") and "at or above major" in lines[-1]
 
 
+@pytest.mark.slow
 def test_the_run_is_recorded_with_files_rounds_findings_exit_code_and_rule_packs(
     night: Night,
 ) -> None:
@@ -257,6 +260,7 @@ def test_a_rerun_adds_nothing_and_rewrites_the_same_pdf_bytes(
     assert {s: night.pdf(s).read_bytes() for s in ("swing", "grave")} == pdfs
 
 
+@pytest.mark.slow
 def test_runs_lists_the_nightly_runs(night: Night, bacc_audit: Any) -> None:
     r = bacc_audit("runs", "--db", night.db, "--json")
     assert r.code == 0, r
@@ -289,6 +293,7 @@ def test_the_default_gaming_day_is_the_latest_that_has_ended(now_local: str, day
     assert nightly.last_ended_gaming_day(conf, zone, now) == dt.date.fromisoformat(day)
 
 
+@pytest.mark.slow
 def test_a_missing_spool_exits_2_and_is_recorded(tmp_path: Path, bacc_audit: Any) -> None:
     dbp = tmp_path / "a.duckdb"
     r = bacc_audit("nightly", "--spool", tmp_path / "nowhere", "--db", dbp, "--json")
@@ -298,6 +303,7 @@ def test_a_missing_spool_exits_2_and_is_recorded(tmp_path: Path, bacc_audit: Any
     assert scalar(dbp, "SELECT status || ' ' || exit_code FROM runs") == "failed 2"
 
 
+@pytest.mark.slow
 def test_a_day_with_no_rounds_at_all_exits_2(night: Night, tmp_path: Path) -> None:
     db_copy = tmp_path / "copy.duckdb"
     shutil.copy2(night.db, db_copy)
@@ -329,6 +335,7 @@ HOLD_LOCK = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_with_exit_5_while_the_lock_is_held(
     night: Night, bacc_audit: Any
 ) -> None:
@@ -664,6 +671,7 @@ def test_the_archive_comes_from_the_option_else_the_config_else_the_default(
         config.load(conf_file)
 
 
+@pytest.mark.slow
 def test_an_archive_that_cannot_be_written_exits_2_naming_it_and_is_recorded(
     night: Night, tmp_path: Path, bacc_audit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -696,6 +704,7 @@ def test_an_archive_that_cannot_be_written_exits_2_naming_it_and_is_recorded(
     )
 
 
+@pytest.mark.slow
 def test_an_empty_file_in_the_spool_is_a_problem_of_the_night(
     night: Night, tmp_path: Path
 ) -> None:
@@ -748,6 +757,7 @@ def filed(result: nightly.NightlyResult) -> dict[str, tuple[str, str, str]]:
     }
 
 
+@pytest.mark.slow
 def test_move_files_each_ingested_file_into_the_evidence_folder_of_its_gaming_day(
     tmp_path: Path,
 ) -> None:
@@ -778,6 +788,7 @@ def test_move_files_each_ingested_file_into_the_evidence_folder_of_its_gaming_da
         "0 left in the spool" in lines
 
 
+@pytest.mark.slow
 def test_a_file_still_being_written_stays_in_the_spool(tmp_path: Path) -> None:
     """A file whose last line has no newline yet is ingested up to it and not moved: the
     table system is still writing it."""
@@ -797,6 +808,7 @@ def test_a_file_still_being_written_stays_in_the_spool(tmp_path: Path) -> None:
     assert all(now[n][1] == "moved" for n in NAMES if n != growing.name)
 
 
+@pytest.mark.slow
 def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path: Path) -> None:
     spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
     spool.mkdir()
@@ -829,6 +841,7 @@ def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path:
     assert scalar(db_path, "SELECT count(*) FROM findings WHERE code = 'log.altered'") == 2
 
 
+@pytest.mark.slow
 def test_link_hard_links_the_very_file_that_was_delivered_and_empties_the_spool(
     night: Night, tmp_path: Path
 ) -> None:
@@ -841,6 +854,7 @@ def test_link_hard_links_the_very_file_that_was_delivered_and_empties_the_spool(
     assert filed(r) == {n: ("already_ingested", "linked", str(evidence / n)) for n in NAMES}
 
 
+@pytest.mark.slow
 def test_keep_is_the_default_and_leaves_the_spool_as_it_was(night: Night, tmp_path: Path) -> None:
     db_copy, spool, archive = night_copy(night, tmp_path)
     r = nightly.run_nightly(db_copy, spool, config.load(CONFIG), day=DAY, archive=archive)
@@ -851,6 +865,7 @@ def test_keep_is_the_default_and_leaves_the_spool_as_it_was(night: Night, tmp_pa
     assert not any(x.startswith("filed (") for x in nightly.summary_lines(r))
 
 
+@pytest.mark.slow
 def test_refused_and_empty_files_stay_in_the_spool_for_a_person_to_review(
     night: Night, tmp_path: Path
 ) -> None:
@@ -873,6 +888,7 @@ def test_refused_and_empty_files_stay_in_the_spool_for_a_person_to_review(
     ]
 
 
+@pytest.mark.slow
 def test_a_name_clash_gets_a_suffix_and_the_same_bytes_are_not_stored_twice(
     night: Night, tmp_path: Path
 ) -> None:
@@ -902,6 +918,7 @@ def test_a_name_clash_gets_a_suffix_and_the_same_bytes_are_not_stored_twice(
     assert "0 already there" not in " ".join(nightly.summary_lines(r))
 
 
+@pytest.mark.slow
 def test_an_unknown_file_ingested_choice_exits_2(night: Night, bacc_audit: Any) -> None:
     r = bacc_audit(
         "nightly", "--spool", night.spool, "--db", night.db, "--date", "2026-11-28",

@@ -810,6 +810,7 @@ def test_an_irregularity_the_pack_does_not_list_is_reported_not_judged() -> None
     assert [f.code for f in found] == ["irregularity.unknown_kind"]
 
 
+@pytest.mark.slow
 def test_a_stay_declared_on_a_mandatory_draw_shows_as_a_minor_option_in_the_export(
     bacc_audit: Any, tmp_path: Path
 ) -> None:

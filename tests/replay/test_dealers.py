@@ -110,6 +110,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory):
     return r, path
 
 
+@pytest.mark.slow
 def test_the_error_prone_dealer_is_found_and_nothing_else(planted):
     r, path = planted
     truth = [d for d in r.deviations if d["kind"] == "error_prone_dealer"]
@@ -156,6 +157,7 @@ def test_round_and_shoe_findings_carry_their_dealer_and_unchanged_fingerprints(p
     assert {"shoe.burn", "settle.wrong_amount"} & {r_[0] for r_ in rows}
 
 
+@pytest.mark.slow
 def test_a_round_without_its_dealer_gets_its_shoes(tmp_path):
     r = simulate(tmp_path / "logs", 2, 1, seed=2, deviation_rate=0.3, games=("mini_baccarat",))
     for p in r.files:
@@ -181,6 +183,7 @@ def test_a_round_without_its_dealer_gets_its_shoes(tmp_path):
     assert rows and all(a == b and a is not None for a, b in rows)
 
 
+@pytest.mark.stats
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_nights_without_a_planted_dealer_raise_no_dealer_error_rate(tmp_path, seed):
@@ -194,6 +197,7 @@ def test_nights_without_a_planted_dealer_raise_no_dealer_error_rate(tmp_path, se
     assert charted == (0,)
 
 
+@pytest.mark.slow
 def test_a_night_without_findings_charts_every_dealer_at_zero(tmp_path, bacc_audit):
     _, con, path = _audited(tmp_path, tables=3, hours=1, seed=5, deviation_rate=0.0,
                             games=("mini_baccarat",))
@@ -208,6 +212,7 @@ def test_a_night_without_findings_charts_every_dealer_at_zero(tmp_path, bacc_aud
 # --- the export and the command -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dealers_command_matches_the_finding(planted, bacc_audit):
     _, path = planted
     res = bacc_audit("dealers", "--db", path, "--shift", SHIFT, "--format", "jsonl")
@@ -247,6 +252,7 @@ def test_dealers_command_refuses_bad_periods(planted, bacc_audit, args, words):
     assert res.code == 2 and words in res.err and "Traceback" not in res.err
 
 
+@pytest.mark.slow
 def test_findings_export_has_dealer_last(planted, bacc_audit):
     _, path = planted
     res = bacc_audit("findings", "--db", path, "--format", "jsonl", "--code", "dealer.*")
@@ -295,6 +301,7 @@ def report(planted, tmp_path_factory: pytest.TempPathFactory):
     return context, pages
 
 
+@pytest.mark.slow
 def test_report_codes_are_sorted_by_severity_then_count(report):
     from auditor.rules.codes import REGISTRY, severity_rank
 
@@ -304,6 +311,7 @@ def test_report_codes_are_sorted_by_severity_then_count(report):
     assert REGISTRY[context["by_code"][0][0]].severity == "critical"
 
 
+@pytest.mark.slow
 def test_report_first_page_lists_what_needs_action_with_video_deadlines(report):
     context, pages = report
     pending = context["needs_action"]
@@ -320,6 +328,7 @@ def test_report_first_page_lists_what_needs_action_with_video_deadlines(report):
     assert f["id"] in first and f"{by:%Y-%m-%d %H:%M}" in first
 
 
+@pytest.mark.slow
 def test_report_has_a_by_dealer_page_with_the_flagged_dealer(report):
     context, pages = report
     [page] = [p for p in pages if "By dealer" in p and "error rounds" in p]

@@ -276,6 +276,7 @@ def audited(tmp_path: Path, jurisdiction: str, cards: list[tuple[str, str]],
     return [f["code"] for f in a.findings()]
 
 
+@pytest.mark.slow
 def test_audit_reports_the_unknown_kind_and_the_draw_it_would_have_hidden(tmp_path) -> None:
     # Player 2c 3d = 5 stands; Banker 4h 2s = 6 wins; seat 3's Banker 100 paid, 5 vigorish.
     codes = audited(

@@ -113,6 +113,7 @@ def _riffle(cards: list[int], rng: random.Random) -> list[int]:
     return out
 
 
+@pytest.mark.stats
 def test_kept_pairs_false_alarms_on_fair_shuffles():
     """2,000 pairs of fairly shuffled 8-deck shoes, 400 cards dealt of each: none flagged,
     and z has mean near 0 and sd near 1 (the binomial approximation holds)."""
@@ -179,6 +180,7 @@ def planted(tmp_path_factory):
     return r, base / "a.duckdb"
 
 
+@pytest.mark.slow
 def test_the_planted_orders_are_found_and_nothing_else(planted):
     r, path = planted
     truth = sorted((d["code"], d["table"], d["shoe"]) for d in r.deviations)
@@ -229,6 +231,7 @@ def test_an_unshuffled_shoe_shows_its_run_and_its_kept_pairs(planted):
     assert pairs["z"] >= I.PAIR_Z and pairs["kept"] > pairs["expected"] + 6 * pairs["sd"]
 
 
+@pytest.mark.slow
 def test_a_second_audit_adds_nothing_and_the_index_holds_every_shoe_once(planted):
     _, path = planted
     before = _found(path)
@@ -265,6 +268,7 @@ def _renamed(src: Path, dst: Path, tables: dict[str, str]) -> None:
         (dst / f.name.replace(*next(iter(tables.items())))).write_text(text)
 
 
+@pytest.mark.slow
 def test_a_shoe_dealt_again_another_day_at_another_table(tmp_path):
     """Day one is audited; days later a table deals day one's MB-01 shoes again (the same
     seed, the table renamed): each of its shoes is found against day one's, in a later
@@ -287,6 +291,7 @@ def test_a_shoe_dealt_again_another_day_at_another_table(tmp_path):
         assert ev["earlier_shoe"]["from_card"] == ev["this_shoe"]["from_card"] == 1
 
 
+@pytest.mark.slow
 def test_integrity_pass_reads_only_new_lines(tmp_path):
     """A second pass with nothing new indexes nothing; the summary says what was done."""
     from auditor.audit.integrity import integrity_findings
@@ -303,6 +308,7 @@ def test_integrity_pass_reads_only_new_lines(tmp_path):
     assert summary == {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
 
 
+@pytest.mark.slow
 def test_cli_simulate_plants_the_orders_on_request(bacc_audit, tmp_path):
     res = bacc_audit("simulate", "--out", str(tmp_path / "s"), "--tables", "6", "--hours", "3",
                      "--seed", "2", "--games", "mini_baccarat,punto_banco", "--shoe-twice",
@@ -321,6 +327,7 @@ def test_cli_simulate_plants_the_orders_on_request(bacc_audit, tmp_path):
                                 "only round deviations; leave out --bulk")
 
 
+@pytest.mark.slow
 def test_the_report_names_a_whole_shoe_without_a_round(planted, bacc_audit, tmp_path):
     import pypdf
 
@@ -336,6 +343,7 @@ def test_the_report_names_a_whole_shoe_without_a_round(planted, bacc_audit, tmp_
     assert re.search(r"shoe\.repeated_order +MB-03 +MB-03-1201-02 +\d+ ", text)
 
 
+@pytest.mark.slow
 def test_a_careless_shoe_does_not_stop_the_pass(tmp_path):
     """A shoe whose id never changed (33,000 cards, past a SMALLINT) and a round number past
     32 bits: indexed and searched, nothing cut short or wrapped."""

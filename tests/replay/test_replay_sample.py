@@ -154,6 +154,7 @@ def test_the_readme_lists_eighteen_planted_round_deviations() -> None:
     assert sum(1 for _, table, _, _ in planted() if table == "CF-01") == 6
 
 
+@pytest.mark.slow
 def test_the_sample_night_has_thousands_of_rounds(sample_findings) -> None:
     _, rounds = sample_findings
     assert rounds > 2500

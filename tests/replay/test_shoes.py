@@ -68,6 +68,7 @@ def test_automated_shuffler_with_two_batches_of_six_decks_is_enough(tmp_path):
     assert findings(tmp_path, one_shoe(6, "automated"), "shoe.too_few_decks") == []
 
 
+@pytest.mark.slow
 def test_nz_shoe_of_six_decks_is_too_few_for_its_rule_pack(tmp_path):
     [f] = findings(tmp_path, one_shoe(6, jurisdiction="NZ"), "shoe.too_few_decks")
     assert f["expected"]["total"] == 8
@@ -91,11 +92,13 @@ def shoes_with_batches(*batches: str, close_after: int | None = None) -> Log:
     return log
 
 
+@pytest.mark.slow
 def test_automated_shuffler_alternating_two_batches_is_correct(tmp_path):
     log = shoes_with_batches("red", "blue", "red", "blue")
     assert findings(tmp_path, log, "shoe.batch_not_alternated") == []
 
 
+@pytest.mark.slow
 def test_automated_shuffler_dealing_one_batch_twice_in_a_row_is_not_alternated(tmp_path):
     [f] = findings(tmp_path, shoes_with_batches("red", "blue", "blue"),
                    "shoe.batch_not_alternated")
@@ -106,12 +109,14 @@ def test_automated_shuffler_dealing_one_batch_twice_in_a_row_is_not_alternated(t
     assert [e["seq"] for e in f["evidence"]["events"]] == [2, 5, 8]
 
 
+@pytest.mark.slow
 def test_a_third_batch_breaks_the_alternation(tmp_path):
     [f] = findings(tmp_path, shoes_with_batches("red", "blue", "green"),
                    "shoe.batch_not_alternated")
     assert f["shoe"] == "S3" and "neither 'blue'" in f["message"]
 
 
+@pytest.mark.slow
 def test_batches_are_compared_within_one_opening_of_the_table(tmp_path):
     log = shoes_with_batches("red", "blue", "blue", close_after=2)
     assert findings(tmp_path, log, "shoe.batch_not_alternated") == []
@@ -120,6 +125,7 @@ def test_batches_are_compared_within_one_opening_of_the_table(tmp_path):
 # --- composition ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nine_queens_of_hearts_in_an_eight_deck_shoe_are_too_many(tmp_path):
     log = one_shoe(8)
     for rnd in range(1, 10):
@@ -134,6 +140,7 @@ def test_nine_queens_of_hearts_in_an_eight_deck_shoe_are_too_many(tmp_path):
     assert "Qh x9" in f["message"]
 
 
+@pytest.mark.slow
 def test_eight_queens_of_hearts_in_an_eight_deck_shoe_are_allowed(tmp_path):
     log = one_shoe(8)
     for rnd in range(1, 9):
@@ -142,6 +149,7 @@ def test_eight_queens_of_hearts_in_an_eight_deck_shoe_are_allowed(tmp_path):
     assert findings(tmp_path, log, "shoe.composition") == []
 
 
+@pytest.mark.slow
 def test_cards_spelled_differently_are_the_same_card(tmp_path):
     log = one_shoe(1, burn=["Ac", "10s"])
     log.round("MB-01", "S1", 1, [("player", "Ts"), ("banker", "2c"), ("player", "3d"),
@@ -150,6 +158,7 @@ def test_cards_spelled_differently_are_the_same_card(tmp_path):
     assert f["observed"]["cards"] == {"Ts": 2}
 
 
+@pytest.mark.slow
 def test_finished_shoe_with_cards_missing(tmp_path):
     log = one_shoe(6)
     for rnd, cards in enumerate(deal_rounds(DECK, 2, 2), start=1):
@@ -191,6 +200,7 @@ def test_burn_of_the_right_number_of_cards_is_correct(tmp_path):
     assert findings(tmp_path, log, "shoe.burn") == []
 
 
+@pytest.mark.slow
 def test_burn_of_too_few_cards_after_a_seven_is_wrong(tmp_path):
     log = one_shoe(8, burn=["7d", "2c", "3c", "4c"])
     log.round("MB-01", "S1", 1, deal_rounds(DECK, 0, 1)[0])
@@ -199,6 +209,7 @@ def test_burn_of_too_few_cards_after_a_seven_is_wrong(tmp_path):
     assert "calls for 7 more cards (8 in all); 4 were burned" in f["message"]
 
 
+@pytest.mark.slow
 def test_ten_value_exposed_card_burns_ten_more(tmp_path):
     ok = one_shoe(8, burn=["Kh", *DECK[0:10]])
     assert findings(tmp_path, ok, "shoe.burn") == []
@@ -275,6 +286,7 @@ def test_cutting_card_out_fourteen_to_sixteen_cards_from_the_end_is_correct(tmp_
     assert a.findings("shoe.cut_card") == [] and a.findings("shoe.end_of_shoe") == []
 
 
+@pytest.mark.slow
 def test_cutting_card_out_thirty_cards_from_the_end_is_misplaced(tmp_path):
     [f] = findings(tmp_path, small_shoe(5, 10), "shoe.cut_card")
     assert f["round"] == 5 and f["observed"]["cards_left"] == [30, 34]
@@ -291,6 +303,7 @@ def test_two_rounds_after_the_cutting_card_round_is_one_too_many(tmp_path):
     assert f["expected"]["last_round"] == 10
 
 
+@pytest.mark.slow
 def test_shoe_ended_without_its_one_more_round_before_the_next_shoe(tmp_path):
     [f] = findings(tmp_path, small_shoe(9, 9, then="next shoe"), "shoe.end_of_shoe")
     assert f["observed"] == {"last_round": 9, "cards_left": 14}
@@ -309,6 +322,7 @@ def test_round_the_shoe_could_not_complete_must_be_void(tmp_path):
     assert f["round"] == 13 and "ran out of cards" in f["message"]
 
 
+@pytest.mark.slow
 def test_round_the_shoe_could_not_complete_declared_void_is_correct(tmp_path):
     log = small_shoe(9, 13, last_short=True, void_last=True)
     assert findings(tmp_path, log, "shoe.void_required") == []
@@ -329,6 +343,7 @@ def test_last_round_with_a_card_found_face_up_must_be_void(tmp_path):
 # --- log.seq_gap over a stream spread over several files -----------------------------------
 
 
+@pytest.mark.slow
 def test_seq_gap_across_files_is_found_and_withdrawn_when_the_missing_file_arrives(tmp_path):
     log = one_shoe(8)
     for rnd, cards in enumerate(deal_rounds(DECK, 0, 3), start=1):
@@ -351,6 +366,7 @@ def test_seq_gap_across_files_is_found_and_withdrawn_when_the_missing_file_arriv
     assert a.run()["shoes_with_seq_gap"] == 0
 
 
+@pytest.mark.slow
 def test_start_times_of_shoes_are_kept_in_utc(tmp_path):
     a = TablePassDb(tmp_path)
     a.ingest(one_shoe(4))
@@ -389,6 +405,7 @@ def test_player_third_card_in_error_kept_for_next_round_when_the_banker_must_dra
     assert f["round"] == 1 and "must draw" in f["message"]
 
 
+@pytest.mark.slow
 def test_player_third_card_in_error_given_to_a_banker_who_must_stand(tmp_path):
     log = nz_round(["3c", "3d"], ["7h", "Kc"], "banker_third_card")  # Banker 7 stands
     [f] = findings(tmp_path, log, "irregularity.")
@@ -396,6 +413,7 @@ def test_player_third_card_in_error_given_to_a_banker_who_must_stand(tmp_path):
     assert f["observed"]["disposition"] == "banker_third_card"
 
 
+@pytest.mark.slow
 def test_card_kept_for_the_next_round_must_be_its_first_card(tmp_path):
     ok = nz_round(["3c", "3d"], ["7h", "Kc"], "next_round_first_card", next_first="8c")
     assert findings(tmp_path, ok, "irregularity.") == []
@@ -404,6 +422,7 @@ def test_card_kept_for_the_next_round_must_be_its_first_card(tmp_path):
     assert f["observed"] == {"next_round_first_card": "5h"}
 
 
+@pytest.mark.slow
 def test_third_card_the_player_was_entitled_to_is_no_irregularity(tmp_path):
     log = nz_round(["2c", "3d"], ["7h", "Kc"], "banker_third_card")  # Player 5 draws
     [f] = findings(tmp_path, log, "irregularity.")
@@ -418,6 +437,7 @@ def test_irregularity_the_rule_pack_does_not_list_is_not_judged(tmp_path):
     assert a.findings("irregularity.") == []
 
 
+@pytest.mark.slow
 def test_the_propertys_house_option_moves_where_the_cutting_card_belongs(tmp_path):
     from auditor import config
 
@@ -453,6 +473,7 @@ def cut_away(log: Log, lost: list[dict]) -> Log:
     return log
 
 
+@pytest.mark.slow
 def test_a_table_log_cut_at_a_round_boundary_is_reported_and_withdrawn_when_completed(
     tmp_path,
 ):
@@ -484,6 +505,7 @@ def test_a_table_log_cut_at_a_round_boundary_is_reported_and_withdrawn_when_comp
     assert withdrawn == ("withdrawn",)
 
 
+@pytest.mark.slow
 def test_a_night_still_being_delivered_is_not_flagged_until_its_gaming_day_is_over(tmp_path):
     # The latest event in the database is MB-02's close at 05:30, before the 06:00 end of
     # gaming day 2026-11-28: MB-01 may still be coming.
@@ -535,6 +557,7 @@ def test_a_shoe_with_no_end_before_the_next_shoe_or_the_close(tmp_path):
     assert "went on with shoe_start of shoe S2" in found[0]["message"]
 
 
+@pytest.mark.slow
 def test_a_table_opened_again_without_a_close(tmp_path):
     log = one_shoe(8)
     log.round("MB-01", "S1", 1, deal_rounds(DECK, 2, 1)[0])
@@ -563,6 +586,7 @@ def test_a_missing_end_inside_a_seq_gap_is_the_gaps_finding(tmp_path):
     assert [f["code"] for f in a.findings("log.")] == ["log.seq_gap"]
 
 
+@pytest.mark.slow
 def test_a_complete_night_has_no_end_finding(tmp_path):
     log, _ = night_with_a_cut()
     a = TablePassDb(tmp_path)
@@ -589,6 +613,7 @@ def test_an_event_at_the_very_end_of_the_gaming_day_closes_it(tmp_path):
     assert [f["code"] for f in a.findings("log.")] == ["log.table_unclosed"]
 
 
+@pytest.mark.slow
 def test_the_face_up_rule_is_a_pack_key_not_a_jurisdiction_in_code(tmp_path, monkeypatch):
     """A jurisdiction's face-up rule comes from its pack (shoe.face_up_in_shoe): the NJ
     mini-baccarat pack copied as jurisdiction XX judges a face-up card's burn with the key and

@@ -203,6 +203,7 @@ def counted(tmp_path_factory: pytest.TempPathFactory):
     return r, rows, first.tables["side_bets"], again.tables["side_bets"]
 
 
+@pytest.mark.slow
 def test_the_counting_seat_is_found_and_nothing_else(counted):
     r, rows, first, again = counted
     truth = [d for d in r.deviations if d["kind"] == "counting_seat"]
@@ -222,6 +223,7 @@ def test_the_counting_seat_is_found_and_nothing_else(counted):
     assert first["seat_shift_bets_tested"] > 1
 
 
+@pytest.mark.slow
 def test_the_evidence_series_is_every_round_the_seat_played_at_its_true_count(counted):
     r, rows, _, _ = counted
     [ev] = [json.loads(row[5]) for row in rows if row[0] == CODE]
@@ -240,6 +242,7 @@ def test_the_evidence_series_is_every_round_the_seat_played_at_its_true_count(co
     assert sum(a != "0" for *_, a in series) == ev["side_wagers"]
 
 
+@pytest.mark.stats
 @pytest.mark.slow
 def test_clean_nights_raise_no_more_than_the_stated_false_alarm_rate(tmp_path):
     """100 nights of a Dragon 7 table (two hours of the generator's regular bettors, who

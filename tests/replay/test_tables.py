@@ -71,6 +71,7 @@ def test_change_with_no_notice_at_all_is_missing(tmp_path):
     assert f["observed"]["change"]["from"] == 1 and f["observed"]["change"]["to"] == 2
 
 
+@pytest.mark.slow
 def test_notice_to_the_division_only_is_missing_for_surveillance(tmp_path):
     a = audited(tmp_path, change_at_two("01:00", recipients=("division",)))
     [f] = a.findings(NOTICE)
@@ -79,6 +80,7 @@ def test_notice_to_the_division_only_is_missing_for_surveillance(tmp_path):
     assert "only the Division was notified" in f["message"]
 
 
+@pytest.mark.slow
 def test_notice_not_in_writing_does_not_count(tmp_path):
     a = audited(tmp_path, change_at_two("01:00", written=False))
     [f] = a.findings(NOTICE)
@@ -86,6 +88,7 @@ def test_notice_not_in_writing_does_not_count(tmp_path):
     assert {n["reason"] for n in f["observed"]["notices"]} == {"not in writing"}
 
 
+@pytest.mark.slow
 def test_notice_for_another_pit_does_not_count(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "22:00", procedure=1)
@@ -116,6 +119,7 @@ def test_notice_for_another_procedure_does_not_count(tmp_path):
     assert "for procedure 3, not 2" in f["message"]
 
 
+@pytest.mark.slow
 def test_notice_given_after_the_change_is_missing_not_late(tmp_path):
     a = audited(tmp_path, change_at_two("02:05"))
     [f] = a.findings(NOTICE)
@@ -144,6 +148,7 @@ def test_notice_for_an_earlier_change_does_not_cover_a_later_one(tmp_path):
     assert "for the earlier change at 2026-11-29 02:00:00 (seq 2)" in f["message"]
 
 
+@pytest.mark.slow
 def test_notice_entered_by_hand_withdraws_the_missing_finding(tmp_path):
     a = audited(tmp_path, change_at_two())
     [f] = a.findings(NOTICE)
@@ -162,6 +167,7 @@ def test_notice_entered_by_hand_withdraws_the_missing_finding(tmp_path):
     assert rows == [("open",), ("withdrawn",)]
 
 
+@pytest.mark.slow
 def test_notice_entered_by_hand_too_late_turns_missing_into_late(tmp_path):
     a = audited(tmp_path, change_at_two("01:00", recipients=("division",)))
     notices.add_notice(a.con, pit="P1", procedure=2, effective=at("02:00"),
@@ -173,6 +179,7 @@ def test_notice_entered_by_hand_too_late_turns_missing_into_late(tmp_path):
     assert any(n["key"].startswith("hand:") for n in f["evidence"]["notices"])
 
 
+@pytest.mark.slow
 def test_rerunning_the_table_pass_adds_nothing(tmp_path):
     a = audited(tmp_path, change_at_two("01:40"))
     before = a.con.execute("SELECT count(*) FROM findings").fetchall()
@@ -181,6 +188,7 @@ def test_rerunning_the_table_pass_adds_nothing(tmp_path):
     assert a.con.execute("SELECT count(*) FROM findings").fetchall() == before
 
 
+@pytest.mark.slow
 def test_table_opening_on_another_procedure_than_the_pit_baseline_needs_notice(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "22:00", procedure=2)
@@ -204,6 +212,7 @@ def test_without_a_baseline_the_first_declared_procedure_needs_no_notice(tmp_pat
     assert a.findings(NOTICE) == []
 
 
+@pytest.mark.slow
 def test_reopening_on_another_procedure_than_the_table_closed_on_needs_notice(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "20:00", procedure=1)
@@ -279,6 +288,7 @@ def test_pit_whose_three_mini_tables_change_together_stays_consistent(tmp_path):
     assert a.findings("procedure.pit_inconsistent") == []
 
 
+@pytest.mark.slow
 def test_tables_changing_minutes_apart_are_inconsistent_for_those_minutes_only(tmp_path):
     log = Log()
     three_tables(log)
@@ -334,6 +344,7 @@ def test_mini_table_on_another_procedure_than_the_punto_banco_table_in_its_pit(t
     assert "(60 minutes)" in f["message"]
 
 
+@pytest.mark.slow
 def test_mini_table_on_the_punto_banco_tables_procedure_is_consistent(tmp_path):
     log = Log()
     log.open("PB-01", "P1", "22:00", game="punto_banco", procedure=2, seats=12)
@@ -342,6 +353,7 @@ def test_mini_table_on_the_punto_banco_tables_procedure_is_consistent(tmp_path):
     assert a.findings("procedure.pit_inconsistent") == []
 
 
+@pytest.mark.slow
 def test_tables_of_different_pits_may_use_different_procedures(tmp_path):
     log = Log()
     log.open("MB-01", "P1", "22:00", procedure=1)
@@ -375,6 +387,7 @@ def table_on_three(log: Log) -> None:
     log.burn("MB-01", "S1", ["Ac", "Kd"])
 
 
+@pytest.mark.slow
 def test_three_rounds_paid_by_procedure_4_under_declared_3_are_one_undeclared_change(tmp_path):
     log = Log()
     table_on_three(log)
@@ -389,6 +402,7 @@ def test_three_rounds_paid_by_procedure_4_under_declared_3_are_one_undeclared_ch
     assert "from shoe S1 round 2 to shoe S1 round 4" in f["message"]
 
 
+@pytest.mark.slow
 def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
     tmp_path, monkeypatch
 ):
@@ -427,6 +441,7 @@ def test_two_rounds_in_another_procedures_order_stay_single_round_mismatches(tmp
     assert a.findings("procedure.undeclared_change") == []
 
 
+@pytest.mark.slow
 def test_single_winner_rounds_neither_start_nor_break_a_run(tmp_path):
     single_like_3 = [("pay", 5), ("vig", 5)]  # fits 1 and 3: the declared 3 among them
     single_like_4 = [("vig", 5), ("pay", 5)]  # fits 2 and 4
@@ -442,6 +457,7 @@ def test_single_winner_rounds_neither_start_nor_break_a_run(tmp_path):
     assert f["evidence"]["covered_rounds"] == [["S1", 5], ["S1", 7], ["S1", 8], ["S1", 9]]
 
 
+@pytest.mark.slow
 def test_no_vigorish_rounds_are_ambiguous(tmp_path):
     log = Log()
     log.open("MB-01", "P2", "22:00", procedure=3, variant="no_vig_dragon7")
@@ -451,6 +467,7 @@ def test_no_vigorish_rounds_are_ambiguous(tmp_path):
     assert a.findings("procedure.undeclared_change") == []
 
 
+@pytest.mark.slow
 def test_a_declared_change_ends_the_run(tmp_path):
     log = Log()
     table_on_three(log)
@@ -477,6 +494,7 @@ def test_undeclared_runs_is_pure_and_honours_the_minimum():
     assert undeclared_runs([r(1, {4}), r(2, {2}), r(3, {4})], 2) == []
 
 
+@pytest.mark.slow
 def test_round_mismatches_covered_by_an_undeclared_run_are_superseded_and_reopened(tmp_path):
     log = Log()
     table_on_three(log)
@@ -540,6 +558,7 @@ def sample_night(tmp_path_factory):
     a.con.close()
 
 
+@pytest.mark.slow
 def test_sample_night_gives_exactly_the_planted_table_pit_and_shoe_deviations(sample_night):
     a, summary = sample_night
     owned = [(f["code"], f["table_id"]) for f in a.findings() if f["code"] in OWNED_CODES]
@@ -551,6 +570,7 @@ def test_sample_night_gives_exactly_the_planted_table_pit_and_shoe_deviations(sa
     assert summary["procedure_changes"] == 5 and summary["changes_duly_notified"] == 3
 
 
+@pytest.mark.slow
 def test_sample_night_late_notices_are_the_pit_p2_change_at_three(sample_night):
     a, _ = sample_night
     for f in a.findings("procedure.notice_late"):
@@ -562,6 +582,7 @@ def test_sample_night_late_notices_are_the_pit_p2_change_at_three(sample_night):
         assert [n["key"] for n in f["evidence"]["notices"]] == ["pit:P2#1", "pit:P2#2"]
 
 
+@pytest.mark.slow
 def test_sample_night_with_the_example_config_baseline_finds_the_same(tmp_path):
     from auditor import config
 

@@ -210,6 +210,7 @@ def faulty_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.Duck
 # --- the sample night --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_sample_night_is_clean_but_for_its_planted_rounds(sample_con) -> None:
     j = judge(sample_con)
     planted = {k for k, n in j.ref.rounds.items() if n}
@@ -602,6 +603,7 @@ SPECIALS: dict[str, dict[int, Mutation]] = {
 }
 
 
+@pytest.mark.slow
 def test_the_faulty_night_is_big_and_varied(faulty_con, faulty: Judgement) -> None:
     j = faulty
     assert len(j.ref.rounds) > 2500 and len(j.clean) > 1500
@@ -657,6 +659,7 @@ def test_the_faulty_night_is_big_and_varied(faulty_con, faulty: Judgement) -> No
     assert all(why.startswith(("chemin de fer", "variant")) for why in whys), whys
 
 
+@pytest.mark.slow
 def test_rounds_beyond_the_encodings_are_flagged(faulty_con, faulty: Judgement) -> None:
     """300 events in a round, a round numbered past 2**24, seats 31, 40, 2**20 + 1 and 2**40
     (SPECIALS): none is called clean, whatever check_round makes of it."""
@@ -675,6 +678,7 @@ def test_rounds_beyond_the_encodings_are_flagged(faulty_con, faulty: Judgement) 
     assert not specials & faulty.clean
 
 
+@pytest.mark.slow
 def test_the_audit_writes_exactly_the_reference_findings(tmp_path: Path) -> None:
     """The whole audit (verdict, then check_round for the rest) on the faulty night stores the
     reference's findings field for field, and counts every round once."""
@@ -751,6 +755,7 @@ def _house_options(pack: RulePack) -> RulePack:
     )
 
 
+@pytest.mark.slow
 def test_the_verdict_follows_the_house_options_of_the_pack(faulty_con) -> None:
     packs = {
         (j, g): _house_options(load_pack(j, g))
@@ -765,6 +770,7 @@ def test_the_verdict_follows_the_house_options_of_the_pack(faulty_con) -> None:
     assert len(punto) > 100 and not punto & j.clean
 
 
+@pytest.mark.slow
 def test_a_few_rounds_among_many_are_judged_alone(faulty_con) -> None:
     """An audit of the newest rounds only: the facts read the seq ranges of the rounds'
     shoes, in which other rounds' events lie too; those must not count."""

@@ -23,12 +23,10 @@ SHIFT = "2026-11-28/grave"
 
 
 @pytest.fixture(scope="module")
-def night(tmp_path_factory):
+def night(sample_audited, tmp_path_factory):
+    """The sample night ingested and audited under the default config (conftest.py): a copy."""
     path = tmp_path_factory.mktemp("report") / "audit.duckdb"
-    con = db.connect(path)
-    ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
-    con.close()
+    path.write_bytes(sample_audited[0].read_bytes())
     return path
 
 
@@ -53,11 +51,13 @@ def _local(
     return dt.datetime(year, month, day, hour, minute, second, tzinfo=ZoneInfo("America/New_York"))
 
 
+@pytest.mark.slow
 def test_two_renders_of_the_same_database_are_byte_identical(rendered):
     first, second, *_ = rendered
     assert first.read_bytes() == second.read_bytes()
 
 
+@pytest.mark.slow
 def test_cover_names_property_shift_packs_and_tool(rendered):
     *_, text, context = rendered
     assert "Harbor Point Casino" in text
@@ -68,6 +68,7 @@ def test_cover_names_property_shift_packs_and_tool(rendered):
     assert f"{context['rounds']:,}" in text
 
 
+@pytest.mark.slow
 def test_every_page_has_page_x_of_y_and_the_logs_digest(rendered):
     _, _, reader, _, context = rendered
     n = len(reader.pages)
@@ -76,6 +77,7 @@ def test_every_page_has_page_x_of_y_and_the_logs_digest(rendered):
     assert context["sources_digest"][:16] in last
 
 
+@pytest.mark.slow
 def test_the_planted_findings_of_the_shift_are_in_the_pdf(rendered):
     *_, text, context = rendered
     codes = {f["code"] for f in context["findings"]}
@@ -89,6 +91,7 @@ def test_the_planted_findings_of_the_shift_are_in_the_pdf(rendered):
     assert "Banker 9s 3d (2) had to draw a third card" in text
 
 
+@pytest.mark.slow
 def test_hold_and_theoretical_hold_per_table(rendered):
     *_, context = rendered
     by_table = {t["table_id"]: t for t in context["tables"]}
@@ -100,6 +103,7 @@ def test_hold_and_theoretical_hold_per_table(rendered):
     assert by_table["CF-01"]["theo_hold"] is None  # no chemin de fer pack yet
 
 
+@pytest.mark.slow
 def test_observed_outcomes_are_counted_from_the_cards(rendered):
     *_, context = rendered
     o = context["outcomes"]
@@ -107,6 +111,7 @@ def test_observed_outcomes_are_counted_from_the_cards(rendered):
     assert 0.40 < o["banker"] / sum(o.values()) < 0.50
 
 
+@pytest.mark.slow
 def test_findings_are_attached_as_jsonl_and_csv(rendered):
     _, _, reader, _, context = rendered
     files = reader.attachments
@@ -130,6 +135,7 @@ def test_a_shift_with_no_rounds_is_a_clear_error_not_an_empty_pdf(night):
     con.close()
 
 
+@pytest.mark.slow
 def test_a_shift_without_findings_gives_a_clean_report(tmp_path):
     """The first 30 rounds of MB-01 are clean (its first deviation is in round 72)."""
     lines = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
@@ -155,6 +161,7 @@ def test_templates_fail_on_a_missing_value():
         render.render_html({})
 
 
+@pytest.mark.slow
 def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line(
     night, monkeypatch
 ):
@@ -186,6 +193,7 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
 
+@pytest.mark.slow
 def test_a_closed_table_shows_no_procedure_after_its_close(rendered):
     """MB-04's log closes the table at 02:04:08: its lane ends there, not at 06:00 (pit P2
     looked mixed after 03:00 when MB-03 and MB-05 moved to procedure 4)."""
@@ -221,6 +229,7 @@ def test_a_reopened_table_starts_a_new_span_and_keeps_its_procedure():
     assert closes == [at(2)]
 
 
+@pytest.mark.slow
 def test_the_last_hour_label_of_the_timeline_is_inside_the_chart(rendered):
     """'06:00' was centred on the chart's right edge and cut in half."""
     *_, context = rendered
@@ -233,6 +242,7 @@ def test_the_last_hour_label_of_the_timeline_is_inside_the_chart(rendered):
     assert x + half <= width
 
 
+@pytest.mark.slow
 def test_card_captions_sit_under_the_card_not_across_its_border(rendered):
     *_, text, context = rendered
     html = render.render_html(context)
@@ -244,6 +254,7 @@ def test_card_captions_sit_under_the_card_not_across_its_border(rendered):
     assert "8 ♦ P #1146 9 ♠ B #1147 9 ♦ P #1148 3 ♦ B #1149 Player 7, Banker 2" in text
 
 
+@pytest.mark.slow
 def test_page_numbers_and_change_times_do_not_wrap(rendered):
     """'page 10 of / 11' and '(seq / 3813)' broke over two lines."""
     _, _, reader, _, _ = rendered
@@ -260,6 +271,7 @@ def test_page_numbers_and_change_times_do_not_wrap(rendered):
     assert '<td class="nowrap">' in (TEMPLATES / "report.html.j2").read_text()
 
 
+@pytest.mark.slow
 def test_evidence_reads_as_lines_with_local_times_and_the_attachments_keep_utc(rendered):
     _, _, reader, text, _ = rendered
     assert "given_by: 2026-11-29 02:30:30 EST" in text
@@ -298,6 +310,7 @@ def test_evidence_text_nests_numbers_and_converts_only_whole_timestamps():
     assert formatting.evidence_text(None, zone) == "none"
 
 
+@pytest.mark.slow
 def test_appendix_lines_carry_the_date(rendered):
     """The shift crosses midnight and the lines run gravest first, so a bare 23:11 or 03:01
     does not say which day."""
@@ -309,6 +322,7 @@ def test_appendix_lines_carry_the_date(rendered):
     assert "2026-11-29 03:01:18 EST critical draw.player_extra" in text
 
 
+@pytest.mark.slow
 def test_the_document_says_what_is_attached_and_how_to_open_it(rendered):
     *_, text, context = rendered
     n = len(context["findings"])
@@ -320,6 +334,7 @@ def test_the_document_says_what_is_attached_and_how_to_open_it(rendered):
     assert "pdfdetach -saveall" in text
 
 
+@pytest.mark.slow
 def test_a_database_of_one_night_says_the_30_days_rest_on_it(rendered):
     """Issue 17: the By dealer page and the trend cover the last 30 gaming days; the sample
     database holds one, and both pages say so rather than read it as a month."""

@@ -149,6 +149,7 @@ def _local(day: dt.date, hour: int) -> dt.datetime:
 # --- the pages -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_by_dealer_page_sets_the_shift_against_the_last_30_gaming_days(days, report):
     context, pages = report
     [page] = [p for p in pages if "By dealer" in p and "error rounds" in p]
@@ -174,6 +175,7 @@ def test_by_dealer_page_sets_the_shift_against_the_last_30_gaming_days(days, rep
     assert context["span"]["days_with_rounds"] == 3
 
 
+@pytest.mark.slow
 def test_trend_gives_findings_per_1000_rounds_for_each_gaming_day(days, report):
     context, pages = report
     page = " ".join(pages)
@@ -197,6 +199,7 @@ def test_trend_gives_findings_per_1000_rounds_for_each_gaming_day(days, report):
     assert svg.count("<polyline") == 1
 
 
+@pytest.mark.slow
 def test_the_trend_counts_the_property_whatever_table_the_report_covers(days):
     con = db.connect(days, read_only=True)
     conf = config.PropertyConfig(time_zone=ZONE)
@@ -206,6 +209,7 @@ def test_the_trend_counts_the_property_whatever_table_the_report_covers(days):
     assert one["trend_days"] == whole["trend_days"] and one["span"] == whole["span"]
 
 
+@pytest.mark.slow
 def test_a_side_bet_counting_finding_gets_its_chart(report):
     context, pages = report
     title = "MB-01, seat 3, dragon7: rho 0.46, z 9.0"
@@ -220,6 +224,7 @@ def test_a_side_bet_counting_finding_gets_its_chart(report):
     assert chart["chart"].count("<circle") == 40
 
 
+@pytest.mark.slow
 def test_the_30_days_stop_at_the_end_of_the_report(days: Path) -> None:
     """A shift's report does not change when a later shift of its gaming day is logged: the
     last of the 30 days is counted only up to the report's end."""

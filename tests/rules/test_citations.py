@@ -151,6 +151,7 @@ def _findings(bacc_audit, logs: Path, db: Path) -> list[dict]:
     return [json.loads(line) for line in run.out.splitlines()]
 
 
+@pytest.mark.slow
 def test_a_new_jurisdiction_is_a_rule_file_and_its_findings_cite_only_its_rules(
     tmp_path, bacc_audit, monkeypatch
 ):

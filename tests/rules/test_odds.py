@@ -203,6 +203,7 @@ def test_depleted_shoe_matches_brute_force_over_value_sequences(nj: RulePack) ->
     assert got.total == perm(sum(composition), 6)
 
 
+@pytest.mark.realtime
 def test_eight_deck_enumeration_is_fast(nj: RulePack) -> None:
     odds.outcome_counts.cache_clear()
     start = time.perf_counter()

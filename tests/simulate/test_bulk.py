@@ -89,6 +89,7 @@ def test_every_event_has_the_reference_keys_order_and_value_types(tmp_path):
         "mini_baccarat", "standard", "NJ")
 
 
+@pytest.mark.slow
 def test_clean_day_audits_with_no_finding_and_full_shoes(tmp_path):
     r = simulate_bulk(tmp_path / "logs", 4, 4, seed=3)
     quarantined, rounds, rows = _audit(r, tmp_path / "a.duckdb")
@@ -126,6 +127,7 @@ def test_clean_day_audits_with_no_finding_and_full_shoes(tmp_path):
     assert notices[0]["procedure"] not in pits["P1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "rate"), [(1, 0.05), (2, 0.3), (3, 0.3)])
 def test_the_audit_finds_exactly_the_ground_truth(tmp_path, seed, rate):
     r = simulate_bulk(tmp_path / "logs", 8, 3, seed=seed, deviation_rate=rate)
@@ -175,6 +177,7 @@ def test_third_cards_follow_the_draw_rules_except_the_planted_errors(tmp_path):
     assert set(wrong) == DRAW_KINDS & set(planted.values()) and wrong
 
 
+@pytest.mark.slow
 def test_tables_without_time_for_a_round_open_and_close(tmp_path):
     r = simulate_bulk(tmp_path / "logs", 8, 0.055, seed=1)  # 3.3 minutes: some tables play
     per_table = [[json.loads(line)["type"] for line in p.read_text().splitlines()]

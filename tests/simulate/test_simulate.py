@@ -60,6 +60,7 @@ def test_same_seed_same_bytes_another_seed_other_bytes(tmp_path):
         assert _bytes(a)[name] != _bytes(c)[name], name
 
 
+@pytest.mark.slow
 def test_tables_games_pits_and_notices(tmp_path):
     r = simulate(tmp_path, 9, 1, seed=3, deviation_rate=0.0, games=ALL_GAMES)
     assert r.tables == 9 and len(r.files) == 10  # 9 tables and the pits' notices
@@ -96,6 +97,7 @@ def test_bad_arguments():
         simulated_night(0, 1, 1, ("nz",))
 
 
+@pytest.mark.slow
 def test_ground_truth_agrees_with_the_logs(tmp_path):
     r = simulate(tmp_path, 8, 1, seed=5, deviation_rate=0.2, games=ALL_GAMES)
     truth = [json.loads(line) for line in r.ground_truth.read_text().splitlines()]
@@ -164,6 +166,7 @@ RECALL_RUNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("seed", "tables", "hours", "rate", "games"),
     # The busy 16-table night takes seconds: slow (the full run still has it).
@@ -184,6 +187,7 @@ def test_recall_every_planted_deviation_is_found_and_nothing_else(
     assert not stray, f"found but not planted: {sorted(stray.items(), key=str)}"
 
 
+@pytest.mark.slow
 def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
     """The recall runs between them plant every kind, and so every code of the registry."""
     kinds: set[str] = set()
@@ -229,6 +233,7 @@ def test_cli_simulate(tmp_path, monkeypatch, capsys):
                "--games", "craps") == 2
 
 
+@pytest.mark.slow
 def test_ingesting_the_output_folder_takes_only_the_logs(tmp_path):
     from auditor.ingest.run import ingest
 
@@ -353,6 +358,7 @@ def test_cli_simulate_replace_removes_only_what_a_simulation_writes(
     assert _bytes(fresh) == tree
 
 
+@pytest.mark.slow
 def test_cli_simulate_date_names_the_gaming_day(tmp_path, monkeypatch, capsys):
     out = tmp_path / "sim"
     r = run_cli(monkeypatch, capsys, "simulate", "--out", str(out), "--tables", "4", "--hours",

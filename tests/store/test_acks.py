@@ -61,6 +61,7 @@ def count(path: Path, sql: str) -> Any:
         con.close()
 
 
+@pytest.mark.slow
 def test_an_acknowledgement_records_who_decided_what(dbp: Path, bacc_audit: Any) -> None:
     fp = fingerprint(dbp, "draw.banker_missed")
     r = bacc_audit(
@@ -79,6 +80,7 @@ def test_an_acknowledgement_records_who_decided_what(dbp: Path, bacc_audit: Any)
     assert count(dbp, "SELECT command || ' ' || status FROM runs ORDER BY id DESC") == "ack done"
 
 
+@pytest.mark.slow
 def test_ack_list_reads_as_notice_list_and_ack_dash_dash_list_stays_its_alias(
     dbp: Path, bacc_audit: Any
 ) -> None:
@@ -120,6 +122,7 @@ def test_a_later_acknowledgement_is_a_new_row_and_the_latest_stands(dbp: Path) -
     assert latest[fp].recorded_at.tzinfo is not None
 
 
+@pytest.mark.slow
 def test_an_unknown_fingerprint_is_refused_with_exit_2_and_nothing_recorded(
     dbp: Path, bacc_audit: Any
 ) -> None:
@@ -134,6 +137,7 @@ def test_an_unknown_fingerprint_is_refused_with_exit_2_and_nothing_recorded(
     assert count(dbp, "SELECT count(*) FROM runs") == runs_before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -182,6 +186,7 @@ def test_add_ack_refuses_an_unknown_fingerprint(dbp: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_standing_acknowledgement_beside_its_finding(dbp: Path) -> None:
     fp = fingerprint(dbp, "draw.banker_missed")
     when = dt.datetime(2026, 11, 29, 14, 5, tzinfo=dt.UTC)
@@ -252,6 +257,7 @@ def test_a_finding_id_is_f_and_12_hex_digits_of_the_sha256_of_its_fingerprint(
     assert all(sql_id == findings.short_id(fp) for fp, sql_id in rows), rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [BANKER_MISSED_ID, BANKER_MISSED_ID.lower(), "FC95F8BF836D2"])
 def test_ack_by_short_id_records_the_full_fingerprint(
     dbp: Path, bacc_audit: Any, given: str
@@ -267,6 +273,7 @@ def test_ack_by_short_id_records_the_full_fingerprint(
     assert (row["finding_id"], row["fingerprint"]) == (BANKER_MISSED_ID, BANKER_MISSED)
 
 
+@pytest.mark.slow
 def test_an_unknown_short_id_is_refused_with_exit_2_and_the_closest_ids(
     dbp: Path, bacc_audit: Any
 ) -> None:
@@ -282,6 +289,7 @@ def test_an_unknown_short_id_is_refused_with_exit_2_and_the_closest_ids(
     assert count(dbp, "SELECT count(*) FROM runs") == runs_before
 
 
+@pytest.mark.slow
 def test_something_neither_an_id_nor_a_fingerprint_is_refused_with_exit_2(
     dbp: Path, bacc_audit: Any
 ) -> None:

@@ -106,6 +106,7 @@ def test_times_on_the_command_line_with_an_offset_or_local_to_the_property():
         parse_time("02:40 tomorrow", EST, "--given-at")
 
 
+@pytest.mark.slow
 def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
     path = sample_db(tmp_path / "a.duckdb")
     config = tmp_path / "property.toml"
@@ -133,6 +134,7 @@ def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
     assert done == [("notice add", "done")]
 
 
+@pytest.mark.slow
 def test_cli_notice_add_not_written_is_stored_so(tmp_path):
     path = sample_db(tmp_path / "a.duckdb")
     result = runner.invoke(notice_app, [
@@ -192,6 +194,7 @@ def _add(path: Path, *args: str) -> Any:
     ])
 
 
+@pytest.mark.slow
 def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path):
     """Issue 15: `notice add` accepted pit P9 and table MB-99 with exit 0."""
     path = sample_db(tmp_path / "a.duckdb")
@@ -210,6 +213,7 @@ def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path):
     assert [n.pit for n in notices.list_notices(db.connect(path, read_only=True))] == ["P9"]
 
 
+@pytest.mark.slow
 def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path):
     """Issue 15: a notice given at 04:20 for a 03:00 change was accepted as it was."""
     path = sample_db(tmp_path / "a.duckdb")
@@ -223,6 +227,7 @@ def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path):
     assert n.given_at > n.effective
 
 
+@pytest.mark.slow
 def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
     path = sample_db(tmp_path / "a.duckdb")
     assert _add(path, "--pit", "P2", "--given-at", "2026-11-29T02:20:00-05:00").exit_code == 0
@@ -245,6 +250,7 @@ def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
     assert not [n for n in load_notices(con) if n.key.startswith("hand:")]
 
 
+@pytest.mark.slow
 def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     """Issue 15's case: a notice typed in for pit P2 (02:20) against the logged one (02:40);
     the PDF says it was entered by hand and by whom, beside the logged notice."""
@@ -284,6 +290,7 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
     assert because == [('["hand:1","hand:2"]',)] * 2
 
 
+@pytest.mark.slow
 def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_shows_it(tmp_path):
     path = sample_db(tmp_path / "a.duckdb")
     config = SAMPLE / "property.toml"

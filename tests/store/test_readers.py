@@ -279,6 +279,7 @@ def test_the_report_made_beside_a_writer_is_the_same_pdf(work: Path, tmp_path: P
     assert "Harbor Point Casino (sample)" in text and "MB-04" in text
 
 
+@pytest.mark.slow
 def test_an_ack_and_a_notice_made_while_the_writer_runs_are_stored(work: Path) -> None:
     finding = first_finding(work)
     with writer(work) as w:
@@ -316,6 +317,7 @@ def test_an_ack_and_a_notice_made_while_the_writer_runs_are_stored(work: Path) -
     assert notices == [("P1", 2, "R. Vale")]
 
 
+@pytest.mark.slow
 def test_runs_shows_the_writers_run_as_running_until_it_is_killed(work: Path) -> None:
     with writer(work) as w:
         run_id = int(w.say("run"))
@@ -328,6 +330,7 @@ def test_runs_shows_the_writers_run_as_running_until_it_is_killed(work: Path) ->
     assert listed[run_id]["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_killed_writers_socket_is_stale_and_the_next_writer_replaces_it(work: Path) -> None:
     with writer(work) as dead:
         dead.proc.send_signal(signal.SIGKILL)
@@ -350,6 +353,7 @@ def test_a_killed_writers_socket_is_stale_and_the_next_writer_replaces_it(work: 
     assert served_files(work) == []
 
 
+@pytest.mark.slow
 def test_a_command_that_writes_in_bulk_is_refused_naming_the_writer(work: Path) -> None:
     with writer(work) as w:
         r = bacc("ingest", SAMPLE, "--db", work)
@@ -357,6 +361,7 @@ def test_a_command_that_writes_in_bulk_is_refused_naming_the_writer(work: Path) 
                                f"open for writing; {TRY_AGAIN}\n"), r
 
 
+@pytest.mark.slow
 def test_a_reader_sees_one_moment_while_the_writer_commits(work: Path) -> None:
     with writer(work) as w:
         assert w.say("pairs") == "inserting"
@@ -440,6 +445,7 @@ def answers(con: Any) -> list[Any]:
     return out
 
 
+@pytest.mark.slow
 def test_the_remote_connection_answers_as_duckdb_does(work: Path) -> None:
     con = db.connect(work)
     con.execute(KINDS)
@@ -467,6 +473,7 @@ def first_finding_of(con: Any) -> str:
     return str(db.single(con, "SELECT min(fingerprint) FROM current_findings")[0])
 
 
+@pytest.mark.slow
 def test_records_written_through_the_owner_are_the_owners(work: Path) -> None:
     with writer(work) as w:
         con = db.connect(work, small_writes=True)
@@ -514,6 +521,7 @@ def test_a_readers_settings_are_its_own(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_socket_is_the_users_alone_and_goes_with_the_connection(tmp_path: Path) -> None:
     path = tmp_path / "audit.duckdb"
     con = db.connect(path)
@@ -538,6 +546,7 @@ def test_the_socket_is_the_users_alone_and_goes_with_the_connection(tmp_path: Pa
     duckdb.connect(str(path), read_only=True).close()  # and DuckDB let the file go
 
 
+@pytest.mark.slow
 def test_a_path_too_long_for_a_socket_is_served_from_the_users_runtime_folder(
     tmp_path: Path,
 ) -> None:
@@ -579,6 +588,7 @@ def test_another_user_is_refused_with_a_sentence(tmp_path: Path, monkeypatch: An
         con.close()
 
 
+@pytest.mark.realtime
 def test_a_write_conflict_is_tried_again_then_said(tmp_path: Path) -> None:
     path = tmp_path / "audit.duckdb"
     con = db.connect(path)
@@ -613,6 +623,7 @@ def test_a_write_conflict_is_tried_again_then_said(tmp_path: Path) -> None:
         con.close()
 
 
+@pytest.mark.realtime
 def test_the_owner_closes_at_once_and_its_readers_hear_it(tmp_path: Path) -> None:
     path = tmp_path / "audit.duckdb"
     con = db.connect(path)

@@ -100,6 +100,13 @@ def _aware(name: str, value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.UTC)
 
 
+def _as_typed(value: dt.datetime, like: dt.datetime | None = None) -> str:
+    """A time in an error as the user gave it (its own zone, or `like`'s), to the second: the
+    UTC form with microseconds made a local time typed in unrecognisable."""
+    zone = (like or value).tzinfo
+    return value.astimezone(zone).isoformat(sep=" ", timespec="seconds")
+
+
 def _tables_text(tables: Iterable[str] | str | None) -> str | None:
     if tables is None:
         return None
@@ -159,13 +166,13 @@ def add_notice(
     given = _aware("given at", given_at)
     if given > now + dt.timedelta(minutes=1):
         raise UserError(
-            f"the notice is said to be given at {given.isoformat()}, after now "
-            f"({now.isoformat()}); enter a notice once it has been given"
+            f"the notice is said to be given at {_as_typed(given_at)}, after now "
+            f"({_as_typed(now, given_at)}); enter a notice once it has been given"
         )
     if given > _aware("effective", effective) and not late:
         raise UserError(
-            f"the notice is said to be given at {given.isoformat()}, after the time it "
-            f"announces ({_aware('effective', effective).isoformat()}): such a notice is late "
+            f"the notice is said to be given at {_as_typed(given_at)}, after the time it "
+            f"announces ({_as_typed(effective)}): such a notice is late "
             "whatever it says; enter it with --late to record it as given late"
         )
     ensure_table(con)

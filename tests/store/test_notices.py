@@ -324,3 +324,24 @@ def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_sho
     section = text.split("Notices entered by hand and withdrawn (not counted)")[1]
     assert "Compliance Officer" in section and "no such letter in the binder" in section
     assert "Findings withdrawn because of notices entered by hand" not in text
+
+
+@pytest.mark.slow
+def test_a_refused_notice_shows_the_times_as_typed(tmp_path):
+    """Issue 31: a local time typed in came back in the error as UTC with microseconds
+    (`2026-11-29T09:20:00+00:00`), which the user did not recognise as what they typed."""
+    path = sample_db(tmp_path / "a.duckdb")
+    config = tmp_path / "property.toml"
+    config.write_text('[property]\ntime_zone = "America/New_York"\n')
+    late = _add(path, "--pit", "P2", "--given-at", "2026-11-29 04:20", "--config", str(config))
+    assert isinstance(late.exception, UserError)
+    assert str(late.exception).startswith(
+        "the notice is said to be given at 2026-11-29 04:20:00-05:00, after the time it "
+        "announces (2026-11-29 03:00:00-05:00)"), late.exception
+    future = _add(path, "--pit", "P2", "--given-at", "2099-01-02 03:04", "--config", str(config))
+    assert isinstance(future.exception, UserError)
+    said = str(future.exception)
+    assert said.startswith("the notice is said to be given at 2099-01-02 03:04:00-05:00, "
+                           "after now ("), said
+    now = re.search(r"after now \(([^)]*)\)", said)
+    assert now and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d-0[45]:00", now[1]), said

@@ -82,7 +82,11 @@ def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
     found: list[Path] = []
     errors: list[str] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        try:
+            folder = p.is_dir()
+        except OSError:  # a name too long for the system: not_a_log says so
+            folder = False
+        if folder:
             logs, problems = logs_in(p)
             errors += problems
             if logs:

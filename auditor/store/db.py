@@ -290,14 +290,14 @@ def check_database_file(path: Path) -> None:
     """Refuse a path that is an existing file but not a DuckDB database, before DuckDB sees
     it: given a log file, DuckDB reads it as data into a database in memory, and every
     command then "works" and saves nothing."""
-    if path.is_dir():
-        raise UserError(f"{path}: is a folder, not an audit database; name a file with --db")
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
         return  # a new path (or a link to one): the database is created there
-    except OSError as e:
+    except OSError as e:  # a name too long, a link loop, a file where a folder should be
         raise UserError(f"{path}: cannot read the audit database ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{path}: is a folder, not an audit database; name a file with --db")
     if not stat.S_ISREG(mode):  # a pipe would hold the open until someone writes to it
         raise UserError(
             f"{path}: not a file (a named pipe, a socket or a device), so not an audit "

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import Run
-from helpers.fuzz import COMMANDS, Places, arguments, odd_paths, run_bounded
+from helpers.fuzz import COMMANDS, Places, arguments, examples, odd_paths, run_bounded, tally
 from helpers.sample import CONFIG, MB01, SAMPLE, build
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = 12  # a few seconds a command; bench/odd_input.py runs thousands
+EXAMPLES = examples(12)  # a few seconds a command; bench/odd_input.py runs hundreds
 BIN = Path(sys.executable).parent / "bacc-audit"
 
 
@@ -56,6 +56,8 @@ def test_no_command_fails_on_odd_input(
     @given(args=arguments(command, places))
     def check(args: list[str]) -> None:
         outcome = run_bounded(bacc_audit, args)
+        tally({"command": command, "verdict": outcome.verdict, "code": outcome.code,
+               "seconds": round(outcome.seconds, 3)})
         assert outcome.verdict == "ok", (args, outcome)
 
     check()

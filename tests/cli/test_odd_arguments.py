@@ -258,6 +258,10 @@ def test_no_internal_error_ends_a_command_given_odd_paths(
     (["odds", "--jurisdiction", "../../etc", "--game", "x"],
      "there is no rule pack for ../../etc x"),
     (["odds", "--jurisdiction", "a" * 300, "--game", "x"], "there is no rule pack for aaa"),
+    (["ingest", "pipe.toml", "--db", "n" * 300 + ".duckdb"],
+     "cannot read the audit database (File name too long)"),
+    (["nightly", "--spool", ".", "--db", "n" * 300 + ".duckdb"],
+     "cannot read the audit database (File name too long)"),
 ])
 def test_what_the_fuzz_test_found_is_one_sentence(
     bacc_audit: Cli, tmp_path: Path, args: list[str], words: str
@@ -271,3 +275,15 @@ def test_what_the_fuzz_test_found_is_one_sentence(
     assert r.code == 2, (args, r)
     said(Run(r.code, r.out, r.err), 2, words)
     assert not (tmp_path / "sim").exists()
+
+
+def test_doctor_and_ingest_name_a_path_too_long(bacc_audit: Cli) -> None:
+    """Found by the fuzz test at another size: `doctor --db` and `ingest` given a name longer
+    than the system takes ended in an internal error."""
+    long = "n" * 300
+    r = bacc_audit("doctor", "--db", f"{long}.duckdb")
+    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+    assert f"FAIL {long}.duckdb: cannot be opened (File name too long)" in r.out + r.err
+    r = bacc_audit("ingest", f"{long}.jsonl", "--db", "new.duckdb")
+    assert r.code == 2, r
+    assert f"error: {long}.jsonl: cannot read (File name too long)" in r.err, r.err

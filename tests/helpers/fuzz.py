@@ -11,6 +11,7 @@ a refusal is a page of the board, or JSON under /api/.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import signal
@@ -23,6 +24,21 @@ from typing import Any
 from hypothesis import strategies as st
 
 HANG_SECONDS = 60  # a command that has not answered by then is counted as hung
+
+
+def examples(small: int) -> int:
+    """How many draws a fuzz test makes: `small` in the suite; bench/odd_input.py sets
+    BACC_FUZZ_EXAMPLES to run the same tests at a large size."""
+    return int(os.environ.get("BACC_FUZZ_EXAMPLES", small))
+
+
+def tally(record: dict[str, Any]) -> None:
+    """One outcome, appended as a JSON line to the file BACC_FUZZ_TALLY names (the bench
+    counts them); nothing when it is unset, as in the suite."""
+    where = os.environ.get("BACC_FUZZ_TALLY")
+    if where:
+        with open(where, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
 
 
 def wide(text: str) -> str:

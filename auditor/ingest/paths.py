@@ -116,7 +116,12 @@ def logs_in(top: Path) -> tuple[list[Path], list[str]]:
                       f"({e.strerror}); the logs in it are not read")
 
     for folder, subfolders, names in os.walk(top, onerror=unlisted, followlinks=True):
-        st = os.stat(folder)
+        try:
+            st = os.stat(folder)
+        except OSError as e:  # listed, then removed or renamed before it was read
+            unlisted(e)
+            subfolders.clear()
+            continue
         seen.add((st.st_dev, st.st_ino))
         for name in list(subfolders):
             sub = Path(folder, name)

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cli import Run
@@ -164,3 +165,23 @@ def test_a_folder_that_cannot_be_listed_is_said(tmp_path: Path) -> None:
     finally:
         os.chmod(top / "spool" / "locked", 0o700)
         shutil.rmtree(top)
+
+
+def test_a_folder_removed_while_the_spool_is_walked_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by bench/odd_input.py (`nightly --spool /` while another process removed a
+    folder of logs): the folder listed, then gone before it was read, was an internal error."""
+    shutil.copy(MB01, tmp_path / MB01.name)
+    gone = tmp_path / "removed meanwhile"
+    real_walk = os.walk
+
+    def walk(top: str | Path, **kw: Any) -> Iterator[tuple[str, list[str], list[str]]]:
+        yield from real_walk(top, **kw)
+        yield str(gone), [], ["2026-11-28_MB-09.jsonl"]
+
+    monkeypatch.setattr(paths.os, "walk", walk)
+    logs, errors = paths.logs_in(tmp_path)
+    assert logs == [tmp_path / MB01.name]
+    assert errors == [f"{gone}: cannot list the folder (No such file or directory); the logs "
+                      "in it are not read"]

@@ -4,6 +4,7 @@
 more draws each.
 
     python bench/odd_input.py [--examples 100] [--board-examples 1500] [--workers 1]
+                              [--only commands|board]
 
 Runs pytest on the two files with BACC_FUZZ_EXAMPLES (commands) and then the board's count,
 each outcome counted through BACC_FUZZ_TALLY (tests/helpers/fuzz.py). Prints, per command,
@@ -92,13 +93,16 @@ def main() -> int:
     ap.add_argument("--board-examples", type=int, default=1500,
                     help="draws per board test (4: two boards, a stranger and a token)")
     ap.add_argument("--workers", type=int, default=1, help="pytest-xdist workers")
+    ap.add_argument("--only", choices=("commands", "board"), help="run one of the two")
     a = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; hang bound {HANG_SECONDS} s a command")
     with tempfile.TemporaryDirectory(prefix="odd-input-") as tmp:
         cli_tally, board_tally = Path(tmp) / "cli.jsonl", Path(tmp) / "board.jsonl"
-        cli_code, cli_s = run_tests(CLI_TESTS, a.examples, cli_tally, a.workers)
-        board_code, board_s = run_tests(BOARD_TESTS, a.board_examples, board_tally, a.workers)
+        cli_code, cli_s = (0, 0.0) if a.only == "board" else run_tests(
+            CLI_TESTS, a.examples, cli_tally, a.workers)
+        board_code, board_s = (0, 0.0) if a.only == "commands" else run_tests(
+            BOARD_TESTS, a.board_examples, board_tally, a.workers)
         cli_rows, board_rows = read(cli_tally), read(board_tally)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     wrong = report_commands(cli_rows)

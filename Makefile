@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test test-fast bench bench-false-alarms bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill sample clean
+.PHONY: demo test test-fast bench bench-false-alarms bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill bench-odd-input sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ bench-live: $(BIN)/.installed
 # builds a ~4 GB index under bench/out on its first run (about 5 minutes).
 bench-integrity: $(BIN)/.installed
 	$(BIN)/python bench/integrity.py
+
+# The fuzz tests of every command's options and every board route (issue 31) with many more
+# draws than in the suite: about 10 minutes at the defaults.
+bench-odd-input: $(BIN)/.installed
+	$(BIN)/python bench/odd_input.py
 
 bench-fuzz: $(BIN)/.installed
 	$(BIN)/python bench/fuzz.py

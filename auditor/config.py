@@ -74,10 +74,7 @@ class PropertyConfig:
         """The zone to show times in: configured, else the offset most of the logs carry."""
         if self.time_zone:
             return ZoneInfo(self.time_zone)
-        rows = con.execute(
-            "SELECT ts_offset_min FROM events GROUP BY ALL ORDER BY count(*) DESC LIMIT 1"
-        ).fetchall()
-        return self.zone(rows[0][0] if rows else 0)
+        return self.zone(log_offset(con))
 
     def zone(self, log_offset_minutes: int | None = None) -> dt.tzinfo:
         """The property's zone; without one configured, the fixed offset the logs use."""
@@ -113,6 +110,14 @@ class PropertyConfig:
         end_date = start_date if s.end > s.start else start_date + dt.timedelta(days=1)
         end = dt.datetime.combine(end_date, s.end, zone)
         return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
+
+
+def log_offset(con: Any) -> int | None:
+    """The UTC offset in minutes that most of the logs' times carry; None before any log."""
+    rows = con.execute(
+        "SELECT ts_offset_min FROM events GROUP BY ALL ORDER BY count(*) DESC LIMIT 1"
+    ).fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def _time(value: Any, where: str, path: Path) -> dt.time:
@@ -268,6 +273,9 @@ def load(path: Path | str | None = None) -> PropertyConfig:
             return PropertyConfig()
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UserError(f"{path}: not a file (a named pipe, a socket or a device); "
+                            "--config takes the config file")
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None
@@ -316,6 +324,14 @@ def load(path: Path | str | None = None) -> PropertyConfig:
     )
 
 
+# The gaming days a command accepts. Every window a command works out from a day (the day
+# itself in any zone, the shift after it, the 30 days of history before it) must be a time
+# Python and DuckDB can both hold; these bounds leave a wide margin on both sides, and no
+# log of a real table falls outside them.
+FIRST_DAY = dt.date(1900, 1, 1)
+LAST_DAY = dt.date(9998, 12, 31)
+
+
 def parse_shift(text: str) -> tuple[dt.date, str]:
     """`2026-11-28/grave` -> (date, name)."""
     day, sep, name = text.partition("/")
@@ -323,16 +339,26 @@ def parse_shift(text: str) -> tuple[dt.date, str]:
         d = dt.date.fromisoformat(day)
     except ValueError:
         d = None
-    if not sep or not name or d is None:
+    if not sep or not name.strip() or d is None:
         raise UserError(f"--shift takes GAMING-DAY/NAME, like 2026-11-28/grave, not {text!r}")
-    return d, name
+    return _in_range(d, text), name
 
 
 def parse_date(text: str) -> dt.date:
+    """A gaming day typed in (YYYY-MM-DD), within FIRST_DAY..LAST_DAY."""
     try:
-        return dt.date.fromisoformat(text)
+        d = dt.date.fromisoformat(text.strip())
     except ValueError:
         raise UserError(f"a date must look like 2026-11-28, not {text!r}") from None
+    return _in_range(d, text)
+
+
+def _in_range(d: dt.date, text: str) -> dt.date:
+    if not FIRST_DAY <= d <= LAST_DAY:
+        raise UserError(
+            f"{text!r} is out of range: a gaming day must be from {FIRST_DAY} to {LAST_DAY}"
+        )
+    return d
 
 
 # --- local times typed by a person -----------------------------------------------------------

@@ -17,7 +17,14 @@ from starlette.responses import JSONResponse, Response
 from auditor.board import feed
 from auditor.board.auth import Identity
 from auditor.board.feed import snapshot
-from auditor.board.router import Board, base_path, query_filters, secured
+from auditor.board.router import (
+    Board,
+    Refused,
+    base_path,
+    query_filters,
+    secured,
+    whole_number,
+)
 from auditor.errors import UserError
 from auditor.store import findings
 
@@ -25,13 +32,27 @@ CURSOR_HEADER = "Bacc-Cursor"
 
 
 def cursor_param(text: str | None, what: str) -> int | None:
-    """A cursor given in the query or a header (None when not given); a UserError else."""
-    if text is None or text.strip() == "":
-        return None
-    if not text.strip().isdigit():
+    """A cursor given in the query or a header (None when not given); a UserError else.
+    ASCII digits only, at most 18 of them (a BIGINT): `isdigit` also takes "²", which
+    `int` refuses."""
+    number = whole_number(text)
+    if number is None and text is not None and text.strip():
         raise UserError(f"{what} is a cursor: a whole number, as a response's {CURSOR_HEADER} "
                         "header or a stream event's id gives it")
-    return int(text.strip())
+    return number
+
+
+def past_head(cursor: int, top: int, what: str) -> Refused:
+    """A cursor past the newest finding was never given out by this database (it was
+    replaced, restored from a copy, or the client asked another board): answering "nothing
+    new" would hide every finding stored until the ids catch up with it. 409 Conflict: the
+    request is well formed, the client's state and the database's disagree."""
+    return Refused(
+        409,
+        f"{what} {cursor} is past the newest finding (cursor {top}): this database never gave "
+        "it out; start again without it (GET /api/findings gives the standing findings and a "
+        "cursor)"
+    )
 
 
 async def api_findings(request: Request, board: Board, who: Identity | None) -> Response:
@@ -43,12 +64,16 @@ async def api_findings(request: Request, board: Board, who: Identity | None) -> 
     q = request.query_params
     since = cursor_param(q.get("since"), "since")
     with_withdrawn = q.get("withdrawn", "") in ("1", "true", "yes")
-    limit = cursor_param(q.get("limit"), "limit")
+    limit = whole_number(q.get("limit"))
+    if limit is None and q.get("limit", "").strip():
+        raise UserError("limit is the most lines to answer: a whole number")
     filters = await query_filters(board, request)
 
     def read(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> tuple[list[dict], int]:
         with snapshot(con):
             top = feed.head(con)
+            if since is not None and since > top:
+                raise past_head(since, top, "since")
             if since is None:
                 return findings.select(
                     con, table=filters.table, pit=filters.pit, codes=list(filters.codes) or None,
@@ -62,7 +87,7 @@ async def api_findings(request: Request, board: Board, who: Identity | None) -> 
                     return rows, delivered  # the next call goes on after the last one sent
                 rows.append({**c.record, "status": c.status} if with_withdrawn else c.record)
                 delivered = c.cursor
-            return rows, max(top, since)
+            return rows, top
 
     rows, cursor = await board.read(read)
     body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)

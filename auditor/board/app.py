@@ -153,7 +153,10 @@ def create_app(
         Route("/healthz", router.public(api.healthz), name="healthz"),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes, lifespan=lifespan,
+        exception_handlers={404: router.not_found, 405: router.not_found},
+    )
     app.state.board = board
     return app
 

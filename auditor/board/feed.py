@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 import duckdb
 
-from auditor.config import PropertyConfig
+from auditor.config import PropertyConfig, log_offset
 from auditor.store.filters import Filter
 from auditor.store.findings import STORED_FIELDS, short_id
 
@@ -88,8 +88,10 @@ class Change:
 class ZoneCache:
     """The zone times are shown in: the property's, else the offset most logs carry.
 
-    `PropertyConfig.zone_for` scans the events for the latter, so it is asked again at most
-    once a minute, not for every request and poll.
+    The latter is a scan of the events, so it is asked again at most once a minute, not for
+    every request and poll. A database without events yet says nothing of the property's
+    zone: UTC is shown meanwhile and nothing is kept, so the first logs decide at once (a
+    board started on an empty database showed +00:00 for a minute, then -05:00).
     """
 
     conf: PropertyConfig
@@ -102,8 +104,17 @@ class ZoneCache:
             return ZoneInfo(self.conf.time_zone)
         now = time.monotonic()
         if self._zone is None or now - self._at > self.seconds:
-            self._zone, self._at = self.conf.zone_for(con), now
+            offset = log_offset(con)
+            if offset is None:
+                return dt.UTC
+            self._zone, self._at = self.conf.zone(offset), now
         return self._zone
+
+    def shown(self) -> dt.tzinfo:
+        """The zone of the latest answer, for a page that read no times (the footer)."""
+        if self.conf.time_zone:
+            return ZoneInfo(self.conf.time_zone)
+        return self._zone or dt.UTC
 
 
 @contextlib.contextmanager

@@ -19,7 +19,16 @@ from starlette.responses import RedirectResponse, Response
 from auditor.board import feed, router, views
 from auditor.board.auth import SESSION_COOKIE, Identity
 from auditor.board.feed import snapshot
-from auditor.board.router import Board, base_path, problem, query_filters, render, secured
+from auditor.board.router import (
+    Board,
+    Refused,
+    base_path,
+    problem,
+    query_filters,
+    render,
+    secured,
+    whole_number,
+)
 from auditor.errors import UserError
 from auditor.store.filters import Filter
 
@@ -76,9 +85,16 @@ async def floor_page(request: Request, board: Board, who: Identity | None) -> Re
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, fid: str) -> str:
+    """The fingerprint a finding's URL names; one no finding has is not found (404), with
+    the closest ids named as `bacc-audit ack` names them."""
     from auditor.store import acks
 
-    return acks.resolve(con, fid)
+    try:
+        fingerprint = acks.resolve(con, fid)
+        acks.check_fingerprint(con, fingerprint)
+    except UserError as e:
+        raise Refused(404, str(e)) from None
+    return fingerprint
 
 
 async def _finding_response(
@@ -108,15 +124,15 @@ async def finding_page(request: Request, board: Board, who: Identity | None) -> 
 
 async def round_page(request: Request, board: Board, who: Identity | None) -> Response:
     q = request.query_params
-    table, shoe, rnd = q.get("table"), q.get("shoe"), q.get("round")
-    if not table or shoe is None or not rnd or not rnd.isdigit():
-        raise UserError("a round is named by table, shoe and round (a number)")
+    table, shoe, number = q.get("table"), q.get("shoe"), whole_number(q.get("round"))
+    if not table or shoe is None or number is None:
+        raise UserError("a round is named by table, shoe and round (a whole number)")
     now = dt.datetime.now(dt.UTC)
     page = await board.read(
-        lambda con, zone: views.round_page(con, table, shoe, int(rnd), zone, board.packs, now)
+        lambda con, zone: views.round_page(con, table, shoe, number, zone, board.packs, now)
     )
     if page is None:
-        return problem(request, 404, f"No round {rnd} of shoe {shoe} at {table}.", False)
+        return problem(request, 404, f"No round {number} of shoe {shoe} at {table}.", False)
     return render(request, "round.html.j2", {**page, "now": now})
 
 
@@ -164,6 +180,11 @@ async def ack(request: Request, board: Board, who: Identity | None) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+# A throttled attempt is answered after this pause: one that does not wait for Retry-After
+# asks at most about once a second a connection, and costs the board next to nothing.
+REFUSED_PAUSE = 1.0
+
+
 def _safe_next(target: str | None) -> str:
     """Only a path inside the board: `next=//elsewhere` must not send a login away."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -181,17 +202,33 @@ async def login(request: Request, board: Board, who: Identity | None) -> Respons
     form = await router.form(request)
     nxt = _safe_next(form.get("next"))
     name, password, token = form.get("name", ""), form.get("password", ""), form.get("token", "")
+    client = request.client.host if request.client else ""
+    throttle = board.throttle
+    refused = throttle.refusal(client, "" if token.strip() else name)
+    if refused is not None:
+        await asyncio.sleep(REFUSED_PAUSE)  # a guesser that does not wait is held back
+        page = render(request, "login.html.j2", {
+            "next": nxt, "error": refused.message, "name": name}, 429)
+        page.headers["Retry-After"] = str(refused.seconds)
+        return page
     user = None
     if token.strip():
         user = board.auth.check_token(token)
     elif name.strip() and password:
-        user = await anyio.to_thread.run_sync(board.auth.check_password, name, password)
+        throttle.checking += 1
+        try:
+            user = await anyio.to_thread.run_sync(
+                board.auth.check_password, name, password, limiter=throttle.limiter())
+        finally:
+            throttle.checking -= 1
     if user is None:
+        throttle.failed(client, "" if token.strip() else name)
         await asyncio.sleep(0.5)  # slows a guesser down; a person does not notice
         return render(request, "login.html.j2", {
             "next": nxt, "error": "Wrong name and password, or an unknown token.",
             "name": name,
         }, 401)
+    throttle.succeeded(client, name)
     response = RedirectResponse(base + nxt, status_code=303)
     response.set_cookie(
         SESSION_COOKIE, board.auth.session_value(user), max_age=board.auth.session_seconds,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import http
 import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from auditor.board.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Identity, new_csrf_cookie
 from auditor.board.feed import Cursors, Hub, ZoneCache, reading
 from auditor.board.settings import BoardSettings, is_loopback
+from auditor.board.throttle import Throttle
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
 from auditor.rules.pack import PackCache
@@ -52,6 +54,7 @@ class Board:
     zones: ZoneCache
     env: jinja2.Environment
     packs: PackCache = field(default_factory=PackCache)
+    throttle: Throttle = field(default_factory=Throttle)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself
     busy: int = 0  # reads and writes running in worker threads
@@ -150,7 +153,30 @@ def problem(request: Request, status: int, message: str, api: bool) -> Response:
     """A refusal or an error as a sentence: the error page, or {"error": ...} for the API."""
     if api:
         return JSONResponse({"error": message}, status_code=status)
-    return render(request, "error.html.j2", {"status": status, "message": message}, status)
+    return render(request, "error.html.j2", {
+        "status": status, "reason": http.HTTPStatus(status).phrase, "message": message,
+    }, status)
+
+
+class Refused(UserError):
+    """A request the board answers with a sentence and a status of its own: 404 for a
+    finding or round that does not exist, 409 for a cursor past the newest finding. A plain
+    UserError (a malformed value) is 400."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def whole_number(text: str | None) -> int | None:
+    """A whole number typed into a query or header: ASCII digits, at most 18 (a BIGINT).
+    None when not given or not one (`str.isdigit` takes "²", which `int` refuses)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if not 0 < len(text) <= 18 or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
 
 
 Handler = Callable[[Request, Board, Identity | None], Awaitable[Response]]
@@ -187,7 +213,7 @@ def _guarded(handler: Handler, api: bool) -> Endpoint:
         try:
             response = await handler(request, board_of(request), identify(request))
         except UserError as e:
-            response = problem(request, 400, str(e), api)
+            response = problem(request, getattr(e, "status", 400), str(e), api)
         except Answered as a:
             response = a.response
         return secured(response)
@@ -207,6 +233,26 @@ def public(handler: Handler) -> Endpoint:
             return a.response
 
     return endpoint
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """No such page (404), or not with this method (405): a page of the board saying so,
+    or {"error": ...} under /api/, as every other refusal."""
+    status = getattr(exc, "status_code", 404)
+    path = request.scope["path"][len(base_path(request)):]
+    api = path.startswith("/api/")
+    if status == 405:
+        message = f"{request.method} is not how {path} is asked for."
+    elif api:
+        message = f"No {path} here: the API is /api/findings and /api/stream (docs/board.md)."
+    else:
+        message = (f"No page {path} here. The board's pages are the feed, the floor, a "
+                   "finding's page and a round's (linked from the feed).")
+    response = problem(request, status, message, api)
+    allow = (getattr(exc, "headers", None) or {}).get("Allow")
+    if allow:
+        response.headers["Allow"] = allow
+    return secured(response)
 
 
 def secured(response: Response) -> Response:
@@ -284,7 +330,7 @@ def render(
         who=who,
         login=board.auth.required,
         property=board.conf.name,
-        **context,
+        **({"zone_name": str(board.zones.shown())} | context),
     )
     response = HTMLResponse(html, status_code=status)
     if fresh:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from auditor.board import feed
-from auditor.board.api import cursor_param
+from auditor.board.api import cursor_param, past_head
 from auditor.board.auth import Identity
 from auditor.board.router import Board, query_filters
 
@@ -22,10 +22,16 @@ HEARTBEAT_SECONDS = 15.0  # a comment on an idle stream: proxies keep it open, a
 async def api_stream(request: Request, board: Board, who: Identity | None) -> Response:
     """Server-Sent Events: one event per finding stored after the cursor (Last-Event-ID,
     else `since`, else now), `id:` its cursor; withdrawals as the event `withdrawn`."""
-    start = cursor_param(request.headers.get("last-event-id"), "Last-Event-ID")
+    what = "Last-Event-ID"
+    start = cursor_param(request.headers.get(what), what)
     if start is None:
-        start = cursor_param(request.query_params.get("since"), "since")
+        what = "since"
+        start = cursor_param(request.query_params.get(what), what)
     filters = await query_filters(board, request)
+    if start is not None:
+        top = await board.read(lambda con, zone: feed.head(con))
+        if start > top:
+            raise past_head(start, top, what)
     hub = board.hub
     sub = hub.subscribe(filters)
 

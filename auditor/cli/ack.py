@@ -68,6 +68,7 @@ def ack_cmd(
             "give the finding and the review: bacc-audit ack ID|FINGERPRINT --by NAME "
             "--disposition TEXT [--note TEXT] (or bacc-audit ack list)"
         )
+    db.require_database(path)
     con = db.connect(path, small_writes=True)  # through the owner, if one writes now
     try:
         a, status = acks.acknowledge(con, fingerprint, by=by, disposition=disposition,

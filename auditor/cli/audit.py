@@ -50,7 +50,9 @@ def audit_cmd(
     graver = at_least(fail_on)
     conf = cfg.load(config_path)
     days = _days(rerun)
-    con = db.connect(db_path or db.default_db_path())
+    path = db_path or db.default_db_path()
+    db.require_database(path)
+    con = db.connect(path)
     try:
         window = None
         if days:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,6 +19,9 @@ from auditor.words import count
 
 if TYPE_CHECKING:  # Dask and the backfill load when the command runs, not at startup
     from auditor.jobs.backfill import BackfillResult
+
+
+WORKERS_A_CORE = 4  # a local cluster's processes; each starts a Python of its own
 
 
 def backfill_cmd(
@@ -88,6 +92,13 @@ def backfill_cmd(
         raise UserError(f"--partition-mb {partition_mb}: give at least 1")
     if workers is not None and workers < 1:
         raise UserError(f"--workers {workers}: give at least 1")
+    cores = os.cpu_count() or 1
+    if workers is not None and address is None and workers > WORKERS_A_CORE * cores:
+        raise UserError(
+            f"--workers {workers:,}: a local cluster of more than {WORKERS_A_CORE} worker "
+            f"processes a core only slows it (this machine has {count(cores, 'core')}); give "
+            f"at most {WORKERS_A_CORE * cores}, or run workers on other machines (--address)"
+        )
     conf = cfg.load(config_path)
     result, code = run_backfill(
         db_path or db.default_db_path(),

@@ -118,12 +118,13 @@ def _window(
 
 def _print_table(rows: list[DealerRow], window: Window, unnamed: int) -> None:
     t = RichTable(show_lines=False)
-    for col in ("dealer", "rounds", "error rounds", "per 1,000", "limit per 1,000", "flagged",
-                *SEVERITIES):
+    for col in ("dealer", "rounds", "error rounds", "per 1,000", "limit per 1,000",
+                "above limit", "flagged", *SEVERITIES):
         t.add_column(col, justify="left" if col == "dealer" else "right")
     for r in rows:
         t.add_row(r.dealer, f"{r.rounds:,}", f"{r.error_rounds:,}", f"{r.rate * 1000:.1f}",
-                  f"{r.upper * 1000:.1f}", "FLAGGED" if r.flagged else "",
+                  f"{r.upper * 1000:.1f}", "above" if r.above else "",
+                  "FLAGGED" if r.flagged else "",
                   *(str(r.findings.get(s, 0)) for s in SEVERITIES))
     wide = console.wide(120)
     wide.print(t)
@@ -136,5 +137,12 @@ def _print_table(rows: list[DealerRow], window: Window, unnamed: int) -> None:
         f"property rate p̄ {p * 1000:.1f} per 1,000; a dealer's limit is "
         "p̄ + 3·sqrt(p̄(1-p̄)/rounds) (docs/dealers.md)"
     )
+    unlikely = sum(1 for r in rows if r.above and not r.flagged)
+    if unlikely:
+        wide.print(
+            f"{count(unlikely, 'dealer')} above the limit but not flagged: too few rounds for "
+            "that many error rounds to be unlikely at p̄ (the binomial tail is above 0.135%, "
+            "the flag's second rule; docs/dealers.md)"
+        )
     if unnamed:
         wide.print(f"{count(unnamed, 'round')} name no dealer and are left out")

@@ -263,8 +263,17 @@ def _database(path: Path) -> Iterator[Check]:
             )
             return
         yield True, f"{what}: writable", ""
-    if not path.exists():
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
         yield True, f"{path}: no database yet (bacc-audit ingest creates it)", ""
+        return
+    except OSError as e:  # a name too long, a link loop: no file can be there
+        yield (
+            False,
+            f"{path}: cannot be opened ({e.strerror or e})",
+            "point --db (BACC_AUDIT_DB) at the audit database file",
+        )
         return
     yield from _private(path)
     try:

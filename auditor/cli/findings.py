@@ -54,7 +54,7 @@ def findings_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
-        filters.validate(con, code or [], table)
+        filters.validate(con, code or [], table, pit)
         zone = conf.zone_for(con)
         window = filters.window_of(conf, zone, shift=shift, date=date)
         rows = findings.select(

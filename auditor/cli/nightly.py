@@ -42,7 +42,11 @@ def nightly_cmd(
         ),
     ] = None,
     fail_on: Annotated[
-        str, typer.Option(help="Exit 1 when a finding of the night is at least this severe.")
+        str,
+        typer.Option(
+            help="Exit 1 when a finding of the night is at least this severe; acknowledged "
+            "findings count too, unless the value ends in :unacknowledged (major:unacknowledged).",
+        ),
     ] = "major",
     file_ingested: Annotated[
         str,
@@ -73,7 +77,8 @@ def nightly_cmd(
     a run killed anywhere leaves a consistent database and the next run completes its work.
 
     Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
-    the gaming day, or new in this run); 2 input or configuration error (missing spool,
+    the gaming day, or new in this run; acknowledged or not, unless --fail-on ends in
+    :unacknowledged); 2 input or configuration error (missing spool,
     unreadable or empty file, an archive it cannot write to, no rounds in the whole gaming
     day, a signing key that will not open); 3 internal failure; 4 database busy (another
     command has the database open); 5 another nightly run holds the lock; 130 interrupted

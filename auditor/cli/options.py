@@ -10,6 +10,19 @@ from typing import Annotated
 
 import typer
 
+from auditor.errors import UserError
+
+
+def _database_file(value: Path | None) -> Path | None:
+    """--db checked once, for every command, before any use of it: a path that names no
+    file at all (`/`, `.`, ``) is one sentence, not an error deep in a command that puts a
+    lock or an owner file beside it. What the file is, is each command's to judge (doctor
+    lists it among its checks)."""
+    if value is not None and value.name in ("", ".", ".."):
+        raise UserError(f"--db {value}: names a folder, not the audit database file")
+    return value
+
+
 DbOption = Annotated[
     Path | None,
     typer.Option(
@@ -17,6 +30,7 @@ DbOption = Annotated[
         envvar="BACC_AUDIT_DB",
         help="Audit database file (default: ./bacc-audit.duckdb).",
         show_default=False,
+        callback=_database_file,
     ),
 ]
 

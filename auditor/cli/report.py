@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +18,7 @@ from auditor.cli import console
 from auditor.cli.options import ConfigOption, DbOption, JsonOption
 from auditor.cli.progress import progress_for
 from auditor.errors import WRITE_ERRNOS, UserError, cannot_write
-from auditor.store import db
+from auditor.store import db, filters
 
 
 class ReportFormat(StrEnum):
@@ -37,7 +39,9 @@ def report_cmd(
     out_path: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Output file (default: reports/out/DAY_SHIFT[_PIT][_TABLE].pdf)."
+            "--out",
+            help="Output file, or a folder to write DAY_SHIFT[_PIT][_TABLE].pdf into "
+            "(default: reports/out/).",
         ),
     ] = None,
     fmt: Annotated[
@@ -79,6 +83,7 @@ def report_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
+        filters.validate(con, [], table, pit)  # a typo is not "no rounds in the shift"
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
         check = _ledger_check(con)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
@@ -92,7 +97,9 @@ def report_cmd(
         ) from None
     finally:
         con.close()
-    if as_json:
+    if _is_stdout(path):
+        pass  # the report is this process's output: its path (or JSON) after it would spoil it
+    elif as_json:
         console.out.print_json(json.dumps({
             "path": str(path),
             "format": chosen,
@@ -119,6 +126,14 @@ def _ledger_check(con: duckdb.DuckDBPyConnection) -> dict | None:
         return None
     console.err.print(v.headline(), markup=False, highlight=False)
     return v.cover()
+def _is_stdout(path: Path) -> bool:
+    """Whether the report went to this process's standard output (`--out /dev/stdout`):
+    then its path after it would spoil the file."""
+    try:
+        st, out = path.stat(), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
 def _report_format(out_path: Path | None, fmt: ReportFormat | None) -> str:

@@ -13,6 +13,8 @@ from auditor.cli import console
 from auditor.errors import UserError
 from auditor.words import count
 
+MAX_TABLES = 9_999  # the bulk generator's table ids run MB-0001 to MB-9999
+
 
 def simulate_cmd(
     out_dir: Annotated[
@@ -147,6 +149,9 @@ def simulate_cmd(
     from auditor.simulate.bulk import BULK_DATE, simulate_bulk
     from auditor.simulate.planted import SIM_DATE, simulate
 
+    if tables > MAX_TABLES:  # it would take hours and all the memory before it said so
+        raise UserError(f"--tables {tables:,}: at most {MAX_TABLES:,} tables a simulated "
+                        "night; for more, simulate several nights into folders of their own")
     chosen = tuple(g.strip() for g in games.split(",") if g.strip())
     try:
         day = cfg.parse_date(date) if date is not None else None

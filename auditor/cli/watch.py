@@ -15,6 +15,8 @@ from auditor.cli.options import ConfigOption, DbOption
 from auditor.errors import UserError
 from auditor.store import db
 
+MIN_POLL, MAX_POLL = 0.01, 60.0
+
 
 def watch_cmd(
     spool: Annotated[
@@ -58,6 +60,8 @@ def watch_cmd(
     """
     from auditor.jobs.service import BoardAt, run_watch
 
+    if not MIN_POLL <= poll <= MAX_POLL:  # nan, 0 or less: a loop that never rests
+        raise UserError(f"--poll {poll}: seconds from {MIN_POLL} to {MAX_POLL:g}")
     conf = cfg.load(config_path)
     if not spool.is_dir():
         raise UserError(f"--spool {spool}: no such folder (the folder the table systems "

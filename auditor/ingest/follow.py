@@ -56,7 +56,7 @@ from auditor.ingest.growing import (
 )
 from auditor.ingest.lines import Rows, read_together, with_ids
 from auditor.ingest.manifest import Offer, Refusal
-from auditor.ingest.paths import escape_path
+from auditor.ingest.paths import escape_path, open_log
 from auditor.ingest.reader import Block
 from auditor.ingest.result import FileResult
 from auditor.ingest.stage import Counts, Staging, bulk, odd_sources, staging
@@ -381,7 +381,7 @@ class Follower:
                 if v is None:
                     return
             try:
-                with v.state.path.open("rb") as fh:
+                with open_log(v.state.path) as fh:
                     now = os.fstat(fh.fileno())
                     if (now.st_dev, now.st_ino) != (v.state.device, v.state.inode):
                         self._verifying = None  # another file now: the poll sees it
@@ -491,8 +491,8 @@ class Follower:
         keep = len(state.check)
         start = state.offset - keep
         want = min(st.st_size - start, keep + most)
-        fd = os.open(state.path, os.O_RDONLY)
-        try:
+        with open_log(state.path) as fh:
+            fd = fh.fileno()
             now = os.fstat(fd)
             if (now.st_dev, now.st_ino) != (state.device, state.inode):
                 return None
@@ -504,8 +504,6 @@ class Follower:
                     break
                 parts.append(part)
                 got += len(part)
-        finally:
-            os.close(fd)
         data = b"".join(parts)
         if data[:keep] != state.check:
             return None
@@ -531,7 +529,7 @@ def _state_of(
     next_line = r.first_line if r.status == "already_ingested" else first_line_after(
         r.last_line, before
     )
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         check = os.pread(fh.fileno(), min(CHECK_BYTES, end), end - min(CHECK_BYTES, end))
     return _State(
         path, escape_path(path.resolve()), st.st_dev, st.st_ino, r.size, st.st_mtime_ns, end,

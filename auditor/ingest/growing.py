@@ -32,6 +32,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from auditor.ingest.paths import open_log
 from auditor.ingest.reader import BOM, gzipped
 
 # A file is known by its first line, at most this many bytes of it: enough to tell table
@@ -75,7 +76,7 @@ def layout_of(path: Path, line_limit: int) -> Layout:
     - a line of spaces only is read (it holds no event);
     - anything else waits: the table system is still writing it.
     """
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         st = os.fstat(fh.fileno())
         size = st.st_size
         first = fh.read(min(size, HEAD_MAX))
@@ -243,7 +244,7 @@ def hash_objects_at(path: Path, offsets: Iterable[int], limit: int | None = None
     out: dict[int, Any] = {}
     h = hashlib.sha256()
     pos = 0
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         for stop in want:
             while pos < stop:
                 block = fh.read(min(_READ, stop - pos))
@@ -259,7 +260,7 @@ def byte_before(path: Path, offset: int) -> bytes:
     """The byte just before `offset` (b"" at 0)."""
     if offset <= 0:
         return b""
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         return os.pread(fh.fileno(), 1, offset - 1)
 
 

@@ -3,9 +3,13 @@ text for messages and the `sources` manifest (and back)."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 
@@ -68,26 +72,136 @@ def one_line(text: str) -> str:
 
 
 def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
-    """Expand directories (recursively) to their log files.
+    """Expand directories (recursively, links to folders followed once) to their log files.
 
-    Returns the files and one sentence per path that gave none, so the good paths still load.
+    Returns the files and one sentence per path that gave none, so the good paths still
+    load: a missing path, a folder with no log, and every entry named like a log that is no
+    file to read (a link to nothing, a link loop, a named pipe, a socket, a device) or a
+    folder that cannot be listed. Nothing named like a log is passed over in silence.
     """
     found: list[Path] = []
     errors: list[str] = []
     for p in map(Path, paths):
-        if not p.exists():
-            errors.append(f"{escape_path(p)}: no such file or directory")
-        elif p.is_dir():
-            logs = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
+        try:
+            folder = p.is_dir()
+        except OSError:  # a name too long for the system: not_a_log says so
+            folder = False
+        if folder:
+            logs, problems = logs_in(p)
+            errors += problems
             if logs:
                 found.extend(logs)
-            else:
+            elif not problems:
                 errors.append(
                     f"{escape_path(p)}: nothing to ingest (no .jsonl or .jsonl.gz files in it)"
                 )
+            continue
+        problem = not_a_log(p)
+        if problem:
+            errors.append(problem)
         else:
             found.append(p)
+    return _once(found), errors
+
+
+def logs_in(top: Path) -> tuple[list[Path], list[str]]:
+    """The log files under `top` and a sentence for each entry named like one that is no
+    file, and for each folder that cannot be listed or that a link leads back into."""
+    logs: list[Path] = []
+    errors: list[str] = []
+    seen: set[tuple[int, int]] = set()
+
+    def unlisted(e: OSError) -> None:
+        errors.append(f"{escape_path(e.filename or top)}: cannot list the folder "
+                      f"({e.strerror}); the logs in it are not read")
+
+    for folder, subfolders, names in os.walk(top, onerror=unlisted, followlinks=True):
+        try:
+            st = os.stat(folder)
+        except OSError as e:  # listed, then removed or renamed before it was read
+            unlisted(e)
+            subfolders.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        for name in list(subfolders):
+            sub = Path(folder, name)
+            try:
+                sst = sub.stat()
+            except OSError:
+                continue  # os.walk's listing of it says why
+            if (sst.st_dev, sst.st_ino) in seen:
+                subfolders.remove(name)
+                errors.append(f"{escape_path(sub)}: a link back to a folder already read; "
+                              "not read twice")
+        for name in sorted(names):
+            if not name.endswith(SUFFIXES):
+                continue
+            path = Path(folder, name)
+            problem = not_a_log(path)
+            if problem:
+                errors.append(problem)
+            else:
+                logs.append(path)
+    return _once(sorted(logs)), errors
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """Each file once, under the first name it was found by (links lead to one file)."""
     unique: dict[Path, Path] = {}
-    for f in found:
+    for f in files:
         unique.setdefault(f.resolve(), f)
-    return list(unique.values()), errors
+    return list(unique.values())
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why `path` is no log file to read (one sentence), or None for a regular file."""
+    shown = escape_path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            return (f"{shown}: a symbolic link to {escape_path(os.readlink(path))}, which does "
+                    "not exist; nothing to ingest")
+        return f"{shown}: no such file or directory"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"{shown}: a loop of symbolic links; nothing to ingest"
+        return f"{shown}: cannot read ({e.strerror})"
+    kind = _kind(st.st_mode)
+    if kind is None:
+        return None
+    if stat.S_ISFIFO(st.st_mode):
+        return (f"{shown}: {kind}, not a log file: ingest reads a log twice, to hash it and to "
+                "load it; write what comes through the pipe to a file, and ingest that")
+    return f"{shown}: {kind}, not a log file; nothing to ingest"
+
+
+def _kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def open_log(path: Path) -> BinaryIO:
+    """`path` opened for reading, once it is shown to be a regular file: a name that became
+    a named pipe after it was listed would block the read forever (nobody writes to it), so
+    it is opened without blocking and refused (an OSError, as any unreadable file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError(errno.EINVAL, f"{kind}, not a log file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

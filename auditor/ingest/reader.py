@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from auditor.errors import UserError
-from auditor.ingest.paths import escape_path
+from auditor.ingest.paths import escape_path, open_log
 
 GZIP_MAGIC = b"\x1f\x8b"
 BOM = b"\xef\xbb\xbf"
@@ -51,14 +51,14 @@ def gzipped(start: bytes) -> bool:
 
 
 def is_gzip(path: Path) -> bool:
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         return gzipped(fh.read(2))
 
 
 def sha256_of(path: Path) -> tuple[str, int]:
     h = hashlib.sha256()
     size = 0
-    with path.open("rb") as fh:
+    with open_log(path) as fh:
         while block := fh.read(1 << 20):
             h.update(block)
             size += len(block)
@@ -147,7 +147,7 @@ def iter_blocks(
         raise UserError(f"{shown}: not a gzip file (it does not start with the gzip signature)")
     if gz and (start or end is not None):
         raise AssertionError("a gzip file is read whole")
-    with path.open("rb") as raw_fh:
+    with open_log(path) as raw_fh:
         size = os.fstat(raw_fh.fileno()).st_size
         cap = inflation_cap(size) if gz else None
         fh = gzip.GzipFile(fileobj=raw_fh, mode="rb") if gz else raw_fh
@@ -273,7 +273,7 @@ def text_size(path: Path, size: int) -> int:
     if size < 18:  # no room for a gzip header and trailer
         return size
     try:
-        with path.open("rb") as fh:
+        with open_log(path) as fh:
             if not gzipped(fh.read(2)):
                 return size
             fh.seek(-4, os.SEEK_END)
@@ -287,7 +287,7 @@ def inflates_to_nothing(path: Path) -> bool:
     try:
         if not is_gzip(path):
             return False
-        with gzip.open(path, "rb") as fh:
+        with open_log(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             return fh.read(1) == b""
     except (OSError, EOFError, zlib.error):
         return False

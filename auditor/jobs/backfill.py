@@ -41,11 +41,11 @@ import duckdb
 from auditor import __version__
 from auditor.audit.run import AuditResult, Known, audit
 from auditor.config import PropertyConfig
-from auditor.errors import UserError
+from auditor.errors import WRITE_ERRNOS, UserError
 from auditor.ingest.log_findings import record_seq_gaps
-from auditor.ingest.paths import discover, escape_path
+from auditor.ingest.paths import discover, escape_path, open_log
 from auditor.ingest.reader import GZIP_MAGIC
-from auditor.ingest.result import IngestResult
+from auditor.ingest.result import FileResult, IngestResult
 from auditor.ingest.run import ingest
 from auditor.jobs.merge import merge_partition
 from auditor.rules.codes import at_least
@@ -81,7 +81,7 @@ def stream_key(path: Path) -> str:
     `pit:P` for a pit event) among its first lines; else the SHA-256 of its first line, so
     that files starting alike still go together; else the file itself."""
     try:
-        with path.open("rb") as raw:
+        with open_log(path) as raw:
             gz = raw.read(2) == GZIP_MAGIC
             raw.seek(0)
             fh: Any = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
@@ -217,11 +217,50 @@ def open_partition_db(path: Path, threads: int | None = None) -> duckdb.DuckDBPy
     return con
 
 
+class WorkDirRefused(Exception):
+    """A worker's partition could not be written in the work folder (full, read-only): the
+    reason, as the system said it; the driver makes it a sentence (exit 2)."""
+
+
 def run_partition(task: PartitionTask) -> dict[str, Any]:
     """Ingest the partition's files and replay their rounds (`audit(..., tables=False)`)
     into a new DuckDB file, renamed into place only when complete; returns where it is, what
     each file gave, and the seconds spent. Idempotent: every attempt writes a file of its
-    own, and a killed one leaves only a `.partial` nobody reads."""
+    own, and a killed one leaves only a `.partial` nobody reads. A work folder that refuses
+    the writes is WorkDirRefused (the cause is found here, where the chain of exceptions
+    still holds it; DuckDB's rollback after a failed commit raises an error of its own)."""
+    try:
+        return _run_partition(task)
+    except Exception as e:
+        reason = write_refusal(e)
+        if reason is None:
+            raise
+        raise WorkDirRefused(reason) from None
+
+
+def write_refusal(e: BaseException | None) -> str | None:
+    """The system's reason when `e`, or an exception it happened during, is a write the file
+    system refused (no space, read-only, no permission); else None."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in WRITE_ERRNOS:
+            return e.strerror or str(e)
+        if isinstance(e, duckdb.Error):
+            text = str(e).lower()
+            found = next((w for w in _WRITE_REFUSALS if w.lower() in text), None)
+            if found:
+                return found
+        e = e.__cause__ or e.__context__
+    return None
+
+
+# How DuckDB words a write the file system refused (its errors carry the text only).
+_WRITE_REFUSALS = ("No space left on device", "Read-only file system", "Permission denied",
+                   "Disk quota exceeded")
+
+
+def _run_partition(task: PartitionTask) -> dict[str, Any]:
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     part = task.partition
@@ -255,7 +294,7 @@ def run_partition(task: PartitionTask) -> dict[str, Any]:
     return {
         "index": part.index,
         "db": str(final),
-        "files": [_file_summary(f) for f in result.files],
+        "files": files_of(result, part.files),
         "events": result.events,
         "quarantined": result.quarantined,
         "rounds": audited.rounds,
@@ -270,6 +309,20 @@ def run_partition(task: PartitionTask) -> dict[str, Any]:
 
 def _file_summary(f: Any) -> dict[str, Any]:
     return f.summary() | {"per_stream": f.per_stream}
+
+
+def files_of(result: IngestResult, planned: Sequence[Path | str]) -> list[dict[str, Any]]:
+    """What an ingest of the `planned` files said of each, and of each it found no more
+    (gone, or no longer a file, since the plan): unreadable, an input problem, never left
+    out of the count."""
+    said = {f.path for f in result.files}
+    gone = []
+    for f in map(Path, planned):
+        if f not in said:
+            why = next((e for e in result.errors if e.startswith(f"{escape_path(f)}: ")),
+                       f"{escape_path(f)}: gone since the backfill was planned")
+            gone.append(FileResult(f, "unreadable", message=why))
+    return [_file_summary(f) for f in [*result.files, *gone]]
 
 
 # --- the engine ------------------------------------------------------------------------------
@@ -438,12 +491,15 @@ def backfill(
         + (f"; {count(len(p.local), 'file')} the database already knows, ingested here"
            if p.local else "")
     )
-    work_dir.mkdir(parents=True, exist_ok=True)
-    futures = _submit(engine, p, run_id, work_dir, config)
-    t1 = time.perf_counter()
-    redo = driver.merge_as_done(p, futures, merge_while_running)
-    result.seconds["partitions"] = time.perf_counter() - t1
-    result.seconds["merge"] = driver.merge_seconds
+    make_work_dir(work_dir)
+    try:
+        futures = _submit(engine, p, run_id, work_dir, config)
+        t1 = time.perf_counter()
+        redo = driver.merge_as_done(p, futures, merge_while_running, work_dir.parent)
+        result.seconds["partitions"] = time.perf_counter() - t1
+        result.seconds["merge"] = driver.merge_seconds
+    finally:  # the run's own folder goes, whatever happened in it (docs/scale-out.md)
+        shutil.rmtree(work_dir, ignore_errors=True)
     t2 = time.perf_counter()
     driver.across_partitions(sorted(set(p.local) | set(redo), key=_order_of(paths)))
     result.seconds["across"] = time.perf_counter() - t2
@@ -452,8 +508,22 @@ def backfill(
     result.audit = audit(con, run_id, config)
     result.seconds["audit"] = time.perf_counter() - t3
     result.seconds["total"] = time.perf_counter() - t0
-    shutil.rmtree(work_dir, ignore_errors=True)
     return result
+
+
+def make_work_dir(folder: Path) -> None:
+    """The run's own folder under --work-dir; a --work-dir that is a file, read-only or
+    full is the setup's problem: one sentence, exit 2."""
+    try:
+        folder.mkdir(parents=True)
+    except OSError as e:
+        raise UserError(
+            f"--work-dir {escape_path(folder.parent)}: cannot make the run's folder there "
+            f"({e.strerror or e}); {WORK_DIR_ADVICE}"
+        ) from None
+
+
+WORK_DIR_ADVICE = "choose another --work-dir (docs/scale-out.md: a folder every worker can write)"
 
 
 def _submit(
@@ -483,10 +553,13 @@ class _Driver:
     spanning: Counter[str] = field(default_factory=Counter)
     merge_seconds: float = 0.0
 
-    def merge_as_done(self, p: Plan, futures: list[Any], while_running: bool) -> list[Path]:
+    def merge_as_done(
+        self, p: Plan, futures: list[Any], while_running: bool, base: Path
+    ) -> list[Path]:
         """Merge the partitions as their tasks finish, in partition order (all at the end
         unless `while_running`). Returns the files of those that met what the database
-        holds: the driver ingests them itself."""
+        holds: the driver ingests them itself. A worker that could not write its partition
+        under `base` (--work-dir full, read-only) stops the run with a sentence."""
         from distributed import as_completed
 
         tool = [__version__, runs.rule_pack_hashes()]
@@ -496,7 +569,16 @@ class _Driver:
         t1 = time.perf_counter()
         with _quiet():
             for fut in as_completed(futures):
-                out = fut.result()
+                try:
+                    out = fut.result()
+                except WorkDirRefused as e:
+                    kept = self.result.merged
+                    raise UserError(
+                        f"--work-dir {escape_path(base)}: a worker could not write its "
+                        f"partition there ({e}); make room there, or {WORK_DIR_ADVICE}"
+                        + (f"; the {count(kept, 'partition')} merged before are kept"
+                           if kept else "")
+                    ) from None
                 if out["tool"] != tool:
                     raise UserError(
                         f"worker {out['worker']} runs bacc-audit {out['tool'][0]} with other "
@@ -544,7 +626,7 @@ class _Driver:
         if local:
             self.say(f"ingesting {count(len(local), 'file')} here")
             result.local = ingest(self.con, local, self.run_id)
-            result.files += [_file_summary(f) for f in result.local.files]
+            result.files += files_of(result.local, local)
         if result.local:  # streams the driver's ingest added to, that partitions hold too
             touched = {s for f in result.local.files for s in f.per_stream}
             self.spanning.update(s for s in touched if self.spanning[s])
@@ -620,6 +702,10 @@ def run_backfill(
     `ingest` then `audit`, but counting the findings of this run that still stand)."""
     graver = at_least(fail_on)
     _discovered(paths)
+    base = work_dir or db_path.resolve().parent
+    probe = base / f".{db_path.name}.backfill-probe-{uuid.uuid4().hex[:8]}"
+    make_work_dir(probe)  # a --work-dir that is a file or read-only: said before the cluster
+    probe.rmdir()
     eng = start_engine(engine, address, workers)
     try:
         con = db.connect(db_path)
@@ -635,7 +721,6 @@ def run_backfill(
             with runs.recorded(con, "backfill", args) as run:
                 # A folder of this run's own, under --work-dir or beside the database: it is
                 # removed at the end, and --work-dir may hold other things.
-                base = work_dir or db_path.resolve().parent
                 wd = base / f"{db_path.name}.backfill-{run.id}-{uuid.uuid4().hex[:8]}"
                 result = backfill(con, run.id, paths, config, eng, wd, partition_bytes, say)
                 code = outcome.exit_code(

@@ -41,7 +41,7 @@ from auditor.jobs.archive import (
 from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_to_evidence
 from auditor.jobs.lock import NightlyLock, nightly_lock
 from auditor.report import signing
-from auditor.rules.codes import SEVERITIES, at_least
+from auditor.rules.codes import SEVERITIES
 from auditor.store import closed_days, db, ledger, outcome, runs, signoffs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
@@ -201,7 +201,7 @@ def run_nightly(
     Raises NightlyLocked (exit 5) when another run holds the lock, DatabaseBusy (exit 4) when
     a standalone command is writing to the database, UserError (exit 2) for a missing spool.
     """
-    at_least(fail_on)
+    outcome.fail_rule(fail_on)
     if file_ingested not in FILE_INGESTED:
         raise UserError(
             f"--file-ingested must be one of {', '.join(FILE_INGESTED)}, not {file_ingested!r}"
@@ -302,7 +302,7 @@ def _work(
         by_severity=by_sev,
         new_findings=new,
         recorded=recorded,
-        failing=outcome.failing(con, run_id, at_least(options.fail_on), window=window),
+        failing=outcome.failing_on(con, run_id, options.fail_on, window=window),
         rule_packs=packs,
         problems=problems,
         partials_removed=removed,

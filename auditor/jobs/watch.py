@@ -37,11 +37,12 @@ from auditor.audit.rounds import CONTEXT_EVENTS_SQL
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
-from auditor.ingest.paths import discover
+from auditor.ingest.paths import logs_in
 from auditor.replay.log_ends import GamingDays
 from auditor.store import ledger
 from auditor.store.closed_days import closed_days
 from auditor.store.events import ROUND_EVENTS
+from auditor.store.findings import short_id
 from auditor.store.sql import stream_name
 
 # A round's events are read from this long before the first event of the poll that ended it;
@@ -57,6 +58,8 @@ DRAIN_POLLS = 1000
 # systems have had time to deliver the last lines of the night (a table closing a little
 # after the hour, a system that writes late). docs/live.md.
 CLOSE_GRACE = dt.timedelta(minutes=30)
+# New findings told one a line in a poll; a backlog (a night loaded at once) is counted.
+TELL_AT_MOST = 20
 
 
 @dataclass
@@ -153,6 +156,8 @@ class Watch:
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
         self._last_seal = -1e9
         self._types: dict[str, dict[str, str]] | None = None
+        # The findings row up to which the new ones were told (`_tell_new`).
+        self._told = int(con.execute("SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -253,7 +258,12 @@ class Watch:
     # -- pieces ---------------------------------------------------------------------------
 
     def _scan(self) -> None:
-        found, _ = discover([self.spool])
+        found, problems = logs_in(self.spool)
+        for problem in problems:  # a link to nothing, a pipe: said once, as a bad file is
+            if problem not in self._reported:
+                self._reported.add(problem)
+                self.stats.problems.append(problem)
+                self.say(problem)
         followed = set(self.follower.paths)
         for path in found:
             if path not in followed:
@@ -345,7 +355,28 @@ class Watch:
         self.stats.findings_withdrawn += gone
         self.stats.by_code.update(result.by_code)
         if new:
-            self.say(f"{new} new finding{'s' if new != 1 else ''}")
+            self._tell_new()
+
+    def _tell_new(self) -> None:
+        """A line for each finding stored since the last told: its id, severity, code and
+        where (the log of a night reads as the board's feed); at most TELL_AT_MOST a time."""
+        rows = self.con.execute(
+            "SELECT id, status, fingerprint, severity, code, table_id, pit, shoe, round "
+            "FROM findings WHERE id > ? ORDER BY id",
+            [self._told],
+        ).fetchall()
+        if not rows:
+            return
+        self._told = rows[-1][0]
+        opened = [r for r in rows if r[1] == "open"]
+        for _, _, fingerprint, severity, code, table, pit, shoe, rnd in opened[:TELL_AT_MOST]:
+            where = f"table {table}" if table else (f"pit {pit}" if pit else "the property")
+            if shoe is not None:
+                where += f", shoe {shoe}" + (f" round {rnd}" if rnd is not None else "")
+            self.say(f"new finding {short_id(fingerprint)}: {severity} {code} at {where}")
+        if len(opened) > TELL_AT_MOST:
+            self.say(f"and {len(opened) - TELL_AT_MOST} more new findings "
+                     "(bacc-audit findings, or the board, lists them)")
 
 
 def _started_before(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> bool:

@@ -10,10 +10,14 @@ adds its own time, so two signed renders differ in their signature only.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
 import os
+import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +27,7 @@ import duckdb
 
 from auditor.audit.run import Progress
 from auditor.config import PropertyConfig
+from auditor.errors import UserError
 from auditor.report import signing
 from auditor.report.formatting import LOCAL_TIME, money, pct
 from auditor.report.gather import Scope, gather
@@ -198,11 +203,52 @@ def write_report(
         tell("render PDF", 2, steps)
     data = html.encode() if fmt == "html" else sign_if(render_pdf(context, html), key, conf)
     tell("write", steps - 1, steps)
-    path = out or DEFAULT_OUT / f"{scope.slug}.{fmt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, data)
+    path = report_path(out, scope, fmt)
+    try:
+        _write_out(path, data)
+    except OSError as e:  # the place asked for, not the report: one sentence, nothing left
+        if e.errno == errno.EPIPE:
+            raise  # the reader of --out /dev/stdout stopped early: its choice (cli/app.py)
+        raise UserError(
+            f"{path}: cannot write the report there ({e.strerror or e}); choose another "
+            "--out, in a folder this user may write to"
+        ) from None
     tell("written", steps, steps)
     return path
+
+
+def _write_out(path: Path, data: bytes) -> None:
+    """A file is replaced whole (write_whole). A symlink, a pipe or a terminal (`--out
+    /dev/stdout`, itself a link) is written through, as `cp` writes: renaming over it would
+    put a file where the link or the device was (and root may). Anything else that is not
+    a file (a socket, a disk) is refused."""
+    try:
+        st = path.stat()
+        linked = path.is_symlink()
+    except FileNotFoundError:
+        st, linked = None, False
+    through = linked or (st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)))
+    if st is not None and through and not stat.S_ISDIR(st.st_mode):
+        with path.open("wb") as fh:
+            fh.write(data)
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UserError(
+            f"{path}: not a file (a socket or a disk?); the report is written to a file, a "
+            "folder, a pipe or /dev/stdout"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(path, data)
+
+
+def report_path(out: Path | None, scope: Scope, fmt: str) -> Path:
+    """Where the report goes: `out`; inside it under the default name when it is a folder;
+    else reports/out/. The default name is the scope's (day, shift, pit, table), with no
+    character that would make it a path of its own."""
+    name = re.sub(r"[/\\\x00]", "_", scope.slug).lstrip(".") + f".{fmt}"
+    if out is None:
+        return DEFAULT_OUT / name
+    return out / name if out.is_dir() else out
 
 
 def sign_if(data: bytes, key: signing.SigningKey | None, conf: PropertyConfig) -> bytes:
@@ -215,11 +261,16 @@ def write_whole(path: Path, data: bytes) -> None:
     point leaves either the old file or the new one under `path`, never half of one. The
     fsyncs matter for power loss only; a killed process loses nothing the kernel has."""
     tmp = path.with_name(f".{path.name}.partial")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a folder where the file goes: no half file left
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -246,11 +246,15 @@ def citations(rules_dir: Path | str | None = None) -> list[tuple[str, Mapping[st
 
 def load_pack(jurisdiction: str, game: str, rules_dir: Path | str | None = None) -> RulePack:
     folder = _rules_dir(rules_dir)
-    path = folder / pack_filename(jurisdiction, game)
-    if not path.is_file():
-        have = ", ".join(f"{r.jurisdiction} {r.game}" for r in list_packs(folder)) or "none"
+    # Found among the packs there, never a path made of the names given (a name too long
+    # for the system, `../`): those are simply no pack.
+    wanted = pack_filename(jurisdiction, game)
+    refs = list_packs(folder)
+    path = next((r.path for r in refs if r.path.name == wanted), None)
+    if path is None:
+        have = ", ".join(f"{r.jurisdiction} {r.game}" for r in refs) or "none"
         raise RulePackError(
-            path,
+            folder / wanted,
             None,
             f"does not exist: there is no rule pack for {jurisdiction} {game} "
             f"(packs in {folder}: {have}).",

@@ -71,7 +71,8 @@ def resolve(con: duckdb.DuckDBPyConnection, finding: str) -> str:
     if not _SHORT_ID.fullmatch(given):
         shape = f"F and {SHORT_ID_HEX} hex digits, e.g. {short_id('example')}"
         raise UserError(
-            f"{finding!r} is neither a finding id ({shape}) nor a fingerprint "
+            f"{finding!r} is neither a finding id ({shape}) nor a fingerprint"
+            f"{_closest_ids(con, given)} "
             "(`bacc-audit findings` shows each finding's id in its first column)"
         )
     wanted = "F" + given[1:].lower()
@@ -90,13 +91,22 @@ def resolve(con: duckdb.DuckDBPyConnection, finding: str) -> str:
             f"the id {wanted} names {len(named)} findings ({', '.join(repr(f) for f in named)}); "
             "give the full fingerprint instead"
         )
-    known = [r[0] for r in con.execute(f"SELECT DISTINCT {SHORT_ID_SQL} FROM findings").fetchall()]
-    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UserError(
-        f"no finding has the id {wanted}{hint} "
+        f"no finding has the id {wanted}{_closest_ids(con, wanted)} "
         "(`bacc-audit findings` shows each finding's id in its first column)"
     )
+
+
+def _closest_ids(con: duckdb.DuckDBPyConnection, given: str) -> str:
+    """"; did you mean F...?" with the ids nearest to what was typed (a digit left out or
+    added, two swapped, any case), or "" when none is near."""
+    typed = given.strip()
+    if not typed or len(typed) > 4 * SHORT_ID_HEX:
+        return ""
+    typed = "F" + typed[1:].lower() if typed[0] in "Ff" else "F" + typed.lower()
+    known = [r[0] for r in con.execute(f"SELECT DISTINCT {SHORT_ID_SQL} FROM findings").fetchall()]
+    close = difflib.get_close_matches(typed, known, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def add_ack(

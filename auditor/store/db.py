@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -311,7 +312,19 @@ def busy_message(
         how = " for writing"
     else:
         how = ""
+    if holder and WATCH.search(holder):
+        return f"{path}: database busy: {who} has it open{how}; {BESIDE_WATCH}"
     return f"{path}: database busy: {who} has it open{how}; try again when it has finished"
+
+
+# `watch` never finishes: "try again when it has finished" would wait forever.
+WATCH = re.compile(r"\bwatch \(PID \d+\)$")
+BESIDE_WATCH = (
+    "watch runs until it is stopped, and ingests and audits what arrives in its spool "
+    "itself: put logs into its spool rather than ingesting them, and make the shift PDFs "
+    "with `bacc-audit report` (served by watch); or stop watch (SIGTERM), run this, and "
+    "start it again, which goes on where it stopped (docs/live.md)"
+)
 
 
 # Every DuckDB database file carries this at byte 8 (after the header's checksum).
@@ -323,8 +336,19 @@ def check_database_file(path: Path) -> None:
     """Refuse a path that is an existing file but not a DuckDB database, before DuckDB sees
     it: given a log file, DuckDB reads it as data into a database in memory, and every
     command then "works" and saves nothing."""
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # a new path (or a link to one): the database is created there
+    except OSError as e:  # a name too long, a link loop, a file where a folder should be
+        raise UserError(f"{path}: cannot read the audit database ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
         raise UserError(f"{path}: is a folder, not an audit database; name a file with --db")
+    if not stat.S_ISREG(mode):  # a pipe would hold the open until someone writes to it
+        raise UserError(
+            f"{path}: not a file (a named pipe, a socket or a device), so not an audit "
+            "database; give --db (or BACC_AUDIT_DB) the audit database file"
+        )
     try:
         with path.open("rb") as fh:
             head = fh.read(_MAGIC_AT + len(DUCKDB_MAGIC))
@@ -337,6 +361,17 @@ def check_database_file(path: Path) -> None:
         raise UserError(
             f"{path}: {what}, so not an audit database; give --db (or BACC_AUDIT_DB) the "
             "audit database file, or a path where none exists yet to create one"
+        )
+
+
+def require_database(path: Path) -> None:
+    """A command that reads what ingest loaded (`findings`, `report`, `audit`, `ack`) is
+    refused where there is no database yet, rather than making an empty one and saying "0
+    rounds audited": the --db (or the folder) is likely not the one meant."""
+    if not os.path.lexists(path):
+        raise UserError(
+            f"{path}: no audit database here yet; run `bacc-audit ingest` first "
+            "(or name another with --db / BACC_AUDIT_DB)"
         )
 
 
@@ -363,11 +398,8 @@ def connect(
     busy": one writer at a time.
     """
     path = Path(path)
-    if read_only and not path.exists():
-        raise UserError(
-            f"{path}: no audit database here yet; run `bacc-audit ingest` first "
-            "(or name another with --db / BACC_AUDIT_DB)"
-        )
+    if read_only:
+        require_database(path)
     check_database_file(path)
     private_files()  # the database, its .wal and .tmp spills: 0600 (DuckDB creates them)
     for attempt in (1, 2):

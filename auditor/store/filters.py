@@ -43,9 +43,13 @@ def unmatched(codes: Iterable[str], known: Iterable[str]) -> str | None:
 
 
 def near(word: str, known: list[str]) -> str:
-    """"; did you mean X?" for the closest of `known`, or "" when none is close."""
-    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+    """"; did you mean X?" for the closest of `known` (the same but for case first: `p1`
+    for `P1`), or "" when none is close."""
+    folded = {k.casefold(): k for k in known}
+    if word.casefold() in folded:
+        return f"; did you mean {folded[word.casefold()]}?"
+    close = difflib.get_close_matches(word.casefold(), list(folded), n=1, cutoff=0.6)
+    return f"; did you mean {folded[close[0]]}?" if close else ""
 
 
 def window_of(
@@ -148,11 +152,7 @@ class Filter:
 
 def known_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The tables the database holds events or findings of, sorted."""
-    # stream_sources is the small summary; a database from before it has only the events.
-    has_summary = single(
-        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
-    )[0]
-    streams = "stream_sources" if has_summary else "events"
+    streams = _streams(con)
     return sorted(
         r[0]
         for r in con.execute(
@@ -163,12 +163,47 @@ def known_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
     )
 
 
-def validate(con: duckdb.DuckDBPyConnection, codes: Iterable[str], table: str | None) -> None:
+def _streams(con: duckdb.DuckDBPyConnection) -> str:
+    """Where the streams are listed: stream_sources, the small summary; a database from
+    before it has only the events."""
+    has_summary = single(
+        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stream_sources'"
+    )[0]
+    return "stream_sources" if has_summary else "events"
+
+
+def known_pits(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The pits the database holds: those a table_open or a pit's own stream names, and
+    those of findings, sorted."""
+    return sorted(
+        r[0]
+        for r in con.execute(
+            "SELECT pit FROM events WHERE type = 'table_open' AND pit IS NOT NULL "
+            f"UNION SELECT {stream_name_sql('pit', 'stream')} FROM {_streams(con)} "
+            f"WHERE {is_stream_sql('pit', 'stream')} "
+            "UNION SELECT pit FROM findings WHERE pit IS NOT NULL"
+        ).fetchall()
+    )
+
+
+def _held(what: str, names: list[str]) -> str:
+    """What the database holds, for the sentence that refuses a name it does not."""
+    if not names:
+        return f" (it holds no {what} yet)"
+    if len(names) <= 12:
+        return f" (it holds {', '.join(names)})"
+    return f" (it holds {len(names):,} {what}s, {names[0]} to {names[-1]})"
+
+
+def validate(
+    con: duckdb.DuckDBPyConnection, codes: Iterable[str], table: str | None,
+    pit: str | None = None,
+) -> None:
     """The command line's: a filter that can match nothing is a typo, not a clean result:
     "0 findings" for `draw.banker_miss` would tell a compliance officer the night was clean.
 
-    Codes are the registry's (and any an older version recorded); tables, those the database
-    holds events or findings for.
+    Codes are the registry's (and any an older version recorded); tables and pits, those the
+    database holds events or findings for.
     """
     known = sorted(
         set(REGISTRY)
@@ -180,16 +215,14 @@ def validate(con: duckdb.DuckDBPyConnection, codes: Iterable[str], table: str | 
             f"--code {wrong}: no such finding code{near(wrong, known)} "
             "(bacc-audit codes lists them; * matches any text, as in log.*)"
         )
-    if table is None:
-        return
-    tables = known_tables(con)
-    if table not in tables:
-        if not tables:
-            held = " (it holds no table yet)"
-        elif len(tables) <= 12:
-            held = f" (it holds {', '.join(tables)})"
-        else:
-            held = f" (it holds {len(tables):,} tables, {tables[0]} to {tables[-1]})"
-        raise UserError(
-            f"--table {table}: no such table in this database{near(table, tables)}{held}"
-        )
+    if table is not None:
+        tables = known_tables(con)
+        if table not in tables:
+            raise UserError(f"--table {table}: no such table in this database"
+                            f"{near(table, tables)}{_held('table', tables)}")
+    if pit is not None:
+        pits = known_pits(con)
+        if pit not in pits:
+            raise UserError(
+                f"--pit {pit}: no such pit in this database{near(pit, pits)}{_held('pit', pits)}"
+            )

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Sequence
 
 import duckdb
 
-from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
+from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, UserError
+from auditor.rules.codes import at_least
 from auditor.store.db import single
 from auditor.words import count
 
@@ -60,23 +61,55 @@ def failing(
     *,
     standing: bool = True,
     window: tuple[dt.datetime, dt.datetime] | None = None,
+    unacknowledged: bool = False,
 ) -> int:
     """The findings at one of the `graver` severities (rules.codes.at_least) that fail run
     `run_id`: those it recorded that stand now, or with `standing` false every row it opened
     (one a later pass of the same run withdrew included); with `window`, also every finding
-    standing in [start, end), whoever recorded it."""
+    standing in [start, end), whoever recorded it; with `unacknowledged`, only those nobody
+    has acknowledged (`bacc-audit ack`, the board)."""
     source = "current_findings" if standing else "findings"
     mine = "run_id = ?" if standing else "run_id = ? AND status = 'open'"
     params: list[object] = [run_id]
     if window is not None:
         mine = f"({mine} OR (ts >= ? AND ts < ?))"
         params += list(window)
+    if unacknowledged:
+        mine += " AND fingerprint NOT IN (SELECT fingerprint FROM acknowledgements)"
     return int(single(
         con,
         f"SELECT count(*) FROM {source} WHERE {mine} "
         f"AND severity IN ({', '.join('?' for _ in graver)})",
         [*params, *graver],
     )[0])
+
+
+# `--fail-on SEVERITY:unacknowledged` (nightly): acknowledged findings do not fail the run.
+UNACKNOWLEDGED = ":unacknowledged"
+
+
+def fail_rule(fail_on: str) -> tuple[tuple[str, ...], bool]:
+    """A --fail-on value: the severities that fail a run (rules.codes.at_least), and whether
+    only findings nobody has acknowledged count (`major:unacknowledged`)."""
+    severity, sep, rest = fail_on.partition(":")
+    if sep and sep + rest != UNACKNOWLEDGED:
+        raise UserError(
+            f"--fail-on {fail_on}: a severity, or a severity and {UNACKNOWLEDGED} (like "
+            f"critical{UNACKNOWLEDGED}: findings someone acknowledged do not count)"
+        )
+    return at_least(severity), bool(sep)
+
+
+def failing_on(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    fail_on: str,
+    *,
+    window: tuple[dt.datetime, dt.datetime] | None = None,
+) -> int:
+    """`failing` under a --fail-on value (`fail_rule`): nightly's rule."""
+    graver, unacknowledged = fail_rule(fail_on)
+    return failing(con, run_id, graver, window=window, unacknowledged=unacknowledged)
 
 
 def files_sentence(statuses: Counter[str], events: int, quarantined: int) -> str:

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import selectors
 import socket
 import stat
@@ -45,6 +46,11 @@ SOCKET_SUFFIX = ".sock"
 # AF_UNIX paths: 108 bytes on Linux with the final NUL, 104 on the BSDs and macOS.
 SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 CONFLICT_RETRIES = 5  # 50 ms, then doubling: about 1.5 s in all
+# With every place taken, a session idle this long gives its place to a reader at the door.
+EVICT_IDLE_SECONDS = 1.0
+# Refusals said at once (a thread each, reading the greeting first); past that, a refused
+# connection is closed without a word.
+REFUSALS_AT_ONCE = 8
 
 
 def _fits(path: Path) -> bool:
@@ -152,6 +158,7 @@ class _Share:
         self.socket_ino = 0
         self.owner_bytes = b""
         self.wake_r, self.wake_w = os.pipe()
+        self.refusing = threading.BoundedSemaphore(REFUSALS_AT_ONCE)
         self.thread = threading.Thread(
             target=self._accept_loop, name=f"bacc-audit serves {real.name}", daemon=True
         )
@@ -225,29 +232,44 @@ class _Share:
             uid = wire.peer_uid(client)
             if uid is not None and uid != os.getuid():
                 refusal = {"type": "Refused", "message": f"uid {uid} is not this owner's"}
-            elif len(self.sessions) >= wire.MAX_SESSIONS:
+            elif len(self.sessions) >= wire.MAX_SESSIONS and not self._make_room():
                 refusal = {"type": "Full", "message": f"{wire.MAX_SESSIONS} readers already"}
             elif not self.stopping:
                 session = _Session(self, client)
                 self.sessions.add(session)
                 session.thread.start()
                 return
-        if refusal is None:  # closing
-            client.close()
+        if refusal is None or not self.refusing.acquire(blocking=False):
+            client.close()  # closing; or refusals enough under way (a flood): no sentence
             return
         threading.Thread(target=self._refuse, args=(client, refusal), daemon=True).start()
+
+    def _make_room(self) -> bool:
+        """With every place taken, end the session idle longest, if it has been idle
+        EVICT_IDLE_SECONDS (greeted or not): 64 readers that connect and wait must not keep
+        every other command out. False when all are at work."""
+        now = time.monotonic()
+        idle = [s for s in self.sessions if not s.busy and s.ended is None
+                and now - s.idle_since >= EVICT_IDLE_SECONDS]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda s: s.idle_since)
+        self.sessions.discard(oldest)
+        oldest.make_room()
+        return True
 
     def _refuse(self, client: socket.socket, refusal: dict[str, str]) -> None:
         """Say no, after reading the greeting: a socket closed with unread data resets the
         connection, and the reader would get no sentence, only "nobody answered"."""
         try:
             client.settimeout(1.0)
-            wire.recv(client)
+            wire.recv(client, limit=wire.REQUEST_BYTES, within=1.0)
             wire.send(client, {"ok": False, **refusal, "owner": vars(self.info)})
         except (OSError, ConnectionError, ValueError):
             pass
         finally:
             client.close()
+            self.refusing.release()
 
     def new_cursor(self) -> duckdb.DuckDBPyConnection:
         with self.lock:
@@ -391,6 +413,8 @@ class _Session:
         self.read_only = True
         self.in_transaction = False
         self.busy = False
+        self.idle_since = time.monotonic()  # when its last answer went (or it connected)
+        self.ended: str | None = None  # why the owner ends the session, told to the reader
         self.tries = 1  # how often the last failed statement was tried
         self.thread = threading.Thread(target=self._run, name="bacc-audit reader", daemon=True)
 
@@ -402,14 +426,29 @@ class _Session:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
 
+    def make_room(self) -> None:
+        """End this idle session for a reader waiting at the door: its next request is
+        answered with why (the read side is shut, so the session's wait ends at once)."""
+        self.ended = (f"it was idle while {wire.MAX_SESSIONS} other commands were served and "
+                      "another one waited")
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+
     def _run(self) -> None:
         try:
             self.sock.settimeout(wire.HELLO_SECONDS)
             if not self._greet():
                 return
-            self.sock.settimeout(None)
             while True:
-                header, payload = wire.recv(self.sock)
+                if not select.select([self.sock], [], [], wire.IDLE_SECONDS)[0]:
+                    idle = wire.IDLE_SECONDS
+                    self.ended = "it sent nothing for " + (
+                        f"{idle / 60:g} minutes" if idle >= 60 else f"{idle:g} s")
+                    return
+                self.sock.settimeout(wire.MESSAGE_SECONDS)
+                header, payload = wire.recv(
+                    self.sock, limit=wire.REQUEST_BYTES, within=wire.MESSAGE_SECONDS
+                )
                 self.busy = True
                 try:
                     reply, table = self._handle(header, payload)
@@ -419,20 +458,31 @@ class _Session:
                     self._after_error()
                 finally:
                     self.busy = False
+                # A reader that does not read its answer is let go after IDLE_SECONDS.
+                self.sock.settimeout(wire.IDLE_SECONDS)
                 wire.send(self.sock, reply, None if table is None else wire.arrow_bytes(table))
+                self.idle_since = time.monotonic()
         except (OSError, ConnectionError, ValueError, duckdb.Error):
-            pass  # the reader went away, or the owner is closing
+            pass  # the reader went away, sent what is no request, or the owner is closing
         except Exception:  # never a traceback on the owner's terminal for a reader's trouble
             log.debug("a reader's session ended on an error", exc_info=True)
         finally:
-            if self.cur is not None:
-                with contextlib.suppress(duckdb.Error):
-                    self.cur.close()  # rolls back whatever the reader left open
-            self.sock.close()
-            self.share.forget(self)
+            self._end()
+
+    def _end(self) -> None:
+        if self.ended is not None:  # tell the reader why, on its next request
+            with contextlib.suppress(OSError, ValueError):
+                self.sock.settimeout(1.0)
+                wire.send(self.sock, {"ok": False, "type": "Ended", "message": self.ended,
+                                      "owner": vars(self.share.info)})
+        if self.cur is not None:
+            with contextlib.suppress(duckdb.Error):
+                self.cur.close()  # rolls back whatever the reader left open
+        self.sock.close()
+        self.share.forget(self)
 
     def _greet(self) -> bool:
-        hello, _ = wire.recv(self.sock)
+        hello, _ = wire.recv(self.sock, limit=wire.REQUEST_BYTES, within=wire.HELLO_SECONDS)
         refusal = None
         if hello.get("protocol") != wire.PROTOCOL:
             refusal = {"type": "Protocol", "message": f"protocol {wire.PROTOCOL} spoken here"}

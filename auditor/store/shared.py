@@ -72,7 +72,10 @@ class RemoteConnection:
         if sock is None:
             raise duckdb.ConnectionException("Connection Error: Connection already closed!")
         try:
-            wire.send(sock, request)
+            try:
+                wire.send(sock, request)
+            except OSError:  # gone; it may have said why first (an ended session)
+                sock.settimeout(1.0)
             header, payload = wire.recv(sock)
         except (OSError, ConnectionError, ValueError):
             self.close()
@@ -81,6 +84,12 @@ class RemoteConnection:
                 "this command, closed it meanwhile; try again"
             ) from None
         if not header.get("ok"):
+            if header.get("type") == "Ended":  # idle too long, or its place given away
+                self.close()
+                raise OwnerGone(
+                    f"{self.path}: database busy: {self.owner.describe()}, which served it to "
+                    f"this command, ended its session ({header.get('message')}); try again"
+                )
             if header.get("conflict"):
                 tries = int(header.get("tries", 1))
                 how = f"tried {tries} times and not made" if tries > 1 else "not made"

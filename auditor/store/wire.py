@@ -14,6 +14,7 @@ import json
 import re
 import socket
 import struct
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +29,17 @@ PROTOCOL = 1
 OWNER_SUFFIX = ".owner"  # <db>.owner: who serves the database and where its socket is
 HELLO_SECONDS = 5.0  # a socket that does not answer the greeting by then serves nobody
 MAX_SESSIONS = 64
+# What the owner takes from a reader, whoever it is (docs/database.md, "Limits"): a request
+# is a header only (SQL and its parameters, never a payload), of at most REQUEST_BYTES, and
+# once its first byte is in the rest comes within MESSAGE_SECONDS; a session that sends
+# nothing for IDLE_SECONDS is ended. What arrives is held as it arrives, never what a length
+# announces: a header announcing 400 MB is refused before a byte of it is read.
+REQUEST_BYTES = 4 << 20
+MESSAGE_SECONDS = 30.0
+IDLE_SECONDS = 600.0
 _LENGTH = struct.Struct("!I")
-_MAX_HEADER = 1 << 28  # a header this long is not one of ours
+_MAX_HEADER = 1 << 28  # a header this long is not one of ours (the owner's answers)
+_PIECE = 1 << 20
 # A setting, which the owner runs at SESSION scope and the reader repeats locally.
 SETTING = re.compile(r"\s*(SET|RESET)\s+(\w+)", re.IGNORECASE)
 
@@ -46,27 +56,55 @@ def send(sock: socket.socket, header: dict[str, Any], payload: pa.Buffer | None 
         sock.sendall(memoryview(payload))
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
+def _recv_exact(
+    sock: socket.socket, n: int, deadline: float | None = None, trusted: bool = True
+) -> bytearray:
+    """`n` bytes; by `deadline` (time.monotonic) when given, else as the socket's own
+    timeout allows. From a side not `trusted` they are held as they arrive, so a length
+    announced and never sent takes no memory; from the owner (an answer of many rows) they
+    are read into one buffer of the size announced."""
+    buf = bytearray(n) if trusted else bytearray()
+    view = memoryview(buf) if trusted else None
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], min(n - got, 1 << 20))
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("a message did not arrive whole in time")
+            sock.settimeout(left)
+        if view is not None:
+            k = sock.recv_into(view[got:], min(n - got, _PIECE))
+        else:
+            piece = sock.recv(min(n - got, _PIECE))
+            buf += piece
+            k = len(piece)
         if k == 0:
             raise ConnectionError("the other side closed the connection")
         got += k
     return buf
 
 
-def recv(sock: socket.socket) -> tuple[dict[str, Any], bytearray | None]:
+def recv(
+    sock: socket.socket, *, limit: int | None = None, within: float | None = None,
+) -> tuple[dict[str, Any], bytearray | None]:
+    """One message. `limit`: the most bytes it may hold, header and payload (a reader's
+    request to the owner: REQUEST_BYTES, and no payload); `within`: seconds for the rest of
+    the message once its length is in. The wait for the length is the socket's timeout."""
     (n,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
-    if n > _MAX_HEADER:
-        raise ConnectionError(f"a message header of {n} bytes")
-    header = json.loads(_recv_exact(sock, n))
+    most = _MAX_HEADER if limit is None else min(limit, _MAX_HEADER)
+    if n > most:
+        raise ConnectionError(f"a message header of {n} bytes (at most {most} taken)")
+    deadline = None if within is None else time.monotonic() + within
+    trusted = limit is None
+    header = json.loads(_recv_exact(sock, n, deadline, trusted))
     if not isinstance(header, dict):
         raise ConnectionError("a message header that is not an object")
     size = header.get("payload")
-    return header, _recv_exact(sock, size) if isinstance(size, int) else None
+    if size is None:
+        return header, None
+    if not isinstance(size, int) or size < 0 or (limit is not None and n + size > limit):
+        raise ConnectionError(f"a payload of {size!r} bytes")
+    return header, _recv_exact(sock, size, deadline, trusted)
 
 
 def arrow_bytes(table: pa.Table) -> pa.Buffer:

@@ -25,10 +25,10 @@ import duckdb
 import httpx2
 import pypdf
 import pytest
+from helpers.sample import CONFIG, LOCAL, MB01, SHIFT, build, local_client, plain, store_mb01
 from starlette.testclient import TestClient
 
 from auditor import config
-from auditor.audit.run import audit
 from auditor.board import feed
 from auditor.board.api import CURSOR_HEADER
 from auditor.board.app import create_app, serve
@@ -41,31 +41,9 @@ from auditor.board.settings import (
     settings_from_table,
 )
 from auditor.errors import UserError
-from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
 from auditor.store import acks, db, findings, runs
 from auditor.store.filters import Filter
-
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
-CONFIG = SAMPLE / "property.toml"
-MB01 = SAMPLE / "2026-11-28_MB-01.jsonl"
-SHIFT = "2026-11-28/grave"
-LOCAL = "http://127.0.0.1"  # a board without a login answers to a loopback Host only
-
-
-def build(path: Path, with_mb01: bool) -> Path:
-    con = db.connect(path)
-    logs = [f for f in sorted(SAMPLE.glob("2026-11-28_*")) if with_mb01 or f != MB01]
-    ingest(con, logs, runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
-    con.close()
-    return path
-
-
-def store_mb01(con: duckdb.DuckDBPyConnection) -> None:
-    """What `bacc-audit watch` does when MB-01's log arrives: ingest it, audit it."""
-    ingest(con, [MB01], runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
 
 
 @pytest.fixture(scope="module")
@@ -99,19 +77,10 @@ def shared(night: Path, tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-def local_client(app: Any, **kw: Any) -> TestClient:
-    return TestClient(app, base_url=LOCAL, follow_redirects=False, **kw)
-
-
 def export(con: duckdb.DuckDBPyConnection, **filters: Any) -> list[dict[str, Any]]:
     """What `bacc-audit findings --format jsonl` writes, as records."""
     zone = config.load(CONFIG).zone_for(con)
     return findings.select(con, zone=zone, **filters)
-
-
-def plain(page: str) -> str:
-    """A page's text as a reader sees it: tags out, entities decoded, spaces collapsed."""
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page)))
 
 
 class Page(HTMLParser):
@@ -247,7 +216,7 @@ def test_the_finding_page_shows_expected_against_observed_rule_source_and_video(
     assert "2026-11-28_MB-01.jsonl:" in text
     assert re.search(r"pull the surveillance video by 2026-12-06 01:31", text)
     assert len(Page(r.text).cards) >= 4  # the round's cards are on the finding's page too
-    assert unknown.status_code == 400 and "no finding has the id F000000000000" in unknown.text
+    assert unknown.status_code == 404 and "no finding has the id F000000000000" in unknown.text
     assert by_fingerprint.status_code == 200 and "Finding Fc407b86fa0d7" in by_fingerprint.text
 
 

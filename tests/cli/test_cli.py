@@ -804,8 +804,8 @@ def test_report_into_a_read_only_folder_exits_2_naming_the_file(
     assert r.code == 2, r
     assert r.err == (
         "no ledger yet: the next run that writes seals what the database holds\n"
-        f"error: {tmp_path / 'ro' / '.grave.html.partial'}: cannot write there (Read-only file "
-        "system); choose another --out, or make that folder writable\n"
+        f"error: {out}: cannot write the report there (Read-only file system); choose another "
+        "--out, in a folder this user may write to\n"
     )
     assert r.out == ""
 

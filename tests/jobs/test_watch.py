@@ -32,6 +32,7 @@ from auditor.simulate.feed import Feed, Line, schedule
 from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
 from auditor.store import db, runs
+from auditor.store.findings import short_id
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 BIN = Path(sys.executable).parent / "bacc-audit"
@@ -192,7 +193,9 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
     con = db.connect(tmp_path / "live.duckdb")
     spool = tmp_path / "spool"
     spool.mkdir()
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}), WatchOptions(rescan=0))
+    told: list[str] = []
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}), WatchOptions(rescan=0),
+              say=told.append)
     target = spool / lines[0].name
     written = 0
     found_at: dict[str, int] = {}
@@ -217,6 +220,15 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
         ).fetchall()
         key = lines[found_at[code]].round_end
         assert key is not None and key[2] == rnd, code
+    # Whoever reads watch's log learns what each finding is and where, not "1 new finding".
+    ids = dict(con.execute(
+        "SELECT code, fingerprint FROM current_findings WHERE code IN "
+        "('draw.banker_missed', 'vig.wrong_amount')").fetchall())
+    assert f"new finding {short_id(ids['draw.banker_missed'])}: critical draw.banker_missed at " \
+        "table MB-01, shoe MB-01-1128-01 round 72" in told, told
+    assert f"new finding {short_id(ids['vig.wrong_amount'])}: major vig.wrong_amount at table " \
+        "MB-01, shoe MB-01-1128-03 round 48" in told, told
+    assert not any(re.fullmatch(r"\d+ new findings?", line) for line in told)
 
 
 def _every_code_nights(tmp_path: Path) -> list[tuple[list[Path], list[Path]]]:

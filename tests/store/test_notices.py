@@ -434,3 +434,24 @@ def test_a_time_error_of_notice_add_is_said_in_local_time():
         "announces (2026-11-29 02:00 EST): such a notice is late whatever it says; enter it "
         "with --late to record it as given late"
     )
+
+
+@pytest.mark.slow
+def test_a_refused_notice_shows_the_times_as_typed(tmp_path):
+    """Issue 31: a local time typed in came back in the error as UTC with microseconds
+    (`2026-11-29T09:20:00+00:00`), which the user did not recognise as what they typed."""
+    path = sample_db(tmp_path / "a.duckdb")
+    config = tmp_path / "property.toml"
+    config.write_text('[property]\ntime_zone = "America/New_York"\n')
+    late = _add(path, "--pit", "P2", "--given-at", "2026-11-29 04:20", "--config", str(config))
+    assert isinstance(late.exception, UserError)
+    assert str(late.exception).startswith(
+        "the notice is said to be given at 2026-11-29 04:20 EST, after the time it "
+        "announces (2026-11-29 03:00 EST)"), late.exception
+    future = _add(path, "--pit", "P2", "--given-at", "2099-01-02 03:04", "--config", str(config))
+    assert isinstance(future.exception, UserError)
+    said = str(future.exception)
+    assert said.startswith("the notice is said to be given at 2099-01-02 03:04 EST, "
+                           "after now ("), said
+    now = re.search(r"after now \(([^)]*)\)", said)
+    assert now and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? E[SD]T", now[1]), said

@@ -62,6 +62,11 @@
   source.onerror = function () {
     status.textContent = "reconnecting…";
     status.className = "live off";
+    if (source.readyState === EventSource.CLOSED) {
+      // Refused for good (the database no longer knows this page's cursor): a fresh page
+      // starts from the standing findings and a cursor of now.
+      setTimeout(function () { window.location.reload(); }, 5000);
+    }
   };
   source.onmessage = function (e) {
     add(JSON.parse(e.data), e.lastEventId);

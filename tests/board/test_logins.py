@@ -1,0 +1,180 @@
+"""Login guessing is slowed down per client address and per name (issue 31, docs/board.md
+"Logins"), and a flood of guesses leaves the board serving the floor. Run against the board
+under uvicorn, behind a trusted proxy (127.0.0.1) so that X-Forwarded-For says which client
+each guess comes from, with a real PBKDF2 password hash (a quarter of a second a check)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from helpers.sample import CONFIG, build
+
+from auditor import config
+from auditor.board import throttle
+from auditor.board.app import BoardServer, create_app, serve
+from auditor.board.auth import Auth, hash_password, token_sha256
+from auditor.board.settings import settings_from_table
+
+PASSWORD = "correct horse battery staple"
+TOKEN = "tok-7d1f0c9e3b5a48d2a6e1c4f9b8d2e7a3"
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("logins") / "full.duckdb", with_mb01=True)
+
+
+@pytest.fixture
+def board(full: Path, tmp_path: Path) -> Iterator[BoardServer]:
+    settings = settings_from_table({
+        "listen": "127.0.0.1:8080",  # serve() is given port 0 below
+        "require_login": True,
+        "trusted_proxies": ["127.0.0.1"],
+        "users": [{"name": "j.rivera", "password_hash": hash_password(PASSWORD)}],
+        "tokens": [{"name": "case-system", "sha256": token_sha256(TOKEN)}],
+    }, "test.toml")
+    path = tmp_path / "board.duckdb"
+    path.write_bytes(full.read_bytes())
+    app = create_app(path, property_config=config.load(CONFIG), settings=settings,
+                     auth=Auth.for_host(settings, "127.0.0.1"))
+    with serve(app, "127.0.0.1", 0) as server:
+        yield server
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page[:300]
+    return found.group(1)
+
+
+class Guesser:
+    """A browser at one client address: takes the login page's CSRF token, then posts."""
+
+    def __init__(self, board: BoardServer, address: str) -> None:
+        self.origin = board.url
+        self.http = httpx2.Client(base_url=board.url, timeout=30,
+                                  headers={"X-Forwarded-For": address})
+        page = self.http.get("/login")
+        self.csrf = csrf_of(page.text)
+
+    def login(
+        self, name: str = "j.rivera", password: str = "guess", token: str = ""
+    ) -> httpx2.Response:
+        return self.http.post("/login", data={"csrf": self.csrf, "name": name,
+                                              "password": password, "token": token},
+                              headers={"Origin": self.origin})
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.mark.slow
+def test_guesses_from_one_address_are_slowed_down(board: BoardServer) -> None:
+    g = Guesser(board, "203.0.113.7")
+    try:
+        for _ in range(throttle.FREE_PER_CLIENT):
+            assert g.login().status_code == 401
+        refused = g.login(password=PASSWORD)  # even the right one: nothing is checked now
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "1"
+        assert "Too many failed logins from this address: try again in 1 second." in refused.text
+        # Another address is not held back; after Retry-After, this one is checked again.
+        other = Guesser(board, "198.51.100.20")
+        assert other.login().status_code == 401
+        other.close()
+        time.sleep(1.1)
+        assert g.login().status_code == 401
+        again = g.login()  # one more failure: twice as long
+        assert (again.status_code, again.headers["retry-after"]) == (429, "2")
+        time.sleep(2.1)
+        ok = g.login(password=PASSWORD)
+        assert ok.status_code == 303  # a right password, once allowed, logs in
+        # ... and clears the address: its next mistake is checked at once.
+        g.http.cookies.clear()
+        g = Guesser(board, "203.0.113.7")
+        assert g.login().status_code == 401
+    finally:
+        g.close()
+
+
+@pytest.mark.slow
+def test_guesses_at_one_name_from_many_addresses_are_slowed_down(board: BoardServer) -> None:
+    guessers = [Guesser(board, f"192.0.2.{i}") for i in range(throttle.FREE_PER_NAME + 1)]
+    try:
+        for g in guessers[:-1]:
+            assert g.login().status_code == 401  # one guess each: no address is held back
+        r = guessers[-1].login(password=PASSWORD)
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        assert "Too many failed logins for this name" in r.text
+        # The same address for another name, and a token, are not this name's.
+        assert guessers[-1].login(name="a.chen").status_code == 401
+        assert guessers[-1].login(name="", password="", token=TOKEN).status_code == 303
+    finally:
+        for g in guessers:
+            g.close()
+
+
+@pytest.mark.slow
+@pytest.mark.realtime  # it bounds the floor's wait in wall-clock time
+def test_the_floor_is_served_through_a_flood_of_guesses(board: BoardServer) -> None:
+    """A small flood (the issue's 40 threads for 20 s are not yet measured in bench/): 12
+    guessers, each from an address of its own, for 6 s; meanwhile a logged-in officer's floor
+    page and a system's API read keep answering. More guesses at once than CHECKS_AT_ONCE +
+    CHECKS_WAITING are refused at once; the name is held back after FREE_PER_NAME."""
+    stop = threading.Event()
+    statuses: Counter[int] = Counter()
+    retry_after: set[str] = set()
+    lock = threading.Lock()
+
+    def guess(i: int) -> None:
+        g = Guesser(board, f"10.9.0.{i}")
+        try:
+            while not stop.is_set():
+                r = g.login()
+                with lock:
+                    statuses[r.status_code] += 1
+                    if r.status_code == 429:
+                        retry_after.add(r.headers["retry-after"])
+        finally:
+            g.close()
+
+    officer = httpx2.Client(base_url=board.url, timeout=30,
+                            headers={"X-Forwarded-For": "10.1.1.1"})
+    page = officer.get("/login")
+    csrf = csrf_of(page.text)
+    assert officer.post("/login", data={"csrf": csrf, "name": "j.rivera", "password": PASSWORD},
+                        headers={"Origin": board.url}).status_code == 303
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    waits: list[float] = []
+    try:
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            floor = officer.get("/floor")
+            api = officer.get("/api/findings", headers={"Authorization": f"Bearer {TOKEN}"})
+            waits.append(time.monotonic() - t0)
+            assert floor.status_code == 200 and "MB-01" in floor.text
+            assert api.status_code == 200 and len(api.text.splitlines()) == 22
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        officer.close()
+    assert statuses[429] > 0, (statuses, waits)
+    assert retry_after and all(x.isdigit() for x in retry_after), retry_after
+    # Passwords checked: the name's free ones, and those already waiting for a check when
+    # its lock began; every other guess was answered 429 without one.
+    most = throttle.FREE_PER_NAME + throttle.CHECKS_AT_ONCE + throttle.CHECKS_WAITING
+    assert statuses[401] <= most, statuses
+    assert set(statuses) <= {401, 429}, statuses
+    assert max(waits) < 2.0, waits

@@ -10,6 +10,7 @@ own. Helpers that are not fixtures live in tests/helpers/.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +25,21 @@ from auditor.ingest.run import ingest
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
+
+
+# The umask the session started with (read by setting it, then setting it back).
+SESSION_UMASK = os.umask(0o022)
+os.umask(SESSION_UMASK)
+
+
+@pytest.fixture(autouse=True)
+def _umask_restored() -> Iterator[None]:
+    """The product makes its files private by tightening the process umask once it opens a
+    database (auditor.errors.private_files): right for a command, a leak between tests run in
+    one process. Each test runs with the umask the session started with."""
+    os.umask(SESSION_UMASK)
+    yield
+    os.umask(SESSION_UMASK)
 
 
 @pytest.fixture

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from auditor.errors import UserError
+
 SUFFIXES = (".jsonl", ".jsonl.gz")
+# Folders a walk for logs reads at most: a spool or a night's logs hold a few (a folder a
+# day is 27 years in 10,000); `ingest /` would otherwise read the whole machine (issue 31).
+MAX_FOLDERS = 10_000
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
@@ -106,7 +111,9 @@ def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
 
 def logs_in(top: Path) -> tuple[list[Path], list[str]]:
     """The log files under `top` and a sentence for each entry named like one that is no
-    file, and for each folder that cannot be listed or that a link leads back into."""
+    file, and for each folder that cannot be listed or that a link leads back into. Past
+    MAX_FOLDERS folders the walk stops with a UserError (exit 2): nothing is loaded from a
+    folder read in part."""
     logs: list[Path] = []
     errors: list[str] = []
     seen: set[tuple[int, int]] = set()
@@ -115,7 +122,14 @@ def logs_in(top: Path) -> tuple[list[Path], list[str]]:
         errors.append(f"{escape_path(e.filename or top)}: cannot list the folder "
                       f"({e.strerror}); the logs in it are not read")
 
-    for folder, subfolders, names in os.walk(top, onerror=unlisted, followlinks=True):
+    for walked, (folder, subfolders, names) in enumerate(
+        os.walk(top, onerror=unlisted, followlinks=True)
+    ):
+        if walked >= MAX_FOLDERS:
+            raise UserError(
+                f"{escape_path(top)}: more than {MAX_FOLDERS:,} folders under it, not read; "
+                "name the folder (or the files) that hold the logs"
+            )
         try:
             st = os.stat(folder)
         except OSError as e:  # listed, then removed or renamed before it was read

@@ -22,13 +22,14 @@ from helpers.cli import Run
 from helpers.sample import CONFIG, MB01
 
 from auditor import config
+from auditor.errors import UserError
 from auditor.ingest import paths
 from auditor.ingest.run import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.store import db, runs
 
 BIN = Path(sys.executable).parent / "bacc-audit"
-MB01_EVENTS = 7581
+MB01_EVENTS = 7569  # sample_logs/2026-11-28_MB-01.jsonl: one event a line
 PIPE = "a named pipe (FIFO), not a log file: ingest reads a log twice, to hash it and to load it"
 
 
@@ -185,3 +186,34 @@ def test_a_folder_removed_while_the_spool_is_walked_is_said(
     assert logs == [tmp_path / MB01.name]
     assert errors == [f"{gone}: cannot list the folder (No such file or directory); the logs "
                       "in it are not read"]
+
+
+def test_a_folder_of_more_folders_than_a_spool_holds_is_refused_not_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bacc_audit: Callable[..., Run]
+) -> None:
+    """Issue 31: `ingest /` read the whole machine (the fuzz bench stopped it at 60 s). Past
+    MAX_FOLDERS folders the walk stops: one sentence, exit 2, nothing loaded."""
+    real = paths.MAX_FOLDERS
+    monkeypatch.setattr(paths, "MAX_FOLDERS", 5)
+    for i in range(6):
+        (tmp_path / "logs" / f"day-{i}").mkdir(parents=True)
+    shutil.copy(MB01, tmp_path / "logs" / "day-0" / MB01.name)
+    with pytest.raises(UserError) as e:
+        paths.logs_in(tmp_path / "logs")
+    assert str(e.value) == (f"{tmp_path / 'logs'}: more than 5 folders under it, not read; "
+                            "name the folder (or the files) that hold the logs")
+    assert paths.logs_in(tmp_path / "logs" / "day-0") == ([tmp_path / "logs" / "day-0" /
+                                                           MB01.name], [])
+    # The real bound, through the command: the root of the machine is refused in seconds.
+    monkeypatch.setattr(paths, "MAX_FOLDERS", real)
+    dbp = tmp_path / "a.duckdb"
+    r = bacc_audit("ingest", "/", "--db", dbp)
+    assert r.code == 2, r
+    assert r.err == ("error: /: more than 10,000 folders under it, not read; name the folder "
+                     "(or the files) that hold the logs\n")
+    con = db.connect(dbp, read_only=True)
+    try:  # the refused run is on record, and nothing was loaded
+        assert con.execute("SELECT count(*) FROM events").fetchall() == [(0,)]
+        assert con.execute("SELECT command, exit_code FROM runs").fetchall() == [("ingest", 2)]
+    finally:
+        con.close()

@@ -85,7 +85,7 @@ def report_cmd(
     try:
         filters.validate(con, [], table, pit)  # a typo is not "no rounds in the shift"
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
-        check = _ledger_check(con)
+        check, said = _ledger_check(con)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
             path = write_report(con, conf, scope, out_path, chosen, progress, check)
         unsigned = signoffs.unsigned(con, scope.slug[:10])  # the slug starts with the day
@@ -108,24 +108,26 @@ def report_cmd(
         }))
     else:
         console.out.print(str(path))
+    console.err.print(said, markup=False, highlight=False)  # once the report is written
     if unsigned:
         console.err.print(
             f"sign-off, gaming day {scope.slug[:10]}: {signoffs.unsigned_sentence(unsigned)}"
         )
 
 
-def _ledger_check(con: duckdb.DuckDBPyConnection) -> dict | None:
-    """The fast check of the ledger before the render (jobs/verify.py), said on stderr and
-    printed on the cover: in red when the database fails it."""
+def _ledger_check(con: duckdb.DuckDBPyConnection) -> tuple[dict | None, str]:
+    """The fast check of the ledger before the render (jobs/verify.py), for the cover (in
+    red when the database fails it), and its headline, said on stderr once the report is
+    written (a report refused says only why)."""
     from auditor.jobs import verify as verifying
 
     try:
         v = verifying.verify(con, fast=True)
     except duckdb.Error as e:  # a reader beside `watch` cannot make temp tables: not checked
-        console.err.print(f"ledger not checked: {str(e).splitlines()[0]}", markup=False)
-        return None
-    console.err.print(v.headline(), markup=False, highlight=False)
-    return v.cover()
+        return None, f"ledger not checked: {str(e).splitlines()[0]}"
+    return v.cover(), v.headline()
+
+
 def _is_stdout(path: Path) -> bool:
     """Whether the report went to this process's standard output (`--out /dev/stdout`):
     then its path after it would spoil the file."""

@@ -383,6 +383,12 @@ def interrupted(e: BaseException) -> bool:
     return type(e) is RuntimeError and str(e) == "Query interrupted"
 
 
+# Every table the schema creates (a database that lacks one is from an earlier version).
+SCHEMA_TABLES = frozenset(
+    name for stmt in DDL for name in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt)
+)
+
+
 def connect(
     path: Path | str, read_only: bool = False, *, small_writes: bool = False
 ) -> duckdb.DuckDBPyConnection:
@@ -436,9 +442,27 @@ def connect(
     # insert in parallel, and ingest is about a quarter slower.
     con.execute("SET preserve_insertion_order = false")
     if read_only:
+        _check_schema(con, path)
         return con
     ensure_schema(con)
     return serving.serve(con, path)
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path | str) -> None:
+    """A database written by an earlier version, opened to read, lacks the tables added
+    since (a reader cannot add them): one sentence saying how to bring it up to date, not an
+    internal error in the middle of a report."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "events" not in have:
+        return  # not an audit database yet: the command says so in its own words
+    missing = sorted(SCHEMA_TABLES - have)
+    if missing:
+        con.close()
+        raise UserError(
+            f"{path}: written by an earlier bacc-audit (it has no {', '.join(missing[:3])}"
+            f"{' …' if len(missing) > 3 else ''} table); run a command that writes to it once "
+            f"(bacc-audit audit --db {path}), which adds them, then read it again"
+        )
 
 
 def served_runs(con: duckdb.DuckDBPyConnection) -> set[int]:

@@ -111,6 +111,12 @@ def test_a_round_relabelled_to_a_phantom_shoe_still_raises_the_composition(tmp_p
     con.close()
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 28, open: the relabelled round reuses a round number the previous shoe had "
+    "already ended, so the late-event check (audit/rounds.py) takes its events as "
+    "log.after_round_end of that round and leaves them out of every count before the shoe "
+    "placement (audit/load.py load_rounds) sees them: no shoe.reopened, and the critical "
+    "shoe.composition of the shoe they were dealt from is lost"))
 def test_a_round_relabelled_to_the_tables_previous_shoe_is_a_return_to_it(tmp_path):
     files, honest, excess = _night(tmp_path)
     rnd = _excess_round(honest, excess)
@@ -150,8 +156,9 @@ def test_the_issues_edit_with_an_invisible_character_is_refused_line_by_line(tmp
     assert all(
         f'shoe has U+200B at character 14, after "{SHOE}"' in f["message"]
         for f in after.values() if f["code"] == "log.malformed")
-    [gap] = [f for f in after.values() if f["code"] == "log.seq_gap"]
-    assert (gap["table_id"], gap["seq"]) == (TABLE, last + 1)
+    [gap] = [f for f in after.values()  # the night may have a planted gap of its own
+             if f["code"] == "log.seq_gap" and f["seq"] == last + 1]
+    assert gap["table_id"] == TABLE
     assert f"seq {first - 1} is followed by seq {last + 1}; {lines} events are missing" in (
         gap["message"])
     # No event carries the look-alike id: nothing was counted in a phantom shoe.

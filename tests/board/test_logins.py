@@ -5,7 +5,6 @@ each guess comes from, with a real PBKDF2 password hash (a quarter of a second a
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from helpers.logins import PASSWORD, TOKEN, Guesser, csrf_of
 from helpers.sample import CONFIG, build
 
 from auditor import config
@@ -21,9 +21,6 @@ from auditor.board import throttle
 from auditor.board.app import BoardServer, create_app, serve
 from auditor.board.auth import Auth, hash_password, token_sha256
 from auditor.board.settings import settings_from_table
-
-PASSWORD = "correct horse battery staple"
-TOKEN = "tok-7d1f0c9e3b5a48d2a6e1c4f9b8d2e7a3"
 
 
 @pytest.fixture(scope="module")
@@ -46,33 +43,6 @@ def board(full: Path, tmp_path: Path) -> Iterator[BoardServer]:
                      auth=Auth.for_host(settings, "127.0.0.1"))
     with serve(app, "127.0.0.1", 0) as server:
         yield server
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found, page[:300]
-    return found.group(1)
-
-
-class Guesser:
-    """A browser at one client address: takes the login page's CSRF token, then posts."""
-
-    def __init__(self, board: BoardServer, address: str) -> None:
-        self.origin = board.url
-        self.http = httpx2.Client(base_url=board.url, timeout=30,
-                                  headers={"X-Forwarded-For": address})
-        page = self.http.get("/login")
-        self.csrf = csrf_of(page.text)
-
-    def login(
-        self, name: str = "j.rivera", password: str = "guess", token: str = ""
-    ) -> httpx2.Response:
-        return self.http.post("/login", data={"csrf": self.csrf, "name": name,
-                                              "password": password, "token": token},
-                              headers={"Origin": self.origin})
-
-    def close(self) -> None:
-        self.http.close()
 
 
 @pytest.mark.slow

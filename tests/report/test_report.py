@@ -481,8 +481,9 @@ def test_sign_off_heads_the_summary_page_and_no_table_row_is_split(rendered):
     _, _, reader, _, context = rendered
     pages = [re.sub(r"\s+", " ", p.extract_text()) for p in reader.pages]
     assert "Needs action" in pages[0] and "Sign-off" not in pages[0]
-    assert pages[1].startswith("Sign-off I have reviewed this report")
-    assert "Summary" in pages[1] and "critical major minor info" in pages[1]
+    # Page 2 may begin with the end of a long Needs action; Sign-off then, the summary under it.
+    signoff = pages[1].index("Sign-off I have reviewed this report")
+    assert signoff < pages[1].index("Summary") < pages[1].index("critical major minor info")
     for t in context["tables"]:
         # A row's table id and its rounds figure are on the same page.
         assert any(f"{t['table_id']} " in p and f" {t['rounds']:,} " in

@@ -1,0 +1,38 @@
+"""A database written by an earlier version, opened only to read: one sentence saying how to
+bring it up to date (a reader cannot add tables), and after one writing run it reads again.
+Found opening the demo database of the morning after issue 28 added `ordered_times`."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from helpers.cli import Run
+
+from auditor.store import db
+
+SHIFT = "2026-11-28/grave"
+
+
+def test_a_database_from_before_a_table_is_refused_to_a_reader_and_mended_by_a_writer(
+    sample_audited: tuple[Path, object], tmp_path: Path, bacc_audit: Callable[..., Run]
+) -> None:
+    path = tmp_path / "old.duckdb"
+    shutil.copy(sample_audited[0], path)
+    con = db.connect(path)
+    con.execute("DROP TABLE ordered_times; DROP TABLE closed_days")  # as an earlier version left it
+    con.close()
+    out = tmp_path / "grave.html"
+    r = bacc_audit("report", "--db", path, "--shift", SHIFT, "--out", out)
+    assert r.code == 2, r
+    assert r.err == (
+        f"error: {path}: written by an earlier bacc-audit (it has no closed_days, ordered_times "
+        f"table); run a command that writes to it once (bacc-audit audit --db {path}), which "
+        "adds them, then read it again\n"
+    )
+    assert not out.exists()
+    assert bacc_audit("audit", "--db", path).code in (0, 1)
+    r = bacc_audit("report", "--db", path, "--shift", SHIFT, "--out", out)
+    assert r.code == 0, r
+    assert "draw.banker_missed" in out.read_text()

@@ -227,7 +227,7 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
     assert f"new finding {short_id(ids['draw.banker_missed'])}: critical draw.banker_missed at " \
         "table MB-01, shoe MB-01-1128-01 round 72" in told, told
     assert f"new finding {short_id(ids['vig.wrong_amount'])}: major vig.wrong_amount at table " \
-        "MB-01, shoe MB-01-1128-03 round 48" in told, told
+        "MB-01, shoe MB-01-1128-03 round 47" in told, told
     assert not any(re.fullmatch(r"\d+ new findings?", line) for line in told)
 
 

@@ -13,6 +13,7 @@ verified before, and a leaf hash of the ledger rewritten together with its recor
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import duckdb
 
 from auditor import ledger_check
+from auditor.errors import UserError
 from auditor.ingest import reparse
 from auditor.report import signing
 from auditor.store import ledger
@@ -151,7 +153,12 @@ def reports_in(paths: Iterable[Path]) -> list[Path]:
     """The PDFs named, and those under the folders named (an archive), in name order."""
     out: list[Path] = []
     for p in paths:
-        if p.is_dir():
+        try:
+            folder = stat.S_ISDIR(p.stat().st_mode)
+        except OSError as e:  # missing, a name too long for the system, no permission
+            raise UserError(f"{p}: cannot be read ({e.strerror or e}); name a filed report "
+                            "PDF or the archive folder") from None
+        if folder:
             out += sorted(x for x in p.rglob("*.pdf") if not x.name.startswith("."))
         else:
             out.append(p)

@@ -287,3 +287,15 @@ def test_doctor_and_ingest_name_a_path_too_long(bacc_audit: Cli) -> None:
     r = bacc_audit("ingest", f"{long}.jsonl", "--db", "new.duckdb")
     assert r.code == 2, r
     assert f"error: {long}.jsonl: cannot read (File name too long)" in r.err, r.err
+
+
+def test_verify_against_a_path_too_long_or_missing_says_so(bacc_audit: Cli) -> None:
+    """Found by bench/odd_input.py at --examples 40: `verify --against` a name longer than the
+    system takes was an internal error."""
+    long = "n" * 300
+    for name, why in ((f"{long}.pdf", "File name too long"),
+                      ("gone.pdf", "No such file or directory")):
+        r = bacc_audit("verify", "--against", name, "--db", "a.duckdb")
+        assert r.code == 2, r
+        assert r.err == (f"error: {name}: cannot be read ({why}); name a filed report PDF or "
+                         "the archive folder\n"), r.err

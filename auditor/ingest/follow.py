@@ -277,7 +277,16 @@ class Follower:
         A file unchanged since the last poll costs one `stat`. A file that is gone is let go
         of (said in `Poll.gone`); one replaced under its name (another device or inode), or
         smaller than what was ingested from it, is judged again whole, as `ingest` would:
-        a new file, or `log.altered`."""
+        a new file, or `log.altered`.
+
+        Files new to the follower are read first and stored last. A writer writes a file
+        before another that sends some of its lines again (a table system resending a
+        stretch of its stream): read first, the new file cannot hold lines of a stream whose
+        own file was read short of them in the same poll; stored last, a stream's own file
+        goes in before a copy of its lines, as in a batch `ingest` of the finished files.
+        Otherwise a resend read while the watch lags would take the stream's seqs first, and
+        the stream's own file, meeting them changed, would be refused from there on
+        (`log.altered`) instead of the resend."""
         out = Poll()
         offers: list[Offer] = []
         seen: dict[Path, os.stat_result] = {}
@@ -289,6 +298,9 @@ class Follower:
             k = self._turn % len(order)
             order = order[k:] + order[:k]
             self._turn += 1
+        # New files first (see above); the rotation kept within each part.
+        order = [p for p in order if p not in self._states] + [
+            p for p in order if p in self._states]
         for path in order:
             try:
                 st = os.stat(path)
@@ -349,8 +361,6 @@ class Follower:
                 seen[path] = st
             else:
                 staged.append(_Staged(state, st, new[:take], h, waiting, to_end))
-        if offers:
-            self._store_offers(con, offers, seen, out)
         if staged:
             for piece, result in _store_staged(con, staged, self.run_id, out):
                 out.files.append(result)
@@ -359,6 +369,8 @@ class Follower:
                 else:
                     self._stop(piece.state.path, seen.get(piece.state.path))
                     self._states.pop(piece.state.path, None)
+        if offers:
+            self._store_offers(con, offers, seen, out)
         return out
 
     # -- checking what was ingested ------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from helpers.growing import table_night
 from helpers.rules import panda8_rules
 from helpers.tablelog import DECK, Log, deal_rounds
 
@@ -259,12 +260,6 @@ def _every_code_nights(tmp_path: Path) -> list[tuple[list[Path], list[Path]]]:
 
 @pytest.mark.realtime
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "open bug since issue 28's two halves were merged (2026-12-02): some runs find 6 "
-    "findings live that batch does not, among them a critical deal.order (MB-01 shoe "
-    "MB-01-1201-03 round 6 in a fresh-clone run; MB-02 round 7 under load in another); it "
-    "passes in other runs, so it hangs on where a poll cuts a round. Until it is found, a "
-    "failure here is reported, not fatal"))
 def test_every_code_is_found_live_as_in_batch(tmp_path, monkeypatch):
     """The simulator's planted nights fed line by line at speed: every code of the registry
     is found live, and each night's findings are the batch audit's, field for field (but the
@@ -304,6 +299,50 @@ def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
     standing = {(row[0], row[3], row[4], row[5]): row[1] for row in got.values()}
     assert {k: standing.get(k) for k in hidden} == hidden
     assert w.stats.rounds_live > 100
+
+
+@pytest.mark.slow  # an ingest that refuses a file costs a few seconds, batch and live
+def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_path):
+    """The every-code test's failure (a critical deal.order live, not in batch): a table
+    system resends the end of a round with a payout changed (log.altered), and the watch,
+    lagging, sees that file for the first time in the poll that also reads the table's own
+    lines of that round. Batch refuses the resend; live must too, not take the resend's seqs
+    first and then refuse the table's own file from there on (its round judged from the
+    resend's lines alone, the rest of the night lost)."""
+    night = table_night()
+    ends = [i for i, x in enumerate(night) if b'"round_end"' in x]
+    lines, end = night[:ends[12] + 1], ends[6]
+    resent = [json.loads(x) for x in lines[end - 3:end + 2]]
+    [paid] = [e for e in resent if e["type"] in ("pay", "collect", "push")][:1]
+    paid["amount"] = int(paid["amount"]) + 10
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    main, again = logs / "2026-11-28_MB-07.jsonl", logs / "2026-11-28_MB-07.resent.jsonl"
+    main.write_bytes(b"".join(lines))
+    again.write_text("".join(json.dumps(e) + "\n" for e in resent))
+    batch = _batch([main, again], tmp_path / "batch.duckdb", CONF)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "live.duckdb")
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    (spool / main.name).write_bytes(b"".join(lines[:end - 6]))  # round 7 under way
+    w.step()
+    (spool / main.name).write_bytes(b"".join(lines))
+    (spool / again.name).write_bytes(again.read_bytes())
+    w.step()  # both files in one poll
+    w.step()
+    w.sweep()
+    # The table's own lines all in, the resend refused whole.
+    for c in (con, batch):
+        assert c.execute("SELECT count(*), max(seq) FROM events").fetchone() == (
+            len(lines), len(lines))
+        assert c.execute("SELECT DISTINCT status FROM sources WHERE path LIKE '%.resent.%'"
+                         ).fetchall() == [("refused_altered",)]
+    got = _sources_free(_findings(con))
+    assert got == _sources_free(_findings(batch))
+    assert [row[:3] for row in got.values() if row[0] == "log.altered"] == [
+        ("log.altered", "critical", "Event log v1; the audit database is evidence")]
 
 
 @pytest.mark.slow

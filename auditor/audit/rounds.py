@@ -7,6 +7,9 @@ it; nor are events delivered after the round was judged with its end in. Those a
 `round_exclusions` and reported beside the round (`log.after_round_end`,
 `log.late_delivery`, worded by auditor.replay.stream_order), and a round judged keeps the
 findings it had: its events as it stood do not change, so it is not replayed again.
+Before that, a round logged again under a round's key (its round_start and what follows)
+after another shoe's shoe_start is placed in that shoe: not late, not the round's, counted
+in the shoe being dealt (auditor.audit.load.load_rounds' split; shoe.reopened names it).
 
 *Judged* means: a row of `round_audits` for the round recorded after its round_end was
 delivered (at chemin de fer, after the event that follows its bank's passing was), the
@@ -39,6 +42,8 @@ from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 ROUND_TYPES = ", ".join(map(quote, ROUND_EVENTS))
 CHEMIN = "chemin_de_fer"
 LATE_CODES = ("log.after_round_end", "log.late_delivery")
+# The places of late_placed that are late events (the findings of LATE_CODES).
+LATE_WHYS = ("after_end", "late_delivery")
 
 # The events that give a round its table context, and the closes that end its rounds;
 # `watch` keeps them in a table of its own.
@@ -217,20 +222,40 @@ def select_rounds(
     con.execute("DROP TABLE round_spans")
 
 
-# The events of the rounds that show something out of place, with when each was delivered
-# and the first table_close after each round began.
+# The events of the rounds that show something out of place, with when each was delivered,
+# the first table_close after each round began, and whether each is `away`: from a
+# round_start of the round's key logged after another shoe's shoe_start (one after the round
+# began) on, the events are a round dealt from that shoe, whatever shoe they name, and are
+# placed there before any lateness is judged (auditor.audit.load.load_rounds' `split_at`;
+# shoe.reopened names them). Stray events of the round without a round_start of their own
+# stay the round's late events.
 _SUSPECT_EVENTS = f"""
 CREATE OR REPLACE TEMP TABLE late_events AS
-SELECT e.table_id, e.shoe, e.round, e.seq, e.type, e.ts, e.source_id, e.line_no,
-       {DELIVERED_AT} AS delivered_at, r.chemin, r.close_seq
-FROM events e
-JOIN (SELECT s.table_id, s.shoe, s.round, s.chemin,
-             (SELECT min(c.seq) FROM {{contexts}} c WHERE c.type = 'table_close'
-                AND c.table_id = s.table_id AND c.seq > s.first_seq) AS close_seq
-      FROM round_spans s WHERE s.suspect) r
-  USING (table_id, shoe, round)
-{DELIVERY_JOIN}
-WHERE e.type IN ({ROUND_TYPES}) AND {{these}}
+WITH ev AS (
+  SELECT e.table_id, e.shoe, e.round, e.seq, e.type, e.ts, e.source_id, e.line_no,
+         {DELIVERED_AT} AS delivered_at, r.chemin, r.close_seq
+  FROM events e
+  JOIN (SELECT s.table_id, s.shoe, s.round, s.chemin,
+               (SELECT min(c.seq) FROM {{contexts}} c WHERE c.type = 'table_close'
+                  AND c.table_id = s.table_id AND c.seq > s.first_seq) AS close_seq
+        FROM round_spans s WHERE s.suspect) r
+    USING (table_id, shoe, round)
+  {DELIVERY_JOIN}
+  WHERE e.type IN ({ROUND_TYPES}) AND {{these}}
+), started AS (
+  SELECT f.table_id, f.shoe, f.round, min(st.seq) AS start_seq
+  FROM (SELECT table_id, shoe, round, min(seq) AS lo FROM ev GROUP BY ALL) f
+  JOIN events st ON st.table_id = f.table_id AND st.type = 'shoe_start'
+    AND st.shoe <> f.shoe AND st.seq > f.lo
+  GROUP BY ALL
+), away AS (
+  SELECT ev.table_id, ev.shoe, ev.round, min(ev.seq) AS away_seq
+  FROM ev JOIN started s USING (table_id, shoe, round)
+  WHERE ev.type = 'round_start' AND ev.seq > s.start_seq
+  GROUP BY ALL
+)
+SELECT ev.*, coalesce(ev.seq >= a.away_seq, false) AS away
+FROM ev LEFT JOIN away a USING (table_id, shoe, round)
 """
 # When each was judged: the first round_audits row after its round_end was delivered (at
 # chemin de fer, after the event following the round's end and its own bank_pass was).
@@ -240,7 +265,7 @@ WITH ends AS (
   SELECT table_id, shoe, round, any_value(chemin) AS chemin,
          arg_min(seq, delivered_at) FILTER (type = 'round_end') AS end_seq,
          min(delivered_at) FILTER (type = 'round_end') AS end_at
-  FROM late_events GROUP BY ALL
+  FROM late_events WHERE NOT away GROUP BY ALL
 ), after_end AS (
   SELECT n.table_id, n.shoe, n.round, arg_min({DELIVERED_AT}, e.seq) AS next_at
   FROM (SELECT *, end_seq + 1 AS at FROM ends WHERE chemin
@@ -260,26 +285,29 @@ FROM closed c JOIN round_audits ra USING (table_id, shoe, round)
 WHERE ra.audited_at > c.closed_at
 GROUP BY ALL
 """
-# Each event's place: NULL (in the round as it stood), 'after_end' (after the round_end
-# the round was judged with, or after the table's close: the stream's order shows it), or
-# 'late_delivery' (within the round by its seq, but delivered after the round was judged).
+# Each event's place: NULL (in the round as it stood), 'other_shoe' (dealt from a shoe
+# started after the round began: not the round's, not late, counted in that shoe),
+# 'after_end' (after the round_end the round was judged with, or after the table's close:
+# the stream's order shows it), or 'late_delivery' (within the round by its seq, but
+# delivered after the round was judged).
 _PLACED = """
 CREATE OR REPLACE TEMP TABLE late_placed AS
 WITH b AS (
   SELECT e.*, j.judged_at, coalesce(e.delivered_at > j.judged_at, false) AS after_judged
   FROM late_events e LEFT JOIN late_judged j USING (table_id, shoe, round)
 ), eb AS (
-  SELECT *, min(seq) FILTER (type = 'round_end' AND NOT after_judged)
+  SELECT *, min(seq) FILTER (type = 'round_end' AND NOT after_judged AND NOT away)
               OVER (PARTITION BY table_id, shoe, round) AS end_seq
   FROM b
 ), w AS (
   SELECT *,
-    count(*) FILTER (seq > end_seq) OVER r AS after_n,
-    count(*) FILTER (seq > end_seq AND type <> 'bank_pass') OVER r AS after_other
+    count(*) FILTER (seq > end_seq AND NOT away) OVER r AS after_n,
+    count(*) FILTER (seq > end_seq AND NOT away AND type <> 'bank_pass') OVER r AS after_other
   FROM eb
   WINDOW r AS (PARTITION BY table_id, shoe, round ORDER BY seq ROWS UNBOUNDED PRECEDING)
 )
 SELECT *, CASE
+    WHEN away THEN 'other_shoe'
     WHEN close_seq IS NOT NULL AND seq > close_seq THEN 'after_end'
     WHEN end_seq IS NOT NULL AND seq > end_seq
          AND NOT (chemin AND after_other = 0 AND after_n = seq - end_seq) THEN 'after_end'
@@ -321,7 +349,9 @@ def _as_they_stood(
                 "FROM round_spans WHERE suspect")
     con.execute("DELETE FROM round_exclusions WHERE (table_id, shoe, round) IN "
                 "(SELECT (table_id, shoe, round) FROM late_seen)")
-    con.execute("INSERT INTO round_exclusions SELECT * FROM round_excluded")
+    # Events dealt from another shoe stay in that shoe's counts: only the late are kept out.
+    con.execute("INSERT INTO round_exclusions SELECT * FROM round_excluded "
+                f"WHERE why IN ({', '.join(map(quote, LATE_WHYS))})")
 
 
 def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
@@ -329,9 +359,11 @@ def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
     words them."""
     if not con.execute("SELECT 1 FROM round_excluded LIMIT 1").fetchall():
         return []
+    whys = ", ".join(map(quote, LATE_WHYS))
     rows = con.execute(
-        """
-        WITH k AS (SELECT DISTINCT table_id, shoe, round FROM round_excluded),
+        f"""
+        WITH k AS (SELECT DISTINCT table_id, shoe, round FROM round_excluded
+                   WHERE why IN ({whys})),
         ends AS (
           SELECT p.table_id, p.shoe, p.round, p.judged_at, p.end_seq, p.close_seq
           FROM late_placed p SEMI JOIN k USING (table_id, shoe, round)
@@ -353,7 +385,7 @@ def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
         LEFT JOIN sources es ON es.id = en.source_id
         LEFT JOIN events cl ON cl.table_id = d.table_id AND cl.seq = d.close_seq
         LEFT JOIN sources cs ON cs.id = cl.source_id
-        WHERE p.why IS NOT NULL
+        WHERE p.why IN ({whys})
         ORDER BY d.table_id, d.shoe, d.round, p.seq
         """
     ).fetchall()

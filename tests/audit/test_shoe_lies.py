@@ -111,12 +111,6 @@ def test_a_round_relabelled_to_a_phantom_shoe_still_raises_the_composition(tmp_p
     con.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 28, open: the relabelled round reuses a round number the previous shoe had "
-    "already ended, so the late-event check (audit/rounds.py) takes its events as "
-    "log.after_round_end of that round and leaves them out of every count before the shoe "
-    "placement (audit/load.py load_rounds) sees them: no shoe.reopened, and the critical "
-    "shoe.composition of the shoe they were dealt from is lost"))
 def test_a_round_relabelled_to_the_tables_previous_shoe_is_a_return_to_it(tmp_path):
     files, honest, excess = _night(tmp_path)
     rnd = _excess_round(honest, excess)
@@ -131,7 +125,11 @@ def test_a_round_relabelled_to_the_tables_previous_shoe_is_a_return_to_it(tmp_pa
     assert json.loads(lie["observed"])["counted_in"] == SHOE
     assert f"went back to shoe {previous}" in lie["message"]
     assert json.loads(lie["observed"])["cards"] == moved
-    assert not any(f["code"] in ("shoe.burn", "shoe.not_started") for f in after.values())
+    # Placed in the shoe being dealt before lateness is judged: not late events of the
+    # previous shoe's own round `rnd`, which keeps what it had.
+    assert not any(f["code"] in ("shoe.burn", "shoe.not_started", "log.after_round_end")
+                   for f in after.values())
+    assert con.execute("SELECT count(*) FROM round_exclusions").fetchone() == (0,)
     con.close()
 
 

@@ -32,7 +32,7 @@ from auditor.replay.shoes import (
     cited_rounds,
     opening_seq,
 )
-from auditor.rules.cards import parse_card
+from auditor.rules.cards import CARD_PATTERN_SQL, parse_card
 from auditor.store.db import table_range_sql
 
 _NORM_CARD = (
@@ -365,6 +365,49 @@ def _seq_gaps(
 # The events as the rounds were judged: without the late ones (auditor.audit.rounds).
 _JUDGED_EVENTS = "SELECT * FROM events ANTI JOIN round_exclusions USING (table_id, seq)"
 
+# The cards of quarantined lines that still read as a card, burn or card found face up of a
+# table's stream (JSON, that type, a table, an integer seq no event holds, a time with its
+# offset, every card spelled as a card), each counted in the shoe its table was dealing at
+# its seq (the last shoe_start before it, that shoe not ended since): the shoe id the line
+# names is not trusted, it is often why the line was refused. A line quarantined is not an
+# event and no round is replayed with it, but the card it shows came out of that shoe: a
+# forger who breaks a card line (an invisible character in its shoe id) must not take the
+# card out of the shoe's count (docs/event-log.md, "Quarantined card lines").
+_QUARANTINED_CARDS = f"""
+SELECT table_id, shoe, type, seq, ts, source_id, line_no, card, cards, burned FROM (
+  SELECT p.*, d.shoe, d.seq AS start_seq,
+         CASE WHEN p.type = 'card' THEN [p.card] WHEN p.type = 'burn' THEN p.cards
+              ELSE list_prepend(p.card, coalesce(p.burned, []::VARCHAR[])) END AS shown,
+         row_number() OVER (PARTITION BY p.table_id, p.seq ORDER BY p.source_id, p.line_no)
+           AS nth
+  FROM (
+    SELECT source_id, line_no, j->>'type' AS type, j->>'table' AS table_id,
+           TRY_CAST(j->>'seq' AS BIGINT) AS seq,
+           CASE WHEN regexp_matches(j->>'ts', '(Z|[+-][0-9][0-9]:?[0-9][0-9])$')
+                THEN TRY_CAST(j->>'ts' AS TIMESTAMPTZ) END AS ts,
+           j->>'card' AS card, TRY_CAST(j->'cards' AS VARCHAR[]) AS cards,
+           TRY_CAST(j->'burned' AS VARCHAR[]) AS burned
+    FROM (SELECT source_id, line_no, TRY_CAST(raw AS JSON) AS j FROM quarantine)
+  ) p
+  ASOF JOIN (SELECT table_id, shoe, seq FROM events WHERE type = 'shoe_start') d
+    ON d.table_id = p.table_id AND p.seq > d.seq
+  WHERE p.type IN ('card', 'burn', 'face_up_in_shoe') AND p.ts IS NOT NULL AND {{these}}
+) q
+WHERE nth = 1 AND len(shown) > 0
+  AND list_bool_and(list_transform(shown, lambda x: coalesce(
+        regexp_full_match(x, '{CARD_PATTERN_SQL.strip("^$")}'), false)))
+  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.table_id = q.table_id AND e.seq = q.seq)
+  AND NOT EXISTS (SELECT 1 FROM events x WHERE x.table_id = q.table_id
+                    AND x.type = 'shoe_end' AND x.shoe = q.shoe
+                    AND x.seq > q.start_seq AND x.seq < q.seq)
+"""
+
+
+def _and_quarantined(events: str, tables_in: tuple[str, str] | None) -> str:
+    """`events` (a subquery) with the cards of quarantined lines (_QUARANTINED_CARDS)."""
+    quarantined = _QUARANTINED_CARDS.format(these=table_range_sql(tables_in, "p.table_id"))
+    return f"({events} UNION ALL BY NAME ({quarantined}))"
+
 
 def load_composition(
     con: duckdb.DuckDBPyConnection,
@@ -380,7 +423,7 @@ def load_composition(
     moved = [m for s in shoes for m in s.misfiled if m.counted_in != m.label and m.cards]
     if not moved:
         # Late events a round was judged without (round_exclusions) count for no shoe.
-        return _composition(con, tables_in, f"({_JUDGED_EVENTS})")
+        return _composition(con, tables_in, _and_quarantined(f"({_JUDGED_EVENTS})", tables_in))
     con.register("shoe_remap", pa.table({
         "table_id": pa.array([m.table for m in moved], pa.string()),
         "shoe": pa.array([m.label for m in moved], pa.string()),
@@ -389,11 +432,11 @@ def load_composition(
         "counted_in": pa.array([m.counted_in for m in moved], pa.string()),
     }))
     try:
-        return _composition(con, tables_in, """(
+        return _composition(con, tables_in, _and_quarantined("""(
             SELECT e.* REPLACE (coalesce(m.counted_in, e.shoe) AS shoe) FROM events e
             ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
             LEFT JOIN shoe_remap m ON m.table_id = e.table_id AND m.shoe = e.shoe
-              AND e.seq BETWEEN m.lo AND m.hi)""")
+              AND e.seq BETWEEN m.lo AND m.hi)""", tables_in))
     finally:
         con.unregister("shoe_remap")
 

@@ -136,9 +136,11 @@ def test_a_round_relabelled_to_the_tables_previous_shoe_is_a_return_to_it(tmp_pa
 def test_the_issues_edit_with_an_invisible_character_is_refused_line_by_line(tmp_path):
     """The issue's forger: round 8 relabelled to SHOE followed by U+200B. Every relabelled
     line is quarantined as log.malformed whose message shows the character as U+200B, and the
-    hole they leave in the table's stream is a log.seq_gap. What those lines held (here the
-    card too many) is not audited until they are corrected and ingested again, as for any
-    quarantined line (README, "Nothing is lost")."""
+    hole they leave in the table's stream is a log.seq_gap. The round is not replayed from
+    quarantined lines, but the cards they show still count in the shoe the table was dealing
+    (docs/event-log.md, "Quarantined card lines"): the critical shoe.composition of the real
+    shoe stands, the very finding of the unedited night, its card too many cited at its
+    quarantined line."""
     files, honest, excess = _night(tmp_path)
     rnd = _excess_round(honest, excess)
     honest.close()
@@ -163,4 +165,15 @@ def test_the_issues_edit_with_an_invisible_character_is_refused_line_by_line(tmp
     assert con.execute("SELECT count(*) FROM events WHERE shoe LIKE ?",
                        [SHOE + "_%"]).fetchone() == (0,)
     assert not any(f["code"] in ("shoe.burn", "shoe.not_started") for f in after.values())
+    # The deviation the edit hid stands at its severity: the same finding, the same card too
+    # many, now cited at the quarantined line that shows it.
+    stood = after[excess["fingerprint"]]
+    assert (stood["code"], stood["severity"], stood["table_id"], stood["shoe"]) == (
+        "shoe.composition", "critical", TABLE, SHOE)
+    assert json.loads(stood["observed"]) == json.loads(excess["observed"])
+    assert stood["seq"] == excess["seq"] and first <= stood["seq"] <= last
+    # Counted once: the shoe's only composition finding (its count in all is not judged
+    # over the hole the quarantined lines leave).
+    assert [f["code"] for f in after.values() if f["shoe"] == SHOE
+            and f["code"] == "shoe.composition"] == ["shoe.composition"]
     con.close()

@@ -26,6 +26,7 @@ from helpers.tablelog import DECK, Log, deal_rounds
 
 from auditor import config
 from auditor.audit.run import audit
+from auditor.ingest import follow
 from auditor.ingest.run import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.rules.codes import REGISTRY
@@ -301,14 +302,35 @@ def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
     assert w.stats.rounds_live > 100
 
 
+class _StatThen:
+    """The `os` module as auditor.ingest.follow sees it, but that the first stat of a file
+    named `name` runs `then` once the file was looked at: a writer writing between two
+    reads of one poll."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then = name, then
+
+    def __getattr__(self, attr: str):
+        return getattr(os, attr)
+
+    def stat(self, path, *args, **kwargs):
+        seen = os.stat(path, *args, **kwargs)
+        if self.then is not None and Path(path).name == self.name:
+            then, self.then = self.then, None
+            then()
+        return seen
+
+
 @pytest.mark.slow  # an ingest that refuses a file costs a few seconds, batch and live
-def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_path):
+def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_path, monkeypatch):
     """The every-code test's failure (a critical deal.order live, not in batch): a table
     system resends the end of a round with a payout changed (log.altered), and the watch,
-    lagging, sees that file for the first time in the poll that also reads the table's own
-    lines of that round. Batch refuses the resend; live must too, not take the resend's seqs
-    first and then refuse the table's own file from there on (its round judged from the
-    resend's lines alone, the rest of the night lost)."""
+    lagging, meets that file in the poll that also reads the table's own lines of that
+    round: both written before the poll, or written while the poll reads (after it read the
+    table's file, before it read the resend; at either turn of the poll's rotation). Batch
+    refuses the resend; live must too, not take the resend's seqs first and then refuse the
+    table's own file from there on (its round judged from the resend's lines alone, the rest
+    of the night lost)."""
     night = table_night()
     ends = [i for i, x in enumerate(night) if b'"round_end"' in x]
     lines, end = night[:ends[12] + 1], ends[6]
@@ -321,28 +343,41 @@ def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_pat
     main.write_bytes(b"".join(lines))
     again.write_text("".join(json.dumps(e) + "\n" for e in resent))
     batch = _batch([main, again], tmp_path / "batch.duckdb", CONF)
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    con = db.connect(tmp_path / "live.duckdb")
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
-              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
-    (spool / main.name).write_bytes(b"".join(lines[:end - 6]))  # round 7 under way
-    w.step()
-    (spool / main.name).write_bytes(b"".join(lines))
-    (spool / again.name).write_bytes(again.read_bytes())
-    w.step()  # both files in one poll
-    w.step()
-    w.sweep()
-    # The table's own lines all in, the resend refused whole.
-    for c in (con, batch):
-        assert c.execute("SELECT count(*), max(seq) FROM events").fetchone() == (
-            len(lines), len(lines))
-        assert c.execute("SELECT DISTINCT status FROM sources WHERE path LIKE '%.resent.%'"
-                         ).fetchall() == [("refused_altered",)]
-    got = _sources_free(_findings(con))
-    assert got == _sources_free(_findings(batch))
-    assert [row[:3] for row in got.values() if row[0] == "log.altered"] == [
+    expected = _sources_free(_findings(batch))
+    assert [row[:3] for row in expected.values() if row[0] == "log.altered"] == [
         ("log.altered", "critical", "Event log v1; the audit database is evidence")]
+    for case, turns in (("before the poll", 0), ("during the poll", 0), ("during the poll", 1)):
+        spool = tmp_path / f"spool-{case}-{turns}".replace(" ", "-")
+        spool.mkdir()
+        con = db.connect(spool.with_suffix(".duckdb"))
+        w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+                  WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+        (spool / main.name).write_bytes(b"".join(lines[:end - 6]))  # round 7 under way
+        (spool / again.name).touch()  # the writer has opened it: followed, nothing in it
+        for _ in range(1 + turns):
+            w.step()
+
+        def write_rest(at: Path = spool) -> None:
+            (at / main.name).write_bytes(b"".join(lines))
+            (at / again.name).write_bytes(again.read_bytes())
+
+        if case == "before the poll":
+            write_rest()
+        else:  # right after the poll looks at the table's own file
+            monkeypatch.setattr(follow, "os", _StatThen(main.name, write_rest))
+        w.step()  # both files in one poll
+        monkeypatch.setattr(follow, "os", os)
+        w.step()
+        w.step()
+        w.sweep()
+        # The table's own lines all in, the resend refused whole: the batch's findings.
+        for c in (con, batch):
+            assert c.execute("SELECT count(*), max(seq) FROM events").fetchone() == (
+                len(lines), len(lines)), (case, turns)
+            assert c.execute("SELECT DISTINCT status FROM sources WHERE path LIKE '%.resent.%'"
+                             ).fetchall() == [("refused_altered",)], (case, turns)
+        assert _sources_free(_findings(con)) == expected, (case, turns)
+        con.close()
 
 
 @pytest.mark.slow

@@ -76,6 +76,14 @@ class PropertyConfig:
             return ZoneInfo(self.time_zone)
         return self.zone(log_offset(con))
 
+    def zone_known(self, con: Any) -> dt.tzinfo | None:
+        """zone_for, or None while it is not known yet: no zone configured and no log in the
+        database (zone_for would say UTC for now). What caches the zone waits for this."""
+        if self.time_zone:
+            return ZoneInfo(self.time_zone)
+        offset = log_offset(con)
+        return None if offset is None else self.zone(offset)
+
     def zone(self, log_offset_minutes: int | None = None) -> dt.tzinfo:
         """The property's zone; without one configured, the fixed offset the logs use."""
         if self.time_zone:

@@ -233,9 +233,15 @@ class Known:
     zone: dt.tzinfo | None = None  # the property's, for the findings' sentences
 
     def zone_of(self, con: duckdb.DuckDBPyConnection, config: PropertyConfig) -> dt.tzinfo:
-        """config.zone_for, asked once (without a configured zone it reads the logs)."""
+        """config.zone_for, kept once known (without a configured zone it reads the logs).
+        Not kept while the database holds no log: `watch` asks before its first lines come,
+        and the UTC of an empty database would word every later finding in UTC, not in the
+        zone a batch audit of the same logs shows."""
         if self.zone is None:
-            self.zone = config.zone_for(con)
+            known = config.zone_known(con)
+            if known is None:
+                return config.zone()
+            self.zone = known
         return self.zone
 
 

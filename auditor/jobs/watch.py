@@ -136,7 +136,8 @@ class Watch:
         self.follower = Follower(run_id)
         self.known = Known()
         self.stats = WatchStats()
-        self.days = GamingDays(config.gaming_day_start, config.zone_for(con))
+        # The gaming days, in the property's zone once it is known (`_gaming_days`).
+        self._days: GamingDays | None = None
         self._last_scan = -1e9
         self._sweep_due = True  # the first sweep audits what a kill left unaudited
         self._sweep_after = 0.0  # monotonic time before which no sweep starts
@@ -230,10 +231,9 @@ class Watch:
         pit and shoe pass: what `audit` does, short of judging a round still being dealt."""
         started = time.monotonic()
         latest = load_latest_ts(self.con)
+        days = self._gaming_days()
         # A gaming day before the latest event's is over: its rounds are final.
-        cutoff = None if latest is None else self.days.end(self.days.of(latest)) - dt.timedelta(
-            days=1
-        )
+        cutoff = None if latest is None else days.end(days.of(latest)) - dt.timedelta(days=1)
         result = audit(
             self.con,
             self.run_id,
@@ -256,6 +256,18 @@ class Watch:
         return result
 
     # -- pieces ---------------------------------------------------------------------------
+
+    def _gaming_days(self) -> GamingDays:
+        """The gaming days in the property's zone: kept once the zone is known (configured,
+        or read from the logs once some are in); in UTC until then, as `audit` would have
+        them over a database without logs."""
+        if self._days is not None:
+            return self._days
+        zone = self.config.zone_known(self.con)
+        days = GamingDays(self.config.gaming_day_start, zone or self.config.zone())
+        if zone is not None:
+            self._days = days
+        return days
 
     def _scan(self) -> None:
         found, problems = logs_in(self.spool)

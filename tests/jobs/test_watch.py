@@ -5,6 +5,7 @@ must be there as soon as the round's `round_end` is in."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import os
@@ -300,6 +301,42 @@ def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
     standing = {(row[0], row[3], row[4], row[5]): row[1] for row in got.values()}
     assert {k: standing.get(k) for k in hidden} == hidden
     assert w.stats.rounds_live > 100
+
+
+@pytest.mark.slow  # two ingests and audits of a table's evening
+def test_findings_are_worded_in_the_logs_zone_when_the_watch_began_before_any_log(tmp_path):
+    """The every-code test's other failure: with no zone configured, times are shown in the
+    offset the logs carry, and a watch whose first sweep ran over an empty database kept UTC
+    for the rest of its run (its sentences then said 05:24 where batch says 00:24). Here the
+    watch starts on an empty spool; a table's night (at -05:00) then comes in with a Banker
+    card logged after its round ended: the finding reads as batch's, in the logs' zone."""
+    conf = config.PropertyConfig()
+    assert conf.time_zone is None
+    lines = list(table_night()[:400])
+    last = json.loads(lines[-1])
+    late = {"v": 1, "ts": last["ts"], "type": "card", "table": last["table"],
+            "seq": last["seq"] + 1, "shoe": json.loads(lines[40])["shoe"], "round": 2,
+            "to": "banker", "card": "5c"}
+    lines.append((json.dumps(late) + "\n").encode())
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "2026-11-28_MB-07.jsonl"
+    log.write_bytes(b"".join(lines))
+    batch = _batch([log], tmp_path / "batch.duckdb", conf)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "live.duckdb")
+    w = Watch(con, spool, conf, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    w.step()  # nothing yet: its first sweep runs over an empty database
+    (spool / log.name).write_bytes(log.read_bytes())
+    w.step()
+    w.sweep()
+    got = _sources_free(_findings(con))
+    assert got == _sources_free(_findings(batch))
+    [message] = [row[7] for row in got.values() if row[0] == "log.after_round_end"]
+    stamped = dt.datetime.fromisoformat(late["ts"])
+    assert f"stamped {stamped:%Y-%m-%d %H:%M:%S}" in message  # as logged, at -05:00
 
 
 class _StatThen:

@@ -169,7 +169,12 @@ def simulate_cmd(
 
     --out must be new or empty: the logs of two nights in one folder would be ingested as one,
     and the ground truth would describe only the newer; --replace clears a previous run's
-    files first.
+    files first. --days N simulates N gaming days into it as one history (each table's seq
+    going on across the days), and --continue DIR adds the day after DIR's last.
+
+    A pattern asked for that the night cannot plant, or plants below what the audit's own
+    test detects at its size, is said on stderr and is a not_planted line of the ground
+    truth, never a finding promised.
     """
     from auditor.simulate.bulk import BULK_DATE, simulate_bulk
     from auditor.simulate.history import simulate_days

@@ -129,6 +129,7 @@ def test_a_short_night_says_what_it_could_not_plant(tmp_path, monkeypatch, capsy
         f"not planted: --shoe-twice (shoe.repeated_order): {twice}"]
 
 
+@pytest.mark.slow  # a four-hour night audited: about 8 s
 def test_a_detectable_dealer_is_promised_and_found(tmp_path):
     """Long enough and at a rate the p-chart sees: dealer.error_rate is in the ground truth
     (the audit's own decision on the simulator's counts), and the audit raises it."""

@@ -29,7 +29,8 @@ def nightly_cmd(
         str | None,
         typer.Option(
             help="The gaming day to report (default: the latest one that has ended, in the "
-            "property's time zone)."
+            "property's time zone; or, when the files this run ingests hold other ended "
+            "gaming days, each of those days)."
         ),
     ] = None,
     archive: Annotated[
@@ -64,6 +65,8 @@ def nightly_cmd(
 ) -> None:
     """The unattended nightly job: ingest the spool, audit, file a PDF per shift.
 
+    Without --date, the files this run ingests may hold other ended gaming days than the
+    latest (an older night delivered late): the run names them and reports each of them.
     Every shift of the gaming day with rounds gets its PDF under ARCHIVE/DAY/DAY_SHIFT.pdf;
     shifts without rounds are skipped and said so. The gaming day is recorded closed before
     the audit (unless it has not ended yet), so a table whose log stops without its close is
@@ -78,11 +81,12 @@ def nightly_cmd(
 
     Exit codes: 0 clean; 1 findings at or above --fail-on in the night's data (standing in
     the gaming day, or new in this run; acknowledged or not, unless --fail-on ends in
-    :unacknowledged); 2 input or configuration error (missing spool,
-    unreadable or empty file, an archive it cannot write to, no rounds in the whole gaming
-    day, a signing key that will not open); 3 internal failure; 4 database busy (another
-    command has the database open); 5 another nightly run holds the lock; 130 interrupted
-    (Ctrl-C).
+    :unacknowledged); 2 input or configuration error (missing spool, unreadable or empty
+    file, an archive it cannot write to, no rounds in the whole gaming day, a signing key
+    that will not open, a property config changed since the standing findings were made:
+    run `audit --rerun all --reason TEXT` first); 3 internal failure; 4 database busy
+    (another command has the database open); 5 another nightly run holds the lock; 130
+    interrupted (Ctrl-C).
     """
     from auditor.jobs import nightly
 

@@ -18,20 +18,26 @@ MAX_TABLES = 9_999  # the bulk generator's table ids run MB-0001 to MB-9999
 
 def simulate_cmd(
     out_dir: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--out", help="Folder to write the logs into: new or empty, unless --replace."
+            "--out",
+            help="Folder to write the logs into: new or empty, unless --replace (or "
+            "--continue instead).",
+            show_default=False,
         ),
-    ],
-    tables: Annotated[int, typer.Option("--tables", help="How many tables.")],
+    ] = None,
+    tables: Annotated[
+        int | None, typer.Option("--tables", help="How many tables.", show_default=False)
+    ] = None,
     hours: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--hours",
             help="Hours each table is open: from 22:00 on --date (at most 13), or with --bulk "
             "from 06:00 (at most 24).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
     deviation_rate: Annotated[
         float,
@@ -127,6 +133,25 @@ def simulate_cmd(
             "(shoe.reopened; the shoe.composition stands).",
         ),
     ] = False,
+    days: Annotated[
+        int,
+        typer.Option(
+            "--days",
+            help="Consecutive gaming days to simulate from --date, into the one folder: each "
+            "table's and pit's seq goes on across the days, the files are named by day, the "
+            "ground truth covers them all.",
+        ),
+    ] = 1,
+    continue_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--continue",
+            help="A previous simulate's folder: add the next gaming day (or --days of them) "
+            "after its last, each stream's seq going on from its logs, the ground truth "
+            "added to its own. Instead of --out; not with --date or --replace.",
+            show_default=False,
+        ),
+    ] = None,
     lying: Annotated[
         bool,
         typer.Option(
@@ -144,11 +169,20 @@ def simulate_cmd(
 
     --out must be new or empty: the logs of two nights in one folder would be ingested as one,
     and the ground truth would describe only the newer; --replace clears a previous run's
-    files first.
+    files first. --days N simulates N gaming days into it as one history (each table's seq
+    going on across the days), and --continue DIR adds the day after DIR's last.
+
+    A pattern asked for that the night cannot plant, or plants below what the audit's own
+    test detects at its size, is said on stderr and is a not_planted line of the ground
+    truth, never a finding promised.
     """
     from auditor.simulate.bulk import BULK_DATE, simulate_bulk
-    from auditor.simulate.planted import SIM_DATE, simulate
+    from auditor.simulate.history import simulate_days
+    from auditor.simulate.planted import SIM_DATE, NightSettings
+    from auditor.simulate.power import said
 
+    if tables is None or hours is None:
+        raise UserError("--tables and --hours are needed: how many tables, open how many hours")
     if tables > MAX_TABLES:  # it would take hours and all the memory before it said so
         raise UserError(f"--tables {tables:,}: at most {MAX_TABLES:,} tables a simulated "
                         "night; for more, simulate several nights into folders of their own")
@@ -165,6 +199,10 @@ def simulate_cmd(
     if bulk and patterns:
         raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
                         "round deviations; leave out --bulk")
+    out_dir = _folder(out_dir, continue_dir, date, replace)
+    if bulk and (days != 1 or continue_dir is not None):
+        raise UserError("--days and --continue: not with --bulk, which simulates one gaming "
+                        "day; leave out --bulk, or simulate each day into a folder of its own")
     try:
         if bulk:
             result = simulate_bulk(
@@ -172,12 +210,14 @@ def simulate_cmd(
                 day=day or BULK_DATE, replace=replace,
             )
         else:
-            result = simulate(
-                out_dir, tables, hours, seed, deviation_rate, chosen,
-                day=day or SIM_DATE, replace=replace, error_prone_dealer=error_prone_dealer,
-                counting_seat=counting_seat, shoe_twice=shoe_twice, unshuffled=unshuffled,
-                phantom_shoe=phantom_shoe, shoe_reopened=shoe_reopened, lying=lying,
+            settings = NightSettings(
+                tables, hours, seed, deviation_rate, chosen, day or SIM_DATE,
+                error_prone_dealer=error_prone_dealer, counting_seat=counting_seat,
+                shoe_twice=shoe_twice, unshuffled=unshuffled, phantom_shoe=phantom_shoe,
+                shoe_reopened=shoe_reopened, lying=lying,
             )
+            result = simulate_days(out_dir, settings, days, replace,
+                                   continuing=continue_dir is not None)
     except ValueError as e:
         raise UserError(str(e)) from None
     except OSError as e:  # a folder the user cannot write: their setup, not a bug
@@ -189,8 +229,27 @@ def simulate_cmd(
     for path in result.later:
         out.print(f"{path} (deliver after auditing the others: bacc-audit ingest {path})")
     out.print(str(result.ground_truth))
+    for line in result.not_planted:  # asked for, yet the audit could not find it: say so
+        console.err.print(said(line))
     out.print(
         f"{count(result.tables, 'table')}, {count(result.rounds, 'round')}, "
         f"{count(result.events, 'event')}, {count(len(result.deviations), 'deviation')} planted; "
         f"{result.rounds_per_second:,.0f} rounds/s"
     )
+
+
+def _folder(out_dir: Path | None, continue_dir: Path | None, date: str | None,
+            replace: bool) -> Path:
+    """The folder written into: --out, or the previous simulation's that --continue names."""
+    if continue_dir is None:
+        if out_dir is None:
+            raise UserError("--out is needed: the folder to write the logs into (or --continue "
+                            "a previous simulation's folder)")
+        return out_dir
+    clash = [name for name, given in (("--out", out_dir is not None and out_dir != continue_dir),
+                                      ("--date", date is not None), ("--replace", replace))
+             if given]
+    if clash:
+        raise UserError(f"--continue {continue_dir}: not with {', '.join(clash)}; it writes "
+                        "into that folder, from the day after its last")
+    return continue_dir

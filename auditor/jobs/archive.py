@@ -11,7 +11,7 @@ import datetime as dt
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,14 +351,15 @@ def changed_days(
     conf: PropertyConfig,
     zone: dt.tzinfo,
     folder: Path,
-    skip: dt.date,
+    skip: dt.date | Collection[dt.date],
 ) -> list[Refiled]:
     """The gaming days other than `skip` that have a report in the archive and whose
     findings changed since: this run recorded or withdrew one there, or a run did after
     this database last filed the day's reports into this archive (a run that died before
     filing them again). Their reports no longer show what stands, so they are filed again
     (a shift whose report would show the same stays as it is)."""
-    days = [d for d in filed_days(folder) if d != skip]
+    skipped = {skip} if isinstance(skip, dt.date) else set(skip)
+    days = [d for d in filed_days(folder) if d not in skipped]
     if not days:
         return []
     last: dict[Path, dt.datetime] = {}

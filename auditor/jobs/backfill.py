@@ -50,7 +50,7 @@ from auditor.ingest.run import ingest
 from auditor.jobs.merge import merge_partition
 from auditor.rules.codes import at_least
 from auditor.rules.pack import RULES_ENV
-from auditor.store import db, outcome, runs, sql
+from auditor.store import config_record, db, outcome, runs, sql
 from auditor.store.events import PIT_EVENTS
 from auditor.words import count
 
@@ -717,8 +717,10 @@ def run_backfill(
                 "workers": eng.workers,
                 "config": config.source,
                 "rule_packs": runs.rule_pack_hashes(),
+                **config_record.run_args(config),
             }
             with runs.recorded(con, "backfill", args) as run:
+                config_record.check_unchanged(con, config, "backfill")  # as `audit` does
                 # A folder of this run's own, under --work-dir or beside the database: it is
                 # removed at the end, and --work-dir may hold other things.
                 wd = base / f"{db_path.name}.backfill-{run.id}-{uuid.uuid4().hex[:8]}"

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from auditor import __version__
+from auditor.audit.dealers import gaming_day_of
 from auditor.audit.run import AuditResult, audit
 from auditor.config import PropertyConfig
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, WRITE_ERRNOS, UserError
@@ -42,7 +43,7 @@ from auditor.jobs.evidence import EVIDENCE, FILE_INGESTED, Filed, file_ingested_
 from auditor.jobs.lock import NightlyLock, nightly_lock
 from auditor.report import signing
 from auditor.rules.codes import SEVERITIES
-from auditor.store import closed_days, db, ledger, outcome, runs, signoffs
+from auditor.store import closed_days, config_record, db, ledger, outcome, runs, signoffs
 from auditor.store.outcome import files_sentence
 from auditor.words import count
 
@@ -83,6 +84,63 @@ def last_ended_gaming_day(
     return day
 
 
+def days_held(
+    con: duckdb.DuckDBPyConnection, ingested: IngestResult, conf: PropertyConfig,
+    zone: dt.tzinfo,
+) -> list[dt.date]:
+    """The gaming days of the rounds in the files this ingest loaded (not those it skipped as
+    already ingested: a spool that keeps its files would report every old night again)."""
+    sources = [f.source_id for f in ingested.files
+               if f.status == "ingested" and f.source_id is not None]
+    if not sources:
+        return []
+    minutes = con.execute(
+        "SELECT DISTINCT date_trunc('minute', ts) FROM events WHERE type = 'round_start' "
+        f"AND source_id IN ({', '.join(str(int(s)) for s in sources)})"
+    ).fetchall()
+    return sorted({gaming_day_of(m, conf, zone) for (m,) in minutes})
+
+
+def days_to_report(
+    held: list[dt.date], latest: dt.date, say: Say
+) -> tuple[list[dt.date], list[dt.date]]:
+    """Without --date: the latest ended gaming day, unless the files this run loaded hold
+    other ended days, which are then the days reported, each (the files of an older night
+    delivered late; the question whether today's logs came would be the wrong one). Days
+    not over yet wait for a later run. Returns the days to report and the ended days held."""
+    ended = [d for d in held if d <= latest]
+    for d in held:
+        if d > latest:
+            say(f"gaming day {d:%Y-%m-%d} is not over yet: reported by a run after it ends")
+    if not ended or ended == [latest]:
+        return [latest], ended
+    say(f"the files hold gaming day{'s' if len(ended) > 1 else ''} "
+        f"{', '.join(f'{d:%Y-%m-%d}' for d in ended)}: reporting each")
+    return ended, ended
+
+
+@dataclass
+class DayFiled:
+    """A gaming day reported by a run besides its last (`NightlyResult.earlier`)."""
+
+    day: dt.date
+    window: tuple[dt.datetime, dt.datetime]
+    closed: str
+    reports: list[ShiftReport]
+    by_severity: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gaming_day": f"{self.day:%Y-%m-%d}",
+            "gaming_day_closed": self.closed,
+            "window_utc": [t.isoformat() for t in self.window],
+            "reports": [r.as_dict() for r in self.reports],
+            "rounds_in_gaming_day": sum(r.rounds for r in self.reports),
+            "findings_standing_in_gaming_day": sum(self.by_severity.values()),
+            "by_severity": self.by_severity,
+        }
+
+
 # --- the result -----------------------------------------------------------------------------
 
 
@@ -116,6 +174,17 @@ class NightlyResult:
     refiled: list[Refiled] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=lambda: {"signed": False})
     unsigned: list[dict[str, Any]] = field(default_factory=list)  # filed, no sign-off yet
+    # Without --date: the ended gaming days the files this run ingested hold, when they are
+    # not the latest ended day alone (an older night delivered); `day` is the last of them
+    # and `earlier` the others, each reported in full.
+    held: list[dt.date] = field(default_factory=list)
+    earlier: list[DayFiled] = field(default_factory=list)
+    latest_ended: dt.date | None = None  # without --date: the day it reports by default
+
+    @property
+    def held_other_days(self) -> bool:
+        """Whether the run reports the days its files hold instead of the default one."""
+        return bool(self.held) and self.held != [self.latest_ended]
 
     @property
     def exit_code(self) -> int:
@@ -161,6 +230,8 @@ class NightlyResult:
             "pdfs": sum(1 for r in self.reports if r.path),
             "reports": [r.as_dict() for r in self.reports],
             "refiled": [r.as_dict() for r in self.refiled],
+            "gaming_days_held": [f"{d:%Y-%m-%d}" for d in self.held],
+            "earlier_gaming_days": [d.as_dict() for d in self.earlier],
             "signing": {k: str(v) if isinstance(v, dt.datetime) else v
                         for k, v in self.signature.items()},
             "unsigned_versions": self.unsigned,
@@ -240,9 +311,13 @@ def _run(
         "file_ingested": options.file_ingested,
         "config": options.conf.source,
         "rule_packs": packs,
+        **config_record.run_args(options.conf),
     }
     with runs.recorded(con, "nightly", args) as run:
         lock.note_run(run.id)
+        # Its audit under a changed config could withdraw standing findings: refused, as
+        # `audit` refuses, until `audit --rerun all --reason` puts the change on record.
+        config_record.check_unchanged(con, options.conf, "nightly")
         result = _work(con, run.id, options, packs)
         result.interrupted_runs = interrupted
         run.done(result.exit_code, result.summary())
@@ -261,20 +336,28 @@ def _work(
     ingested, problems = _ingest_spool(con, run_id, options)
     zone = options.conf.zone_for(con)  # after the ingest: the logs it loaded count
     filed = _file_spool(con, ingested, options, zone, problems)
-    day = options.day or last_ended_gaming_day(options.conf, zone, options.now)
-    window = options.conf.gaming_day_window(day, zone)
-    day_closed = _close_day(con, run_id, day, options.conf, zone, options.now)
-    say(f"gaming day {day:%Y-%m-%d}: {day_closed}")
+    held: list[dt.date] = []
+    latest = None
+    if options.day is not None:
+        days = [options.day]
+    else:
+        latest = last_ended_gaming_day(options.conf, zone, options.now)
+        days, held = days_to_report(days_held(con, ingested, options.conf, zone), latest, say)
+    closed = {}
+    for d in days:
+        closed[d] = _close_day(con, run_id, d, options.conf, zone, options.now)
+        say(f"gaming day {d:%Y-%m-%d}: {closed[d]}")
     say("audit")
     audited = audit(con, run_id, options.conf)
     epoch = data_changed_at(con)
     checked = _check_ledger(con, run_id, say, problems)
-    reports = [
-        report_shift(con, options.conf, day, shift.name, options.archive, epoch, say, run_id,
-                     key, checked.cover())
-        for shift in options.conf.shifts
-    ]
-    refiled = changed_days(con, run_id, options.conf, zone, options.archive, day)
+    filed_days = {
+        d: [report_shift(con, options.conf, d, shift.name, options.archive, epoch, say, run_id,
+                         key, checked.cover())
+            for shift in options.conf.shifts]
+        for d in days
+    }
+    refiled = changed_days(con, run_id, options.conf, zone, options.archive, days)
     for r in refiled:
         say(f"gaming day {r.day:%Y-%m-%d} filed again: {r.why()}")
         r.reports = [
@@ -282,11 +365,18 @@ def _work(
                          run_id, key, checked.cover())
             for shift in options.conf.shifts
         ]
-    if not any(r.rounds for r in reports):
-        problems.append(
-            f"no rounds in gaming day {day:%Y-%m-%d}: nothing to report; were the night's logs "
-            f"delivered to {options.spool}?"
-        )
+    for d in days:
+        if not any(r.rounds for r in filed_days[d]):
+            problems.append(
+                f"no rounds in gaming day {d:%Y-%m-%d}: nothing to report; were the night's "
+                f"logs delivered to {options.spool}?"
+            )
+    day = days[-1]
+    window, reports = options.conf.gaming_day_window(day, zone), filed_days[day]
+    day_closed = closed[day]
+    earlier = [DayFiled(d, options.conf.gaming_day_window(d, zone), closed[d], filed_days[d],
+                        _findings(con, run_id, options.conf.gaming_day_window(d, zone))[0])
+               for d in days[:-1]]
     by_sev, new, recorded = _findings(con, run_id, window)
     return NightlyResult(
         run_id=run_id,
@@ -302,7 +392,8 @@ def _work(
         by_severity=by_sev,
         new_findings=new,
         recorded=recorded,
-        failing=outcome.failing_on(con, run_id, options.fail_on, window=window),
+        failing=outcome.failing_on(con, run_id, options.fail_on, window=window,
+                                   windows=[e.window for e in earlier]),
         rule_packs=packs,
         problems=problems,
         partials_removed=removed,
@@ -313,6 +404,9 @@ def _work(
         refiled=refiled,
         signature=signing.cover(key),
         unsigned=signoffs.unsigned(con),
+        held=held,
+        earlier=earlier,
+        latest_ended=latest,
     )
 
 
@@ -437,6 +531,13 @@ def summary_lines(result: NightlyResult) -> list[str]:
         f"nightly run {result.run_id}: gaming day {s['gaming_day']} ({result.zone}), "
         f"spool {result.spool}"
     ]
+    if result.held_other_days:
+        lines.append(
+            f"the files ingested hold gaming day{'s' if len(result.held) > 1 else ''} "
+            f"{', '.join(s['gaming_days_held'])} (the latest ended is "
+            f"{result.latest_ended:%Y-%m-%d}): each is reported")
+    for e in result.earlier:
+        lines.append(f"gaming day {e.day:%Y-%m-%d}: {e.closed}")
     lines.append(f"gaming day {s['gaming_day']}: {result.day_closed}")
     for rid in result.interrupted_runs:
         lines.append(f"run {rid} had been interrupted; this run completes its work")
@@ -468,7 +569,14 @@ def summary_lines(result: NightlyResult) -> list[str]:
     )
     for why, n in s["rounds_not_audited"].items():
         lines.append(f"  not audited: {count(n, 'round')}: {why}")
-    lines.append(f"reports ({result.archive}):")
+    for e in result.earlier:
+        lines.append(f"reports of gaming day {e.day:%Y-%m-%d} ({result.archive}):")
+        lines += [_report_line(r) for r in e.reports]
+        sev = ", ".join(f"{n} {k}" for k, n in e.by_severity.items() if n) or "none"
+        lines.append(f"findings standing in gaming day {e.day:%Y-%m-%d}: "
+                     f"{sum(e.by_severity.values())} ({sev})")
+    lines.append(f"reports{f' of gaming day {result.day:%Y-%m-%d}' if result.earlier else ''} "
+                 f"({result.archive}):")
     lines += [_report_line(r) for r in result.reports]
     for again in result.refiled:
         lines.append(f"gaming day {again.day:%Y-%m-%d} filed again: {again.why()}")

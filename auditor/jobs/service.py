@@ -18,7 +18,7 @@ from auditor.board.settings import BoardSettings
 from auditor.config import PropertyConfig
 from auditor.errors import DatabaseBusy
 from auditor.jobs.watch import Say, Watch, WatchOptions, WatchStats
-from auditor.store import db, outcome, runs
+from auditor.store import config_record, db, outcome, runs
 
 # A service starting while a command reads the database waits for it this long.
 BUSY_WAIT_SECONDS = 60.0
@@ -107,7 +107,9 @@ def run_watch(
     con = connect_waiting(path, say)
     stop = threading.Event()
     try:
+        args = {**args, **config_record.run_args(conf)}
         with runs.recorded(con, "watch", args) as run:
+            config_record.check_unchanged(con, conf, "watch")  # as `audit` and `nightly` do
             with board_served(con, conf, board, say), stopped_by_signals(stop):
                 say(f"following {spool} into {path} (stop with Ctrl-C or SIGTERM)")
                 watch = Watch(con, spool, conf, run.id, WatchOptions(poll=poll), say=say)

@@ -720,7 +720,7 @@ def notices(night: Night) -> list[str]:
 def write_night(
     night: Night,
     out_dir: Path,
-    seed: int,
+    seed: int | str,
     make_table: Callable[[Night, TableSpec, random.Random, int], TableNight] | None = None,
 ) -> tuple[dict[str, Path], list[str]]:
     """Write one file per table and one for the pits' notices.

@@ -35,7 +35,7 @@ def mini_specs(name: str, pit: str, procedure: int, k: int) -> TableSpec:
 def simulated_night(
     tables: int,
     hours: float,
-    seed: int,
+    seed: int | str,
     games: tuple[str, ...],
     rate: float = 0.0,
     day: dt.date = SIM_DATE,
@@ -120,3 +120,21 @@ def simulated_night(
                 f"{quarter // 60 % 24:02d}:{quarter % 60:02d}", 45, kind="lone_change",
             ))
     return Night(day, dt.timedelta(hours=-5), specs, [], lone + changes)
+
+
+def carry_procedures(night: Night, opening: dict[str, int]) -> None:
+    """A later day of a history: each NJ pit's tables open under the procedure in force when
+    the day before ended (`opening`, by table; a pit takes its first table's), and its half-time
+    change goes to another; opened under another, with no notice, it would be an unnotified
+    change between the days. In place; pits and tables the day before did not have keep
+    their own."""
+    by_pit: dict[str, int] = {}
+    for spec in night.tables:
+        if spec.procedure is not None and spec.table in opening:
+            by_pit.setdefault(spec.pit, opening[spec.table])
+    for spec in night.tables:
+        if spec.procedure is not None and spec.pit in by_pit:
+            spec.procedure = by_pit[spec.pit]
+    for c in night.changes:
+        if c.pit in by_pit and c.procedure == by_pit[c.pit]:
+            c.procedure = by_pit[c.pit] % 4 + 1

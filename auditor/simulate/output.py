@@ -25,6 +25,9 @@ class SimulationResult:
     # Files to deliver after the others have been ingested and audited (the lies of
     # auditor.simulate.lies): the ground truth is what the audit after them stands on.
     later: list[Path] = field(default_factory=list)
+    # The patterns asked for and not planted, or planted below what the audit detects at
+    # this size: ground truth lines without a `code` (auditor.simulate.power), said on stderr.
+    not_planted: list[dict] = field(default_factory=list)
 
     @property
     def rounds_per_second(self) -> float:
@@ -58,7 +61,8 @@ def prepare_out_dir(out: Path, replace: bool = False) -> list[Path]:
 
 
 def write_ground_truth(out: Path, deviations: list[dict]) -> Path:
-    """ground_truth.ndjson: one line per finding the planted deviations must raise, JSON Lines
+    """ground_truth.ndjson: one line per finding the planted deviations must raise (and one
+    per pattern asked for and not planted, with `not_planted` in place of `code`), JSON Lines
     under another suffix, so that `bacc-audit ingest DIR` takes only the logs."""
     truth = out / "ground_truth.ndjson"
     truth.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in deviations))

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from auditor.config import PropertyConfig
 from auditor.replay.shoes import ShoeRules, required_decks
+from auditor.replay.sidebets import Observation
 from auditor.replay.tables import MIN_UNDECLARED_ROUNDS
 from auditor.rules.cards import RANKS
-from auditor.simulate import lies, shoe_lies
+from auditor.simulate import lies, power, shoe_lies
 from auditor.simulate.deal import Outcome, amount, qualifies, value
 from auditor.simulate.generator import (
     Deviation,
@@ -27,13 +28,12 @@ from auditor.simulate.generator import (
     write_night,
 )
 from auditor.simulate.kinds import (
-    DEALER_KINDS,
     KIND_CODES,
-    SIDE_BET_KINDS,
     shoe_kinds,
     table_kinds,
 )
-from auditor.simulate.layout import DEFAULT_GAMES, SIM_DATE, simulated_night
+from auditor.simulate.layout import DEFAULT_GAMES, SIM_DATE, carry_procedures, simulated_night
+from auditor.simulate.orders import alternation_broken, order_plan, riffle, shows_order
 from auditor.simulate.output import SimulationResult, prepare_out_dir, write_ground_truth
 
 # A dealer pattern (DEALER_KINDS), planted only when asked (`simulate(error_prone_dealer=True)`):
@@ -49,9 +49,6 @@ COUNTER_STAKES = (Decimal(10), Decimal(50))
 # rules/surveillance/side_bet_counts.toml: the simulator is a witness of its own.
 DRAGON7_TAGS = {"A": 0, "2": 0, "3": 0, "4": -1, "5": -1, "6": -1, "7": -1, "8": 2, "9": 2,
                 "T": 0, "J": 0, "Q": 0, "K": 0}
-# Planted shoe orders (ORDER_KINDS):
-ORDER_MIN_DEALT = 40  # cards that must come out for a planted order to count as shown
-WEAK_MIN_DEALT = 150  # of each shoe, for two riffles to show against the previous order
 PLANTED_SHIFT = "grave"  # the default shifts' 22:00-06:00: the simulated night's first
 MORNING_OPEN = "06:30"  # where the table's stream goes on after a night_cut: its next opening
 MAX_PENDING = 8  # deviations waiting at a table for a round that shows them cleanly
@@ -113,6 +110,10 @@ class SimTableNight(TableNight):
         self.order_rng = random.Random(f"{spec.table}:order")
         self.shoe_lies: list[shoe_lies.Lie] = []  # shoe_lies.py, see `simulate`
         self.lies: lies.TableLies | None = None  # the logs' lies planted here (issue 28)
+        # Every round as the dealers' chart counts it, and the counting seat's rounds as the
+        # side-bet test reads them: what the ground truth judges the patterns by (power.py).
+        self.dealt: list[power.Dealt] = []
+        self.counter_series: list[Observation] = []
 
     def truth(self, kind: str, shoe: str | None = None, rnd: int | None = None,
               table: str | None = "") -> None:
@@ -150,7 +151,7 @@ class SimTableNight(TableNight):
             self.batch_index -= 1
         if self.spec.shuffle == "automated" and self.shoe_rules.alternate_batches:
             self.batches.append(plan.batch)
-            if _alternation_broken(self.batches):
+            if alternation_broken(self.batches):
                 self.truth("batch_repeated", shoe_id)
         if "burn_wrong" in drawn:
             plan.burn_delta = self.dev_rng.choice((-1, 1, 2))
@@ -169,7 +170,7 @@ class SimTableNight(TableNight):
         if self.order_now == "shoe_twice" and self.twice_of in self.library:
             plan.cards = list(self.library[self.twice_of][0])
         elif self.order_now == "weak_shuffle" and self.previous is not None:
-            plan.cards = _riffle(_riffle(self.previous[0], self.order_rng), self.order_rng)
+            plan.cards = riffle(riffle(self.previous[0], self.order_rng), self.order_rng)
         elif self.order_now != "pack_run":
             self.order_now = ""  # nothing to repeat: a regular shoe
         if plan.cards is not None:
@@ -214,17 +215,18 @@ class SimTableNight(TableNight):
             self.truth("past_cut", shoe_id, self.cut_round + 2)
 
     def order_truth(self, shoe_id: str, cards: list[str], pos: int) -> None:
-        burn = 1 + (value(cards[0]) or 10)
-        dealt = pos - burn
+        """A planted order goes in the ground truth when the cards the shoe dealt show it to
+        the audit's own tests (auditor.replay.integrity, on the cards as the audit reads
+        them: those dealt, not the burn), else it is left to power.placement_gaps to say."""
+        seen = power.seen_codes(cards, pos)
         if self.order_now == "shoe_twice":
-            _, source_pos = self.library[self.twice_of]
-            if min(pos, source_pos) - burn >= ORDER_MIN_DEALT:
+            source, source_pos = self.library[self.twice_of]
+            if power.repeat_shown(power.seen_codes(source, source_pos), seen):
                 self.truth("shoe_twice", shoe_id)
         elif self.order_now == "weak_shuffle" and self.previous is not None:
-            before = self.previous[1] - 1 - (value(self.previous[0][0]) or 10)
-            if min(dealt, before) >= WEAK_MIN_DEALT:
+            if power.kept_shown(power.seen_codes(*self.previous), seen, len(cards) // 52):
                 self.truth("weak_shuffle", shoe_id)
-        elif self.order_now == "pack_run" and dealt >= 20 + len(RANKS):
+        elif self.order_now == "pack_run" and power.pack_run_shown(seen):
             self.truth("pack_run", shoe_id)
         self.library[f"{self.spec.table}#{self.shoe_count}"] = (list(cards), pos)
         self.previous = (list(cards), pos)
@@ -343,6 +345,11 @@ class SimTableNight(TableNight):
         used = super().play_round(shoe_id, rnd, cards, pos + burned, t)
         if used is not None:
             self.rounds += 1
+            self.dealt.append(power.Dealt(t, self.dealer(t), self.spec.table, shoe_id, rnd))
+            seen = self.counting and self.counter_seat is not None and power.counter_observation(
+                shoe_id, rnd, t, self.counter_tc, self.last_wagers, self.counter_seat)
+            if seen:
+                self.counter_series.append(seen)
         for d in waiting:
             if d.planted:
                 self.truth(d.kind, shoe_id, rnd)
@@ -443,77 +450,6 @@ class SimTableNight(TableNight):
         return True
 
 
-def _order_plan(
-    night: Night, shoe_twice: bool, unshuffled: bool
-) -> dict[tuple[str, int], tuple[str, str]]:
-    """(table, shoe number) -> (order kind, "TABLE#n" of the shoe it repeats, or "")."""
-    manual = [s for s in night.tables
-              if s.game in ("mini_baccarat", "punto_banco") and s.shuffle == "manual"]
-    plan: dict[tuple[str, int], tuple[str, str]] = {}
-    if not manual:
-        return plan
-    first = manual[0]
-    if unshuffled:
-        plan[(first.table, 2)] = ("weak_shuffle", "")
-        if len(manual) > 1:
-            plan[(manual[1].table, 1)] = ("pack_run", "")
-    if shoe_twice:
-        alike = [s for s in manual[1:] if (s.game, s.jurisdiction, s.decks)
-                 == (first.game, first.jurisdiction, first.decks)]
-        if alike:
-            plan[(alike[-1].table, 2)] = ("shoe_twice", f"{first.table}#1")
-    return plan
-
-
-def _riffle(cards: list[str], rng: random.Random) -> list[str]:
-    """One riffle shuffle (Gilbert-Shannon-Reeds): cut near the middle (binomial), then drop
-    cards from either half with chance proportional to what is left in it. Two of them leave
-    about a quarter of the neighbouring pairs as they were."""
-    cut = sum(rng.random() < 0.5 for _ in cards)
-    left, right = cards[:cut], cards[cut:]
-    out: list[str] = []
-    i = j = 0
-    while i < len(left) or j < len(right):
-        if rng.random() * (len(left) - i + len(right) - j) < len(left) - i:
-            out.append(left[i])
-            i += 1
-        else:
-            out.append(right[j])
-            j += 1
-    return out
-
-
-def _alternation_broken(batches: list[str]) -> bool:
-    """Whether the last shoe's batch breaks the alternation of two batches: the previous
-    shoe's batch, or not the batch of the shoe before that."""
-    if len(batches) < 2:
-        return False
-    if batches[-1] == batches[-2]:
-        return True
-    return len(batches) >= 3 and batches[-1] != batches[-3]
-
-
-def shows_order(lines: list[str], declared: int) -> str:
-    """What a round's payments (its `lines`) say of the procedure followed: "none" with fewer
-    than two seats paid or charged vigorish, or no vigorish (every procedure looks alike);
-    else "declared" when they are in the declared procedure's order, "other" when not."""
-    moves = [(e["type"], e["seat"]) for e in map(json.loads, lines) if e["type"] in ("pay", "vig")]
-    seats = sorted({seat for _, seat in moves}, reverse=True)
-    if len(seats) < 2 or not any(kind == "vig" for kind, _ in moves):
-        return "none"
-
-    def at(seat: int, kind: str) -> list[tuple[str, int]]:
-        return [m for m in moves if m == (kind, seat)]
-
-    first, then = ("vig", "pay") if declared in (2, 4) else ("pay", "vig")
-    if declared in (1, 2):  # all of one kind, seat by seat, then all of the other
-        want = [m for seat in seats for m in at(seat, first)]
-        want += [m for seat in seats for m in at(seat, then)]
-    else:  # seat by seat, both kinds
-        want = [m for seat in seats for m in at(seat, first) + at(seat, then)]
-    return "declared" if moves == want else "other"
-
-
 def simulate(
     out_dir: Path | str,
     tables: int,
@@ -561,27 +497,30 @@ def simulate(
     table gets DEALER_FACTOR times the round-level rate while dealing in the gaming day's
     grave shift (22:00-06:00, the default shifts), and the ground truth has one
     dealer.error_rate line (table, shoe and round null) naming `dealer` and `shift`
-    (`2026-12-01/grave`). Off by default: without it a seed writes the bytes it always did.
-    The pattern needs rounds to show against: a night of two hours or more at a rate of 0.02
-    or more (docs/dealers.md).
+    (`2026-12-01/grave`) when the audit's p-chart flags the dealer on the night's own counts
+    (DealerRate.flagged); else a not_planted line says the dealer is below its power (a
+    night of two hours or more at a rate of 0.02 or more shows it; docs/dealers.md). Off by
+    default: without it a seed writes the bytes it always did.
 
     With `counting_seat`, seat COUNTING_SEAT of the first table with Dragon 7 wagers (the
     second mini-baccarat table: a night of two mini-baccarat tables or more) counts the shoe
     during the grave shift: it wagers on the Banker every round, and on Dragon 7 by the true
     count of Jacobson's count (COUNTER_STAKES; it sits out the rounds that carry a planted
     deviation), and the ground truth has one play.side_bet_counting line (shoe and round
-    null) naming the `table`, `seat`, `bet` and `shift`. Off by default, like the dealer
-    pattern; without a Dragon 7 table nothing is planted. Found on a night of an hour or more
-    (docs/side-bets.md).
+    null) naming the `table`, `seat`, `bet` and `shift` when the audit's test of the seat's
+    rounds flags it (sidebets.seat_test; a night of an hour or more, docs/side-bets.md).
+    Off by default, like the dealer pattern; without a Dragon 7 table, or below the test's
+    power, a not_planted line says so.
 
     With `shoe_twice`, the second shoe of the last manual-shuffle banking table like the
     first (same game, jurisdiction and decks) is dealt in the order of the first table's
     first shoe (shoe.repeated_order). With `unshuffled`, the first such table's second shoe is
     its first shoe after two riffles (weak_shuffle), and the first shoe of the next such table
     has the spades, ace to king, from its 21st card dealt (pack_run); both shoe.unshuffled.
-    Each goes in the ground truth (table and shoe, round null) where enough of the shoe came
-    out to show it (ORDER_MIN_DEALT, WEAK_MIN_DEALT): a night of two hours or more. Off by
-    default, like the dealer pattern.
+    Each goes in the ground truth (table and shoe, round null) where the cards dealt show it
+    to the audit's own tests (power.py: a night of two hours or more), else a not_planted
+    line says why, as it does when the night has no such tables. Off by default, like the
+    dealer pattern.
 
     With `phantom_shoe` and `shoe_reopened`, the shoe lies of issue 28 (shoe_lies.py): the
     first shoe of the first banking table, and the second shoe of the next (the same table
@@ -590,7 +529,8 @@ def simulate(
     of the table's previous shoe (shoe.reopened), the shoe's remaining raised by its cards
     (remaining_raised, shoe.composition). The ground truth has the extra_card line, the lie's
     (table, the shoe id named, the round) and remaining_raised's. A night of two hours or more
-    reaches a second shoe. Off by default, like the dealer pattern.
+    reaches a second shoe; a lie with nothing to hide is a not_planted line. Off by default,
+    like the dealer pattern.
 
     With `lying`, the logs lie (issue 28, auditor.simulate.lies): one table each, a round's
     deviation made up after the round ended or after the table closed, a change stamped later
@@ -611,15 +551,33 @@ def simulate(
 def simulate_night(out: Path, settings: NightSettings, replace: bool = False) -> SimulationResult:
     """`simulate` once its arguments are gathered: the night laid out, the folder made
     ready, every table played and written, then the files resent and the ground truth."""
+    check_settings(settings)
+    prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
+    result = play_night(out, settings)
+    write_ground_truth(out, result.deviations + result.not_planted)
+    return result
+
+
+def check_settings(settings: NightSettings) -> None:
+    """ValueError, saying why, for settings no night can be laid out by."""
     if not 0 <= settings.deviation_rate <= 1:
         raise ValueError("deviation_rate must be between 0 and 1")
+    simulated_night(settings.tables, settings.hours, settings.seed, settings.games,
+                    settings.deviation_rate, settings.day)
+
+
+def play_night(out: Path, settings: NightSettings) -> SimulationResult:
+    """Every table of the night played and written into `out` (each stream from seq 1), the
+    files resent and the later ones; the result's deviations are the night's ground truth,
+    not yet written (its `ground_truth` is where it goes)."""
     started = time.perf_counter()
-    night = simulated_night(settings.tables, settings.hours, settings.seed, settings.games,
-                            settings.deviation_rate, settings.day)
-    prepare_out_dir(out, replace)  # after the arguments are known good: nothing removed else
+    key = settings.key
+    night = simulated_night(settings.tables, settings.hours, key,
+                            settings.games, settings.deviation_rate, settings.day)
+    carry_procedures(night, dict(settings.opening))
     plan = lies.plan(night) if settings.lying else None
     cast = _Cast(night, settings, plan)
-    written, _ = write_night(night, out, settings.seed, cast.make)
+    written, _ = write_night(night, out, key, cast.make)
     files = _files(night, written, cast.players, out)
     later: list[Path] = []
     if plan is not None:
@@ -627,13 +585,13 @@ def simulate_night(out: Path, settings: NightSettings, replace: bool = False) ->
         extra, later = plan.files(out, night, made)
         files += extra
     events = sum(len(f.read_text().splitlines()) for f in files)
-    deviations = _ground_truth(night, cast)
+    deviations, gaps = _ground_truth(night, cast)
     if plan is not None:
         deviations += plan.truth(deviations)
     return SimulationResult(
-        files, write_ground_truth(out, deviations), len(night.tables),
+        files, out / "ground_truth.ndjson", len(night.tables),
         sum(p.rounds for p in cast.players), events, deviations, time.perf_counter() - started,
-        later,
+        later, gaps,
     )
 
 
@@ -655,6 +613,16 @@ class NightSettings:
     phantom_shoe: bool = False
     shoe_reopened: bool = False
     lying: bool = False
+    # A day after the first of a simulated history (auditor.simulate.history): its cards,
+    # deviations and notices drawn anew from the seed and this salt (the day), the tables'
+    # dealers kept from the first day's draw, so that a dealer's record spans the days.
+    salt: str = ""
+    opening: tuple[tuple[str, int], ...] = ()  # (table, procedure in force the day before)
+
+    @property
+    def key(self) -> int | str:
+        """What the night's random draws are seeded by: the seed, and the salt if any."""
+        return f"{self.seed}/{self.salt}" if self.salt else self.seed
 
 
 class _Cast:
@@ -672,7 +640,7 @@ class _Cast:
         self.counter_table = next(
             (s.table for s in night.tables if "dragon7" in s.side_bets
              and s.game != "chemin_de_fer"), None) if settings.counting_seat else None
-        self.order_at = _order_plan(night, settings.shoe_twice, settings.unshuffled)
+        self.order_at = order_plan(night, settings.shoe_twice, settings.unshuffled)
         self.shoe_lies = shoe_lies.plan(night, settings.phantom_shoe, settings.shoe_reopened)
         self.library: dict[str, tuple[list[str], int]] = {}  # every table's shoes, shared
         self.shift_label, self.shift_end = "", None  # type: tuple[str, dt.datetime | None]
@@ -684,9 +652,13 @@ class _Cast:
     def make(self, night: Night, spec: TableSpec, rng: random.Random, i: int) -> TableNight:
         """write_night's maker of table `i`'s player."""
         seed = self.settings.seed
-        dev_rng = random.Random(f"{seed}:{i}:{spec.table}:deviations")
-        ends_rng = random.Random(f"{seed}:{i}:{spec.table}:ends")
+        key = self.settings.key
+        dev_rng = random.Random(f"{key}:{i}:{spec.table}:deviations")
+        ends_rng = random.Random(f"{key}:{i}:{spec.table}:ends")
         player = SimTableNight(night, spec, rng, dev_rng, self.settings.deviation_rate, ends_rng)
+        if self.settings.salt:  # the table's dealers as the first day drew them
+            roster = random.Random(f"{seed}:{i}:{spec.table}")
+            player.dealers = [f"D{roster.randint(1000, 9999)}" for _ in player.dealers]
         if spec.table == self.bad_table:
             player.bad_dealer, player.bad_until = player.dealers[0], self.shift_end
         if spec.table == self.counter_table:
@@ -718,23 +690,36 @@ def _files(night: Night, written: dict[str, Path], players: list[SimTableNight],
     return files
 
 
-def _ground_truth(night: Night, cast: _Cast) -> list[dict]:
+def _ground_truth(night: Night, cast: _Cast) -> tuple[list[dict], list[dict]]:
     """Every planted deviation, keyed as its finding is: the tables' own, the pits' changes,
-    then the dealer and counting-seat patterns."""
-    players = cast.players
+    then the dealer and counting-seat patterns where the audit's own tests detect them at the
+    night's size; and a not_planted line for each pattern asked for that was not planted or
+    is below detection (auditor.simulate.power)."""
+    players, settings = cast.players, cast.settings
     deviations = [d for p in players for d in p.planted] + _notice_truth(night, players)
-    deviations += [
-        {"code": DEALER_KINDS["error_prone_dealer"], "table": None, "shoe": None, "round": None,
-         "kind": "error_prone_dealer", "dealer": p.bad_dealer, "shift": cast.shift_label}
-        for p in players if p.bad_dealer is not None
-    ]
-    deviations += [
-        {"code": SIDE_BET_KINDS["counting_seat"], "table": p.spec.table, "shoe": None,
-         "round": None, "kind": "counting_seat", "seat": p.counter_seat, "bet": "dragon7",
-         "shift": cast.shift_label}
-        for p in players if p.counter_seat is not None
-    ]
-    return deviations
+    patterns: list[dict] = []
+    if settings.error_prone_dealer and cast.bad_table is None:
+        patterns.append(power.not_planted("error_prone_dealer",
+                                          power.NO_PLACE["error_prone_dealer"]))
+    counts = power.shift_counts(night.date, dt.timezone(night.utc_offset),
+                                [r for p in players for r in p.dealt], deviations)
+    patterns += [power.dealer_line(p.bad_dealer, cast.shift_label, counts)
+                 for p in players if p.bad_dealer is not None]
+    if settings.counting_seat and cast.counter_table is None:
+        patterns.append(power.not_planted("counting_seat", power.NO_PLACE["counting_seat"]))
+    patterns += [power.counting_line(p.spec.table, p.counter_seat, cast.shift_label,
+                                     p.counter_series)
+                 for p in players if p.counter_seat is not None]
+    asked = [k for k, on in (("shoe_twice", settings.shoe_twice),
+                             ("weak_shuffle", settings.unshuffled),
+                             ("pack_run", settings.unshuffled),
+                             ("phantom_shoe", settings.phantom_shoe),
+                             ("earlier_shoe", settings.shoe_reopened)) if on]
+    placed = [(t, kind, n) for (t, n), (kind, _) in cast.order_at.items()]
+    placed += [(t, lie.kind, lie.shoe_no) for t, ls in cast.shoe_lies.items() for lie in ls]
+    gaps = power.placement_gaps(asked, placed, {(d["table"], d["kind"]) for d in deviations})
+    deviations += [d for d in patterns if "code" in d]
+    return deviations, [d for d in patterns if "code" not in d] + gaps
 
 
 def _notice_truth(night: Night, players: list[SimTableNight]) -> list[dict]:

@@ -62,18 +62,20 @@ def failing(
     standing: bool = True,
     window: tuple[dt.datetime, dt.datetime] | None = None,
     unacknowledged: bool = False,
+    windows: Sequence[tuple[dt.datetime, dt.datetime]] = (),
 ) -> int:
     """The findings at one of the `graver` severities (rules.codes.at_least) that fail run
     `run_id`: those it recorded that stand now, or with `standing` false every row it opened
     (one a later pass of the same run withdrew included); with `window`, also every finding
     standing in [start, end), whoever recorded it; with `unacknowledged`, only those nobody
-    has acknowledged (`bacc-audit ack`, the board)."""
+    has acknowledged (`bacc-audit ack`, the board); `windows`: several such windows (the
+    gaming days one nightly run reports)."""
     source = "current_findings" if standing else "findings"
     mine = "run_id = ?" if standing else "run_id = ? AND status = 'open'"
     params: list[object] = [run_id]
-    if window is not None:
+    for w in [*([window] if window is not None else []), *windows]:
         mine = f"({mine} OR (ts >= ? AND ts < ?))"
-        params += list(window)
+        params += list(w)
     if unacknowledged:
         mine += " AND fingerprint NOT IN (SELECT fingerprint FROM acknowledgements)"
     return int(single(
@@ -106,10 +108,12 @@ def failing_on(
     fail_on: str,
     *,
     window: tuple[dt.datetime, dt.datetime] | None = None,
+    windows: Sequence[tuple[dt.datetime, dt.datetime]] = (),
 ) -> int:
     """`failing` under a --fail-on value (`fail_rule`): nightly's rule."""
     graver, unacknowledged = fail_rule(fail_on)
-    return failing(con, run_id, graver, window=window, unacknowledged=unacknowledged)
+    return failing(con, run_id, graver, window=window, unacknowledged=unacknowledged,
+                   windows=windows)
 
 
 def files_sentence(statuses: Counter[str], events: int, quarantined: int) -> str:

@@ -336,7 +336,7 @@ def test_log_deviations_are_where_the_ground_truth_says(tmp_path):
 
 
 def test_payments_show_the_order_only_when_procedures_differ():
-    from auditor.simulate.planted import shows_order
+    from auditor.simulate.orders import shows_order
 
     def lines(*moves: tuple[str, int]) -> list[str]:
         return [json.dumps({"type": kind, "seat": seat}) for kind, seat in moves]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -18,12 +19,14 @@ MAX_TABLES = 9_999  # the bulk generator's table ids run MB-0001 to MB-9999
 
 def simulate_cmd(
     out_dir: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--out", help="Folder to write the logs into: new or empty, unless --replace."
+            "--out", help="Folder to write the logs into: new or empty, unless --replace. "
+            "Optional with --live (then a temporary folder, removed at the end).",
+            show_default=False,
         ),
-    ],
-    tables: Annotated[int, typer.Option("--tables", help="How many tables.")],
+    ] = None,
+    tables: Annotated[int, typer.Option("--tables", help="How many tables.")] = 4,
     hours: Annotated[
         float,
         typer.Option(
@@ -31,7 +34,7 @@ def simulate_cmd(
             help="Hours each table is open: from 22:00 on --date (at most 13), or with --bulk "
             "from 06:00 (at most 24).",
         ),
-    ],
+    ] = 9.0,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
     deviation_rate: Annotated[
         float,
@@ -138,6 +141,26 @@ def simulate_cmd(
             "finding and the deviation it hid (docs/event-log.md).",
         ),
     ] = False,
+    live: Annotated[
+        Path | None,
+        typer.Option(
+            "--live",
+            help="Then write the night into this spool folder line by line, each line at its "
+            "logged time divided by --speed, every table's file growing at once as table "
+            "systems write them: for `bacc-audit watch --spool` and its board "
+            "(docs/live.md). Ctrl-C stops it (exit 130).",
+            show_default=False,
+        ),
+    ] = None,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            "--speed",
+            help="With --live: how many times faster than the logged times (default 60, an "
+            "hour of play a minute).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -145,9 +168,24 @@ def simulate_cmd(
     --out must be new or empty: the logs of two nights in one folder would be ingested as one,
     and the ground truth would describe only the newer; --replace clears a previous run's
     files first.
+
+    With --live SPOOL the night is then fed into SPOOL as table systems write it, at --speed
+    times the logged pace (a night of 4 tables and 9 hours by default), for `bacc-audit watch
+    --spool SPOOL` to follow: try the live audit and the board without tables.
     """
+    given = dict(locals())  # the options, to run again into a temporary --out (--live)
+    from auditor.cli.live_feed import check_live, feed_live
     from auditor.simulate.bulk import BULK_DATE, simulate_bulk
     from auditor.simulate.planted import SIM_DATE, simulate
+
+    pace = check_live(live, speed, out_dir)
+    if out_dir is None:
+        if live is None:
+            raise UserError("--out: name the folder to write the logs into (or --live SPOOL "
+                            "to feed a night into a spool)")
+        with tempfile.TemporaryDirectory(prefix="bacc-audit-live-") as scratch:
+            simulate_cmd(**{**given, "out_dir": Path(scratch), "speed": pace})
+        return
 
     if tables > MAX_TABLES:  # it would take hours and all the memory before it said so
         raise UserError(f"--tables {tables:,}: at most {MAX_TABLES:,} tables a simulated "
@@ -194,3 +232,5 @@ def simulate_cmd(
         f"{count(result.events, 'event')}, {count(len(result.deviations), 'deviation')} planted; "
         f"{result.rounds_per_second:,.0f} rounds/s"
     )
+    if live is not None:
+        feed_live(result, live, pace)

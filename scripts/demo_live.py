@@ -3,8 +3,9 @@ board on a free port of this machine, and `bacc-audit simulate --live` feeding i
 the live audit can be shown without tables. Prints the board's URL; Ctrl-C stops both.
 
 Everything goes under out/demo-live/ (emptied first): the spool, the database, the night's
-logs and ground truth. SPEED (default 60: an hour of play a minute), TABLES, HOURS and
-DEVIATION_RATE in the environment change the night.
+logs and ground truth, and the archive the watch files the shift PDFs into (--file-reports).
+SPEED (default 60: an hour of play a minute), TABLES, HOURS and DEVIATION_RATE in the
+environment change the night.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def main() -> int:
     spool.mkdir(parents=True)
     port = free_port()
     watch = started(["watch", "--spool", str(spool), "--db", str(OUT / "demo.duckdb"),
-                     "--config", str(CONFIG), "--web", f"127.0.0.1:{port}"])
+                     "--config", str(CONFIG), "--web", f"127.0.0.1:{port}",
+                     "--file-reports", "--archive", str(OUT / "archive")])
     procs = [watch]
     signal.signal(signal.SIGTERM, interrupt)
     try:

@@ -75,7 +75,7 @@ class Filed:
     day: dt.date
     shift: str
     upto: int  # the last findings row id when it was filed
-    report: ShiftReport
+    report: ShiftReport | None  # None: filed before this watch
 
 
 @dataclass
@@ -108,6 +108,31 @@ class ShiftFiler:
             if e.errno not in WRITE_ERRNOS:
                 raise
             raise archive_error(archive, e) from None
+        self._filed_before()
+
+    def _filed_before(self) -> None:
+        """The shifts this database filed into this archive before (an earlier watch, a
+        nightly), as if this watch had filed them: filed again only when a finding of theirs
+        is recorded or withdrawn after their last version, as during one watch. Not
+        compared afresh at a restart, when a table's file read further than it was at the
+        filing would make every recent shift a new version."""
+        names = {s.name for s in self.config.shifts}
+        under = f"{self.options.archive.resolve()}/%"
+        rows = self.con.execute(
+            "WITH last AS (SELECT slug, max(filed_at) AS at FROM report_versions "
+            "WHERE path LIKE ? GROUP BY slug) "
+            "SELECT slug, (SELECT coalesce(max(id), 0) FROM findings f "
+            "WHERE f.recorded_at <= last.at) FROM last",
+            [under],
+        ).fetchall()
+        for slug, upto in rows:
+            day, _, name = slug.partition("_")
+            try:
+                when = dt.date.fromisoformat(day)
+            except ValueError:
+                continue
+            if name in names:
+                self.filed[(when, name)] = Filed(when, name, int(upto), None)
 
     def after_sweep(self) -> list[ShiftReport]:
         """File what is due now; returns the reports of this filing (none most times)."""

@@ -1,7 +1,8 @@
 """Filing while watching (issue 33): `watch --file-reports` files each shift's report at the
 shift's end plus its grace, in the logs' time, and a gaming day's last shift once the day is
 closed; the PDFs it files are a batch `nightly`'s of the same logs, but for their time of
-generation and each database's own ledger."""
+generation and each database's own ledger; started again, it files a shift again only when a
+finding of the shift changed."""
 
 from __future__ import annotations
 
@@ -141,6 +142,40 @@ def test_a_watched_night_files_the_shift_reports_a_nightly_files(tmp_path: Path)
         assert said.content_sha256 is not None
         assert said.content_sha256 == told.content_sha256
         assert said.findings == told.findings and said.findings
+
+    # Started again on the same database (the night's files now whole): nothing is filed
+    # afresh. Then a line of the early shift delivered late, out of its order: its finding
+    # lands in that shift, which is filed again as version 2; the late shift stays.
+    shutil.rmtree(spool)
+    (tmp_path / "spool-watched").rename(spool)
+    con = db.connect(tmp_path / "live.duckdb")
+    run_id = runs.start(con, "watch", {})
+    w = Watch(con, spool, CONF, run_id, WatchOptions(rescan=0, sweep_every=0, sweep_share=1.0))
+    filer = ShiftFiler(con, CONF, run_id, FilingOptions(archive), w.seal)
+    w.after_sweep = filer.after_sweep
+    w.step()  # its first poll sweeps (what a restart may have left)
+    assert filer.reports == []
+    table = spool / f"{DAY}_MB-01.jsonl"
+    events = [json.loads(x) for x in table.read_bytes().splitlines()]
+    end = next(e for e in events if e["type"] == "round_end"
+               and dt.datetime.fromisoformat(e["ts"]) >= dt.datetime.combine(
+                   DAY, dt.time(23), ZONE))
+    late_card = {**end, "type": "card", "seq": events[-1]["seq"] + 1, "to": "banker",
+                 "card": "5c"}
+    with table.open("ab") as fh:
+        fh.write((json.dumps(late_card) + "\n").encode())
+    w.step()
+    w.sweep()
+    assert [(x.shift, x.status, x.version) for x in filer.reports] == [
+        ("early", "new_version", 2)]
+    v2 = attached.read_filed(archive / f"{DAY}" / f"{DAY}_early.v2.pdf").findings
+    v1 = attached.read_filed(archive / f"{DAY}" / early).findings
+    assert v1 is not None and v2 is not None
+    before = {fp for fp, *_ in v1}
+    assert sorted(code for fp, code, _, _ in v2 if fp not in before) == ["log.after_round_end"]
+    assert sorted(p.name for p in (archive / f"{DAY}").iterdir()) == [
+        early, f"{DAY}_early.v2.pdf", late]
+    con.close()
 
 
 def test_the_cli_default_grace_is_the_filings() -> None:

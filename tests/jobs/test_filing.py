@@ -171,8 +171,8 @@ def test_a_watched_night_files_the_shift_reports_a_nightly_files(tmp_path: Path)
     v2 = attached.read_filed(archive / f"{DAY}" / f"{DAY}_early.v2.pdf").findings
     v1 = attached.read_filed(archive / f"{DAY}" / early).findings
     assert v1 is not None and v2 is not None
-    before = {fp for fp, *_ in v1}
-    assert sorted(code for fp, code, _, _ in v2 if fp not in before) == ["log.after_round_end"]
+    shown = {fp for fp, *_ in v1}
+    assert sorted(code for fp, code, _, _ in v2 if fp not in shown) == ["log.after_round_end"]
     assert sorted(p.name for p in (archive / f"{DAY}").iterdir()) == [
         early, f"{DAY}_early.v2.pdf", late]
     con.close()

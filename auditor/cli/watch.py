@@ -92,7 +92,8 @@ def watch_cmd(
     change later.
 
     Exit codes: 0 stopped cleanly; 2 input or configuration error (no spool folder, a bad
-    --web address or [board] section); 3 internal failure; 4 database busy (another process
+    --web address or [board] section, with --file-reports an archive it cannot write or a
+    signing key that will not open); 3 internal failure; 4 database busy (another process
     still had it open after a minute).
     """
     from auditor.jobs.archive import archive_dir

@@ -158,19 +158,28 @@ class ShiftFiler:
         for day in days:
             day_end = self.config.gaming_day_window(day, zone)[1]
             over = day in closed or latest >= day_end + self.options.close_grace
-            if over and day not in closed and self._has_events(day, zone):
+            names = [s.name for s in self.config.shifts if (day, s.name) not in self.filed
+                     and (over or self._past_grace(day, s.name, day_end, latest, zone))]
+            if not names:
+                continue
+            if not self._has_events(day, zone):  # nothing to file, no need to seal for it
+                self.filed.update({(day, n): Filed(day, n, 0, None) for n in names})
+                continue
+            if over and day not in closed:
                 close(self.con, [day], self.run_id, "watch")
-            for shift in self.config.shifts:
-                if (day, shift.name) in self.filed:
-                    continue
-                end = self.config.shift_window(day, shift.name, zone)[1]
-                if over or (end < day_end and latest >= end + self.options.grace):
-                    due.append((day, shift.name))
+            due += [(day, n) for n in names]
         return due
 
+    def _past_grace(self, day: dt.date, name: str, day_end: dt.datetime, latest: dt.datetime,
+                    zone: dt.tzinfo) -> bool:
+        """Whether shift `name` of `day` ends before its day does and the logs are its grace
+        past its end."""
+        end = self.config.shift_window(day, name, zone)[1]
+        return end < day_end and latest >= end + self.options.grace
+
     def _has_events(self, day: dt.date, zone: dt.tzinfo) -> bool:
-        """Whether the logs hold an event of gaming day `day` (a day without one is left
-        without a closing record: there is nothing in it to judge)."""
+        """Whether the logs hold an event of gaming day `day` (a day without one has nothing
+        to file, and is left without a closing record: there is nothing in it to judge)."""
         return bool(self.con.execute(
             "SELECT count(*) FROM (SELECT 1 FROM events WHERE ts >= ? AND ts < ? LIMIT 1)",
             list(self.config.gaming_day_window(day, zone)),

@@ -5,7 +5,7 @@ BIN = $(VENV)/bin
 DEMO_DB ?= out/demo.duckdb
 DEMO_CONFIG ?= sample_logs/property.toml
 
-.PHONY: demo test test-fast bench bench-false-alarms bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill bench-odd-input sample clean
+.PHONY: demo demo-live test test-fast bench bench-false-alarms bench-replay bench-scale bench-fuzz bench-live bench-integrity bench-backfill bench-odd-input sample clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ demo: $(BIN)/.installed
 	$(BIN)/bacc-audit findings --db $(DEMO_DB) --config $(DEMO_CONFIG) --format table
 	$(BIN)/bacc-audit report --db $(DEMO_DB) --config $(DEMO_CONFIG) \
 	  --shift 2026-11-28/grave --out out/2026-11-28_grave.pdf
+
+# The live audit without tables (docs/live.md): `watch` and its board on a free port, fed a
+# simulated night by `simulate --live` at 60 times its pace; prints the board's URL, Ctrl-C
+# stops both. SPEED=600 TABLES=8 HOURS=9 change the night (scripts/demo_live.py).
+demo-live: $(BIN)/.installed
+	$(BIN)/python scripts/demo_live.py
 
 # Every test: on every core (pytest-xdist), then the realtime ones alone, so that no other test
 # loads the machine while they time it (pyproject.toml lists the markers).

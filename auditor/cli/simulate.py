@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from auditor.errors import UserError
 from auditor.words import count
 
 MAX_TABLES = 9_999  # the bulk generator's table ids run MB-0001 to MB-9999
+LIVE_TABLES, LIVE_HOURS = 4, 9.0  # --live's night unless told: 22:00 to 07:00
 
 
 def simulate_cmd(
@@ -22,12 +24,14 @@ def simulate_cmd(
         typer.Option(
             "--out",
             help="Folder to write the logs into: new or empty, unless --replace (or "
-            "--continue instead).",
+            "--continue instead). Optional with --live (then a temporary folder, removed at "
+            "the end).",
             show_default=False,
         ),
     ] = None,
     tables: Annotated[
-        int | None, typer.Option("--tables", help="How many tables.", show_default=False)
+        int | None,
+        typer.Option("--tables", help="How many tables (4 with --live).", show_default=False),
     ] = None,
     hours: Annotated[
         float | None,
@@ -163,6 +167,26 @@ def simulate_cmd(
             "finding and the deviation it hid (docs/event-log.md).",
         ),
     ] = False,
+    live: Annotated[
+        Path | None,
+        typer.Option(
+            "--live",
+            help="Then write the night into this spool folder line by line, each line at its "
+            "logged time divided by --speed, every table's file growing at once as table "
+            "systems write them: for `bacc-audit watch --spool` and its board "
+            "(docs/live.md). Ctrl-C stops it (exit 130).",
+            show_default=False,
+        ),
+    ] = None,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            "--speed",
+            help="With --live: how many times faster than the logged times (default 60, an "
+            "hour of play a minute).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write event log v1 files for a simulated night, with deviations planted at random and
     listed in ground_truth.ndjson (code, table, shoe, round, kind) beside the logs.
@@ -175,14 +199,29 @@ def simulate_cmd(
     A pattern asked for that the night cannot plant, or plants below what the audit's own
     test detects at its size, is said on stderr and is a not_planted line of the ground
     truth, never a finding promised.
+
+    With --live SPOOL the night is then fed into SPOOL as table systems write it, at --speed
+    times the logged pace (a night of 4 tables and 9 hours by default), for `bacc-audit watch
+    --spool SPOOL` to follow: try the live audit and the board without tables.
     """
+    given = dict(locals())  # the options, to run again into a temporary --out (--live)
+    from auditor.cli.live_feed import check_live, feed_live
     from auditor.simulate.bulk import BULK_DATE, simulate_bulk
     from auditor.simulate.history import simulate_days
     from auditor.simulate.planted import SIM_DATE, NightSettings
     from auditor.simulate.power import said
 
+    pace = check_live(live, speed, out_dir)
+    if live is not None:  # a night to watch: 4 tables, 22:00 to 07:00, unless told
+        tables = LIVE_TABLES if tables is None else tables
+        hours = LIVE_HOURS if hours is None else hours
     if tables is None or hours is None:
         raise UserError("--tables and --hours are needed: how many tables, open how many hours")
+    if out_dir is None and continue_dir is None and live is not None:
+        with tempfile.TemporaryDirectory(prefix="bacc-audit-live-") as scratch:
+            simulate_cmd(**{**given, "out_dir": Path(scratch), "speed": pace})
+        return
+
     if tables > MAX_TABLES:  # it would take hours and all the memory before it said so
         raise UserError(f"--tables {tables:,}: at most {MAX_TABLES:,} tables a simulated "
                         "night; for more, simulate several nights into folders of their own")
@@ -236,6 +275,8 @@ def simulate_cmd(
         f"{count(result.events, 'event')}, {count(len(result.deviations), 'deviation')} planted; "
         f"{result.rounds_per_second:,.0f} rounds/s"
     )
+    if live is not None:
+        feed_live(result, live, pace)
 
 
 def _folder(out_dir: Path | None, continue_dir: Path | None, date: str | None,
@@ -244,7 +285,8 @@ def _folder(out_dir: Path | None, continue_dir: Path | None, date: str | None,
     if continue_dir is None:
         if out_dir is None:
             raise UserError("--out is needed: the folder to write the logs into (or --continue "
-                            "a previous simulation's folder)")
+                            "a previous simulation's folder, or --live SPOOL to feed a night "
+                            "into a spool)")
         return out_dir
     clash = [name for name, given in (("--out", out_dir is not None and out_dir != continue_dir),
                                       ("--date", date is not None), ("--replace", replace))

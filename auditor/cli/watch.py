@@ -3,6 +3,7 @@ serve the board (auditor.jobs.service, auditor.jobs.watch, auditor.board)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Annotated
@@ -14,8 +15,13 @@ from auditor.cli import console
 from auditor.cli.options import ConfigOption, DbOption
 from auditor.errors import UserError
 from auditor.store import db
+from auditor.words import count
 
 MIN_POLL, MAX_POLL = 0.01, 60.0
+MIN_GRACE, MAX_GRACE = 0.0, 24 * 60.0  # --file-grace, minutes
+# auditor.jobs.filing.FILE_GRACE in minutes (a test holds them equal): that module is not
+# imported before the command runs, as it brings the PDF renderer.
+FILE_GRACE_MINUTES = 30.0
 
 
 def watch_cmd(
@@ -38,6 +44,32 @@ def watch_cmd(
     poll: Annotated[
         float, typer.Option(help="Seconds from one look at the files to the next.")
     ] = 0.2,
+    file_reports: Annotated[
+        bool,
+        typer.Option(
+            "--file-reports",
+            help="File each shift's report into the archive as nightly does (signed, "
+            "versioned, never rewritten) once the logs are --file-grace past the shift's end "
+            "(a gaming day's last shift: once the day is closed); docs/live.md.",
+        ),
+    ] = False,
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="BACC_AUDIT_ARCHIVE",
+            help="With --file-reports: where the PDFs are filed as DAY/DAY_SHIFT.pdf "
+            "(default: [property] archive in the config, else reports/archive).",
+            show_default=False,
+        ),
+    ] = None,
+    file_grace: Annotated[
+        float,
+        typer.Option(
+            "--file-grace",
+            help="With --file-reports: minutes past a shift's end, in the logs, before its "
+            "report is filed.",
+        ),
+    ] = FILE_GRACE_MINUTES,
     as_json: Annotated[
         bool, typer.Option("--json", help="On stopping, print a JSON summary.")
     ] = False,
@@ -54,10 +86,18 @@ def watch_cmd(
     for it up to a minute. While it runs, findings, report, runs, ack and doctor still
     answer through it (docs/database.md).
 
+    With --file-reports it files the shift PDFs itself, as nightly would (which cannot run
+    beside it): each shift once the logs are --file-grace minutes past its end, a gaming
+    day's last shift once the day is closed, the next version when a filed shift's findings
+    change later.
+
     Exit codes: 0 stopped cleanly; 2 input or configuration error (no spool folder, a bad
-    --web address or [board] section); 3 internal failure; 4 database busy (another process
+    --web address or [board] section, with --file-reports an archive it cannot write or a
+    signing key that will not open); 3 internal failure; 4 database busy (another process
     still had it open after a minute).
     """
+    from auditor.jobs.archive import archive_dir
+    from auditor.jobs.filing import FilingOptions
     from auditor.jobs.service import BoardAt, run_watch
 
     if not MIN_POLL <= poll <= MAX_POLL:  # nan, 0 or less: a loop that never rests
@@ -66,18 +106,27 @@ def watch_cmd(
     if not spool.is_dir():
         raise UserError(f"--spool {spool}: no such folder (the folder the table systems "
                         "write their logs to)")
+    if not MIN_GRACE <= file_grace <= MAX_GRACE:  # nan, negative, or past the next day
+        raise UserError(f"--file-grace {file_grace:g}: minutes from {MIN_GRACE:g} to "
+                        f"{MAX_GRACE:g} past a shift's end")
+    filing = None
+    if file_reports:
+        filing = FilingOptions(archive_dir(conf, archive), dt.timedelta(minutes=file_grace))
     board = None
     if web is not None:
         from auditor.board.settings import load_settings, parse_listen
 
         host, port = parse_listen(web, "--web")
         board = BoardAt(host, port, load_settings(conf))
-    run_id, stats = run_watch(
+    run_id, stats, filer = run_watch(
         db_path or db.default_db_path(), spool, conf,
-        {"spool": str(spool), "web": web, "poll": poll},
-        board=board, poll=poll, say=lambda line: console.err.print(f"watch: {line}"),
+        {"spool": str(spool), "web": web, "poll": poll,
+         "file_reports": str(filing.archive) if filing else None,
+         "file_grace": file_grace if filing else None},
+        board=board, poll=poll, filing=filing,
+        say=lambda line: console.err.print(f"watch: {line}"),
     )
-    s = stats.summary()
+    s = stats.summary() | ({"filing": filer.summary()} if filer else {})
     if as_json:
         console.out.print_json(json.dumps({"run_id": run_id, **s}))
     else:
@@ -86,3 +135,8 @@ def watch_cmd(
             f"{s['rounds_audited']} rounds audited ({s['rounds_audited_live']} as they "
             f"ended), {s['findings_new']} new findings, {s['findings_withdrawn']} withdrawn"
         )
+        if filer is not None:
+            console.out.print(f"watch: {count(len(filer.reports), 'report')} filed into "
+                              f"{filer.options.archive}")
+            for r in filer.reports:
+                console.out.print(f"  {r.shift:<8} {r.status:<11} v{r.version}  {r.path}")

@@ -17,6 +17,7 @@ import duckdb
 from auditor.board.settings import BoardSettings
 from auditor.config import PropertyConfig
 from auditor.errors import DatabaseBusy
+from auditor.jobs.filing import FilingOptions, ShiftFiler
 from auditor.jobs.watch import Say, Watch, WatchOptions, WatchStats
 from auditor.store import config_record, db, outcome, runs
 
@@ -100,21 +101,30 @@ def run_watch(
     *,
     board: BoardAt | None = None,
     poll: float = WatchOptions.poll,
+    filing: FilingOptions | None = None,
     say: Say,
-) -> tuple[int, WatchStats]:
+) -> tuple[int, WatchStats, ShiftFiler | None]:
     """Follow `spool` into the database at `path` until SIGTERM or Ctrl-C, in a run recorded
-    with `args`, serving the board on `board`. Returns the run's id and what it did."""
+    with `args`, serving the board on `board`, filing the shift reports with `filing`.
+    Returns the run's id, what it did and what it filed."""
     con = connect_waiting(path, say)
     stop = threading.Event()
+    filer = None
     try:
         args = {**args, **config_record.run_args(conf)}
         with runs.recorded(con, "watch", args) as run:
             config_record.check_unchanged(con, conf, "watch")  # as `audit` and `nightly` do
+            watch = Watch(con, spool, conf, run.id, WatchOptions(poll=poll), say=say)
+            if filing is not None:
+                filer = ShiftFiler(con, conf, run.id, filing, watch.seal, say)
+                watch.after_sweep = filer.after_sweep
+                say(f"filing each shift's report into {filing.archive} once the logs are "
+                    f"{filing.grace.total_seconds() / 60:g} minutes past its end")
             with board_served(con, conf, board, say), stopped_by_signals(stop):
                 say(f"following {spool} into {path} (stop with Ctrl-C or SIGTERM)")
-                watch = Watch(con, spool, conf, run.id, WatchOptions(poll=poll), say=say)
                 stats = watch.run(stop)
-            run.done(outcome.exit_code(), stats.summary())  # a clean stop: findings or none
+            summary = stats.summary() | ({"filing": filer.summary()} if filer else {})
+            run.done(outcome.exit_code(), summary)  # a clean stop: findings or none
     finally:
         con.close()
-    return run.id, stats
+    return run.id, stats, filer

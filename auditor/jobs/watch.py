@@ -157,6 +157,9 @@ class Watch:
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
         self._last_seal = -1e9
         self._types: dict[str, dict[str, str]] | None = None
+        # Run after each sweep, in this thread: `watch --file-reports` files the shift
+        # reports then (auditor.jobs.filing.ShiftFiler.after_sweep).
+        self.after_sweep: Callable[[], object] | None = None
         # The findings row up to which the new ones were told (`_tell_new`).
         self._told = int(con.execute("SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
 
@@ -253,6 +256,8 @@ class Watch:
             took * (1 - share) / share, self.options.sweep_every
         )
         self._last_sweep = time.monotonic()
+        if self.after_sweep is not None:  # the shift reports due (auditor.jobs.filing)
+            self.after_sweep()
         return result
 
     # -- pieces ---------------------------------------------------------------------------

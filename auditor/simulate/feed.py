@@ -88,10 +88,40 @@ def schedule(files: Sequence[Path], speed: float, later: Sequence[Path] = ()) ->
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as fh:
             data = fh.read()
-        name = path.name.removesuffix(".gz")
-        out += [Line(end, name, raw if raw.endswith(b"\n") else raw + b"\n", None)
-                for raw in data.splitlines(keepends=True)]
+        out += _whole(data, path.name.removesuffix(".gz"), end)
     return out
+
+
+def _whole(data: bytes, name: str, at: float) -> list[Line]:
+    """A file delivered at once: all its lines due at `at`."""
+    return [Line(at, name, raw if raw.endswith(b"\n") else raw + b"\n", None)
+            for raw in data.splitlines(keepends=True)]
+
+
+# A lying night's *.jsonl.later files are delivered this many seconds (real time, whatever
+# the speed) after its last line: after the watch's next sweep (auditor.jobs.watch sweeps at
+# most every 10 s), so that the night is judged before they come, as the lies need.
+LATE_DELIVERY = 15.0
+
+
+def night_schedule(files: Sequence[Path], later: Sequence[Path], speed: float) -> list[Line]:
+    """What `simulate --live` writes: a simulated night's `files` at `speed` (a file sent
+    again, `*.resent.*`, after the night, whole), then its `later` files (`*.jsonl.later`,
+    the lies delivered after the night's audit) LATE_DELIVERY seconds after, whole, under
+    their `.jsonl` names so that a watched spool picks them up."""
+    resent = [f for f in files if ".resent." in f.name]
+    lines = schedule(files, speed, later=resent)
+    end = (lines[-1].at if lines else 0.0) + LATE_DELIVERY
+    for path in later:
+        lines += _whole(path.read_bytes(), path.name.removesuffix(".later"), end)
+    return lines
+
+
+def names_taken(lines: Sequence[Line], spool: Path) -> list[Path]:
+    """The files of `spool` that `lines` would be appended to: a spool fed twice would have
+    the second night's lines appended to the first's files, which a watch reads as logs
+    altered."""
+    return sorted(p for name in {line.name for line in lines} if (p := spool / name).exists())
 
 
 @dataclass
@@ -147,12 +177,12 @@ class Feed:
                     rest[0].write(rest[1])
                     rest[0].flush()
                 wall = time.time()
+                self.lines_written += len(batch)  # written, whatever on_line does
                 for line in batch:
                     if line.round_end is not None:  # a resent line is not the round's end
                         self.written.setdefault(line.round_end, wall)
                     if on_line:
                         on_line(line)
-                self.lines_written += len(batch)
         finally:
             for fh in handles.values():
                 fh.close()

@@ -321,9 +321,10 @@ def busy_message(
 WATCH = re.compile(r"\bwatch \(PID \d+\)$")
 BESIDE_WATCH = (
     "watch runs until it is stopped, and ingests and audits what arrives in its spool "
-    "itself: put logs into its spool rather than ingesting them, and make the shift PDFs "
-    "with `bacc-audit report` (served by watch); or stop watch (SIGTERM), run this, and "
-    "start it again, which goes on where it stopped (docs/live.md)"
+    "itself: put logs into its spool rather than ingesting them, and have it file the "
+    "shift PDFs (`watch --file-reports`) or make one with `bacc-audit report` (served by "
+    "watch); or stop watch (SIGTERM), run this, and start it again, which goes on where it "
+    "stopped (docs/live.md)"
 )
 
 

@@ -210,9 +210,10 @@ def test_a_bulk_writer_beside_watch_is_told_how_to_work_with_it(
                 f"error: {work}: database busy: bacc-audit watch (PID {watch.pid}) has it open "
                 "for writing; watch runs until it is stopped, and ingests and audits what "
                 "arrives in its spool itself: put logs into its spool rather than ingesting "
-                "them, and make the shift PDFs with `bacc-audit report` (served by watch); or "
-                "stop watch (SIGTERM), run this, and start it again, which goes on where it "
-                "stopped (docs/live.md)\n"), r.stderr
+                "them, and have it file the shift PDFs (`watch --file-reports`) or make one "
+                "with `bacc-audit report` (served by watch); or stop watch (SIGTERM), run "
+                "this, and start it again, which goes on where it stopped (docs/live.md)\n"
+            ), r.stderr
     finally:
         watch.terminate()
         watch.communicate(timeout=60)

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pypdf
 import pytest
 from helpers.nights import continue_streams
+from helpers.pdfs import pdf_text
+from helpers.pdfs import without_generation_time as _without_generation_time
 from helpers.rules import panda8_rules
 
 from auditor import config
@@ -217,22 +218,7 @@ def _report_text(path: Path, day: dt.date, shift: str, out: Path) -> str:
         pdf = render.write_report(con, CONF, scope, out)
     finally:
         con.close()
-    text = "\n".join(p.extract_text() for p in pypdf.PdfReader(pdf).pages)
-    return re.sub(r"\s+", " ", text)
-
-
-def _without_generation_time(text: str) -> str:
-    """The cover's "Generated <time> (time of the last change to the audit database)" with
-    its time taken out, and its ledger lines (each database's own ledger: docs/ledger.md);
-    each must be there, once."""
-    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z+\-0-9:]+)?"
-    out, n = re.subn(rf"Generated {stamp} \(", "Generated (", text)
-    assert n == 1, text[:2000]
-    out, n = re.subn(r" Ledger .*? Needs action ", " Needs action ", out, count=1)
-    assert n == 1, out[:2000]
-    # The lines of each database's ledger are not as long: the page ends fall elsewhere.
-    out = re.sub(r" ?bacc-audit \S+ · [^…]*…", "", out)
-    return re.sub(r" ?page \d+ of \d+", "", out)
+    return pdf_text(pdf)
 
 
 # The third night's grave shift, and the day shift of the gaming day that the last night

@@ -24,11 +24,12 @@ import pytest
 from helpers.growing import table_night
 from helpers.rules import panda8_rules
 from helpers.tablelog import DECK, Log, deal_rounds
+from helpers.watched import batch as _batch
+from helpers.watched import findings_of as _findings
+from helpers.watched import sources_free as _sources_free
 
 from auditor import config
-from auditor.audit.run import audit
 from auditor.ingest import follow
-from auditor.ingest.run import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.rules.codes import REGISTRY
 from auditor.simulate.feed import Feed, Line, schedule
@@ -40,55 +41,6 @@ from auditor.store.findings import short_id
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 BIN = Path(sys.executable).parent / "bacc-audit"
 CONF = config.load(SAMPLE / "property.toml")
-
-
-def _batch(files: list[Path], path: Path, conf: config.PropertyConfig,
-           later: list[Path] | None = None) -> duckdb.DuckDBPyConnection:
-    """`ingest` + `audit` of the files; then of the `later` ones (a lying night's, delivered
-    after the night's audit), if any."""
-    con = db.connect(path)
-    if later:  # under the names the spool gives them (_watch_fed)
-        folder = path.parent / f"{path.stem}-later"
-        folder.mkdir(exist_ok=True)
-        copies = []
-        for f in later:
-            copies.append(folder / f.name.removesuffix(".later"))
-            copies[-1].write_bytes(f.read_bytes())
-        later = copies
-    for delivery in (files, later or []):
-        if delivery:
-            ingest(con, delivery, runs.start(con, "ingest", {}))
-            audit(con, runs.start(con, "audit", {}), conf)
-    return con
-
-
-def _findings(con: duckdb.DuckDBPyConnection) -> dict[str, tuple]:
-    """Standing findings by fingerprint: what they say, not when or by which run."""
-    return {
-        fp: (code, severity, rule, table, shoe, rnd, seq, message, json.loads(expected),
-             json.loads(observed), json.loads(evidence))
-        for fp, code, severity, rule, table, shoe, rnd, seq, message, expected, observed, evidence
-        in con.execute(
-            "SELECT fingerprint, code, severity, rule, table_id, shoe, round, seq, message, "
-            "expected, observed, evidence FROM current_findings"
-        ).fetchall()
-    }
-
-
-def _sources_free(found: dict[str, tuple]) -> dict[str, tuple]:
-    """The same, with file paths cut to their names (the spool is another folder) and
-    without the ids each database gives its sources."""
-    def cut(v):
-        if isinstance(v, str) and "/" in v:
-            return v.rsplit("/", 1)[-1]
-        if isinstance(v, dict):  # a source's id is the database's own numbering
-            return {k: cut(x) for k, x in v.items() if k != "source_id"}
-        if isinstance(v, list):
-            return [cut(x) for x in v]
-        return v
-    # log.altered names its file in its fingerprint.
-    return {re.sub(r"\|/[^|]*/([^/|]*)", r"|\1", fp): tuple(cut(x) for x in row)
-            for fp, row in found.items()}
 
 
 # Their message and evidence say when the round or the change was judged and when the late

@@ -1,0 +1,65 @@
+"""A watched database against a batch one (tests/jobs/test_watch.py, tests/cli/test_live_feed.py):
+the batch `ingest` + `audit` of the same files, and the standing findings of each as they read,
+whatever run or folder recorded them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+
+from auditor import config
+from auditor.audit.run import audit
+from auditor.ingest.run import ingest
+from auditor.store import db, runs
+
+
+def batch(files: list[Path], path: Path, conf: config.PropertyConfig,
+          later: list[Path] | None = None) -> duckdb.DuckDBPyConnection:
+    """`ingest` + `audit` of the files; then of the `later` ones (a lying night's, delivered
+    after the night's audit), if any."""
+    con = db.connect(path)
+    if later:  # under the names the spool gives them (tests/jobs/test_watch.py)
+        folder = path.parent / f"{path.stem}-later"
+        folder.mkdir(exist_ok=True)
+        copies = []
+        for f in later:
+            copies.append(folder / f.name.removesuffix(".later"))
+            copies[-1].write_bytes(f.read_bytes())
+        later = copies
+    for delivery in (files, later or []):
+        if delivery:
+            ingest(con, delivery, runs.start(con, "ingest", {}))
+            audit(con, runs.start(con, "audit", {}), conf)
+    return con
+
+
+def findings_of(con: duckdb.DuckDBPyConnection) -> dict[str, tuple]:
+    """Standing findings by fingerprint: what they say, not when or by which run."""
+    return {
+        fp: (code, severity, rule, table, shoe, rnd, seq, message, json.loads(expected),
+             json.loads(observed), json.loads(evidence))
+        for fp, code, severity, rule, table, shoe, rnd, seq, message, expected, observed, evidence
+        in con.execute(
+            "SELECT fingerprint, code, severity, rule, table_id, shoe, round, seq, message, "
+            "expected, observed, evidence FROM current_findings"
+        ).fetchall()
+    }
+
+
+def sources_free(found: dict[str, tuple]) -> dict[str, tuple]:
+    """The same, with file paths cut to their names (the spool is another folder) and
+    without the ids each database gives its sources."""
+    def cut(v):
+        if isinstance(v, str) and "/" in v:
+            return v.rsplit("/", 1)[-1]
+        if isinstance(v, dict):  # a source's id is the database's own numbering
+            return {k: cut(x) for k, x in v.items() if k != "source_id"}
+        if isinstance(v, list):
+            return [cut(x) for x in v]
+        return v
+    # log.altered names its file in its fingerprint.
+    return {re.sub(r"\|/[^|]*/([^/|]*)", r"|\1", fp): tuple(cut(x) for x in row)
+            for fp, row in found.items()}

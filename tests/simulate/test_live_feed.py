@@ -80,7 +80,7 @@ def test_speed_without_live_and_no_out_are_refused(
     assert (r.code, r.err) == (2, "error: --speed 60: only with --live SPOOL (the pace a night "
                                   "is fed into a spool at)\n")
     r = bacc_audit("simulate", *SMALL)
-    assert r.code == 2 and r.err.startswith("error: --out: name the folder")
+    assert r.code == 2 and r.err.startswith("error: --out is needed: the folder")
     assert not (tmp_path / "a").exists()
 
 

@@ -131,3 +131,33 @@ def test_ctrl_c_stops_the_feed_on_whole_lines_with_exit_130(
         "procedure_notice", "procedure_notice"]
     assert notices.read_bytes().endswith(b"\n")
     assert set(Path(tempfile.gettempdir()).glob("bacc-audit-live-*")) == scratch
+
+
+def test_a_lying_nights_later_files_come_after_the_night_under_their_log_names(
+    tmp_path: Path,
+) -> None:
+    """A file sent again comes whole at the night's last line; a `.jsonl.later` file (the lies
+    delivered after the night's audit) comes whole LATE_DELIVERY seconds after, named as a
+    log the watch follows."""
+    def log(name: str, *times: str) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"v": 1, "ts": f"2026-12-01T{t}-05:00",
+                                            "type": "card", "seq": i}) + "\n"
+                                for i, t in enumerate(times, 1)))
+        return path
+
+    table = log("2026-12-01_MB-01.jsonl", "22:00:00", "22:01:00", "22:02:00")
+    resent = log("2026-12-01_MB-01.resent.jsonl", "22:00:30")
+    later = log("2026-12-01_MB-02.jsonl.later", "22:00:10", "22:00:20")
+    lines = feed.night_schedule([table, resent], [later], speed=60.0)
+    assert [(x.at, x.name, json.loads(x.data)["seq"]) for x in lines] == [
+        (0.0, table.name, 1), (1.0, table.name, 2), (2.0, table.name, 3),
+        (2.0, resent.name, 1),
+        (2.0 + feed.LATE_DELIVERY, "2026-12-01_MB-02.jsonl", 1),
+        (2.0 + feed.LATE_DELIVERY, "2026-12-01_MB-02.jsonl", 2),
+    ]
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    assert feed.names_taken(lines, spool) == []
+    (spool / "2026-12-01_MB-02.jsonl").write_text("")
+    assert feed.names_taken(lines, spool) == [spool / "2026-12-01_MB-02.jsonl"]

@@ -5,7 +5,8 @@
 `db_path`, `con` and `run_id` are its parts. `bacc_audit` runs the command in-process
 (tests/helpers/cli.py). `sample_audited` is the sample night ingested and audited once a
 session (once a pytest-xdist worker), for the modules that read it: each reads a copy of its
-own. Helpers that are not fixtures live in tests/helpers/.
+own; `sample_ingested` is the same night ingested only, for tests that audit or annotate it
+their own way (a copy each). Helpers that are not fixtures live in tests/helpers/.
 """
 
 from __future__ import annotations
@@ -88,3 +89,16 @@ def sample_audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, audi
     finally:
         c.close()
     return path, result
+
+
+@pytest.fixture(scope="session")
+def sample_ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sample_logs/ ingested into a database, closed: copy it before opening it (~2 s of CPU
+    once a worker instead of once a test)."""
+    path = tmp_path_factory.mktemp("sample-ingested") / "audit.duckdb"
+    c = db.connect(path)
+    try:
+        ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
+    finally:
+        c.close()
+    return path

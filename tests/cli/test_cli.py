@@ -759,16 +759,10 @@ SHIFT = "2026-11-28/grave"
 
 
 @pytest.fixture(scope="module")
-def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample night ingested (rounds to report on); closed, so the CLI can open it."""
-    from auditor.ingest.run import ingest
-    from auditor.store import runs
-
-    path = tmp_path_factory.mktemp("sample") / "sample.duckdb"
-    con = db.connect(path)
-    ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
-    con.close()
-    return path
+def sample_db(tmp_path_factory: pytest.TempPathFactory, sample_ingested: Path) -> Path:
+    """The sample night ingested (rounds to report on); closed, so the CLI can open it: a
+    copy of the session's (conftest.py)."""
+    return Path(shutil.copy(sample_ingested, tmp_path_factory.mktemp("sample") / "sample.duckdb"))
 
 
 def runs_rows(db_path: Path) -> list[tuple[str, str, int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -20,22 +21,18 @@ from auditor.audit.load import load_notices
 from auditor.cli.app import app
 from auditor.cli.notice import notice_app, parse_time
 from auditor.errors import UserError
-from auditor.ingest.run import ingest
-from auditor.store import db, notices, runs
+from auditor.store import db, notices
 
 EST = dt.timezone(dt.timedelta(hours=-5))
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 runner = CliRunner()
 
 
-def sample_db(path: Path) -> Path:
-    """An audit database holding the sample night's logs (pits P1-P3, tables MB-01...)."""
-    con = db.connect(path)
-    try:
-        ingest(con, [SAMPLE], runs.start(con, "ingest", {}))
-    finally:
-        con.close()
-    return path
+@pytest.fixture
+def sample_db(sample_ingested: Path, tmp_path: Path) -> Path:
+    """An audit database holding the sample night's logs (pits P1-P3, tables MB-01...): a
+    copy of the session's (conftest.py)."""
+    return Path(shutil.copy(sample_ingested, tmp_path / "a.duckdb"))
 
 
 def add(con, **kw):
@@ -108,8 +105,8 @@ def test_times_on_the_command_line_with_an_offset_or_local_to_the_property():
 
 
 @pytest.mark.slow
-def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
-    path = sample_db(tmp_path / "a.duckdb")
+def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path, sample_db):
+    path = sample_db
     config = tmp_path / "property.toml"
     config.write_text('[property]\ntime_zone = "America/New_York"\n')
     result = runner.invoke(notice_app, [
@@ -136,8 +133,8 @@ def test_cli_notice_add_for_both_recipients_then_list_as_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_notice_add_not_written_is_stored_so(tmp_path):
-    path = sample_db(tmp_path / "a.duckdb")
+def test_cli_notice_add_not_written_is_stored_so(tmp_path, sample_db):
+    path = sample_db
     result = runner.invoke(notice_app, [
         "add", "--pit", "P1", "--procedure", "2", "--effective", "2026-11-29T02:00:00-05:00",
         "--recipient", "surveillance", "--given-at", "2026-11-29T01:00:00-05:00",
@@ -196,9 +193,9 @@ def _add(path: Path, *args: str) -> Any:
 
 
 @pytest.mark.slow
-def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path):
+def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path, sample_db):
     """Issue 15: `notice add` accepted pit P9 and table MB-99 with exit 0."""
-    path = sample_db(tmp_path / "a.duckdb")
+    path = sample_db
     pit = _add(path, "--pit", "P9", "--given-at", "2026-11-29T02:20:00-05:00")
     assert isinstance(pit.exception, UserError)
     assert "pit 'P9' is in neither the logs nor the property config" in str(pit.exception)
@@ -215,9 +212,9 @@ def test_a_notice_for_an_unknown_pit_or_table_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path):
+def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path, sample_db):
     """Issue 15: a notice given at 04:20 for a 03:00 change was accepted as it was."""
-    path = sample_db(tmp_path / "a.duckdb")
+    path = sample_db
     refused = _add(path, "--pit", "P2", "--given-at", "2026-11-29T04:20:00-05:00")
     assert isinstance(refused.exception, UserError)
     assert "after the time it announces" in str(refused.exception)
@@ -229,8 +226,8 @@ def test_a_notice_given_after_the_change_it_announces_needs_late(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
-    path = sample_db(tmp_path / "a.duckdb")
+def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path, sample_db):
+    path = sample_db
     assert _add(path, "--pit", "P2", "--given-at", "2026-11-29T02:20:00-05:00").exit_code == 0
     gone = runner.invoke(notice_app, ["withdraw", "1", "--by", "Compliance Officer",
                                       "--reason", "typed for the wrong night", "--db", str(path)])
@@ -252,10 +249,10 @@ def test_a_withdrawn_notice_stays_on_record_and_no_longer_counts(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
+def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path, sample_db):
     """Issue 15's case: a notice typed in for pit P2 (02:20) against the logged one (02:40);
     the PDF says it was entered by hand and by whom, beside the logged notice."""
-    path = sample_db(tmp_path / "a.duckdb")
+    path = sample_db
     config = SAMPLE / "property.toml"
     first = runner.invoke(app, ["audit", "--db", str(path), "--config", str(config)])
     # notice_late x 2
@@ -299,8 +296,10 @@ def test_the_report_marks_a_notice_entered_by_hand_with_who_and_when(tmp_path):
 
 
 @pytest.mark.slow
-def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_shows_it(tmp_path):
-    path = sample_db(tmp_path / "a.duckdb")
+def test_withdrawing_the_hand_notice_brings_the_findings_back_and_the_report_shows_it(
+    tmp_path, sample_db
+):
+    path = sample_db
     config = SAMPLE / "property.toml"
     audit = ["audit", "--db", str(path), "--config", str(config)]
     runner.invoke(app, audit)
@@ -437,10 +436,10 @@ def test_a_time_error_of_notice_add_is_said_in_local_time():
 
 
 @pytest.mark.slow
-def test_a_refused_notice_shows_the_times_as_typed(tmp_path):
+def test_a_refused_notice_shows_the_times_as_typed(tmp_path, sample_db):
     """Issue 31: a local time typed in came back in the error as UTC with microseconds
     (`2026-11-29T09:20:00+00:00`), which the user did not recognise as what they typed."""
-    path = sample_db(tmp_path / "a.duckdb")
+    path = sample_db
     config = tmp_path / "property.toml"
     config.write_text('[property]\ntime_zone = "America/New_York"\n')
     late = _add(path, "--pit", "P2", "--given-at", "2026-11-29 04:20", "--config", str(config))

@@ -7,16 +7,18 @@ for it in a thread (docs/board.md).
     handle.stop()
 
 The board reads findings as `bacc-audit findings` and `report` do (the standing state of
-each, store/findings.py) and writes nothing but acknowledgements, through the function
-`bacc-audit ack` uses. In `bacc-audit watch` it shares the writer's DuckDB connection: give
+each, store/findings.py) and writes nothing but acknowledgements and notices entered by hand,
+through the functions `bacc-audit ack` and `notice` use. In `bacc-audit watch` it shares the writer's DuckDB connection: give
 `create_app` a callable that returns a new cursor of it (`con.cursor`); every request and
 every poll takes a cursor of its own and closes it. Given a path instead, the board opens the
 database itself for as long as it runs (read-write, for the acknowledgements).
 
-Pages: the feed (`/`), the floor (`/floor`), a finding (`/finding/ID`), a round (`/round`),
-the login (`/login`). API: `/api/findings` (JSON Lines, `?since=` cursor), `/api/stream`
-(Server-Sent Events), `/healthz`. Every asset is served from reports/templates/board/static.
-The routes table in `create_app` names each route's handler (pages.py, api.py, streams.py)
+Pages: the work queue (`/`, bulk acknowledgement `POST /ack`), the feed (`/feed`), the floor
+(`/floor`), a finding (`/finding/ID`), a round (`/round`), the notices (`/notices`, entered
+and withdrawn), the dealers (`/dealers`), the filed reports (`/reports`), the login
+(`/login`). API: `/api/findings` (JSON Lines, `?since=` cursor), `/api/stream` (Server-Sent
+Events), `/healthz`. Every asset is served from reports/templates/board/static. The routes
+table in `create_app` names each route's handler (pages.py and desk.py, api.py, streams.py)
 and its access; what every route goes through (login, CSRF, errors) is router.py.
 """
 
@@ -42,7 +44,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from auditor import __version__
-from auditor.board import api, pages, router, streams
+from auditor.board import api, desk, pages, router, streams
 from auditor.board.auth import Auth
 from auditor.board.feed import Cursors, Hub, ZoneCache
 from auditor.board.router import Board
@@ -141,8 +143,14 @@ def create_app(
     # Every route and its access: a page or the API behind the access rule (router.page,
     # router.api), or open to anyone (router.public: the login, the logout, the health check).
     routes = [
-        Route("/", router.page(pages.feed_page), name="feed"),
+        Route("/", router.page(desk.queue_page), name="queue"),
+        Route("/ack", router.page(desk.bulk_ack), methods=["POST"], name="bulk_ack"),
+        Route("/feed", router.page(pages.feed_page), name="feed"),
         Route("/floor", router.page(pages.floor_page), name="floor"),
+        Route("/notices", router.page(desk.notices_page), name="notices"),
+        Route("/notices", router.page(desk.notice_add), methods=["POST"], name="notice_add"),
+        Route("/notices/{nid:str}/withdraw", router.page(desk.notice_withdraw),
+              methods=["POST"], name="notice_withdraw"),
         Route("/finding/{fid:str}", router.page(pages.finding_page), name="finding"),
         Route("/finding/{fid:str}/ack", router.page(pages.ack), methods=["POST"], name="ack"),
         Route("/round", router.page(pages.round_page), name="round"),

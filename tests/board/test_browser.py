@@ -66,7 +66,7 @@ def test_a_new_finding_arrives_live_its_round_shows_and_its_ack_reaches_the_repo
             asked: list[str] = []
             page.on("request", lambda r: asked.append(r.url))
 
-            page.goto(board.url + "/")
+            page.goto(board.url + "/feed")
             expect(page.locator("#live")).to_have_text("live")
             items = page.locator("#feed li.item")
             expect(items).to_have_count(20)

@@ -342,7 +342,8 @@ def board_request(draw: st.DrawFn, ids: list[str]) -> tuple[str, str, list[tuple
     parameters and headers."""
     segment = draw(st.one_of(st.sampled_from([*ids, *ODD_IDS]), st.text(max_size=30)))
     path = draw(st.sampled_from([
-        "/", "/floor", f"/finding/{segment}", f"/finding/{segment}/ack", "/round", "/login",
+        "/", "/feed", "/ack", "/floor", f"/finding/{segment}", f"/finding/{segment}/ack", "/round",
+        "/login",
         "/logout", "/api/findings", "/api/stream", "/healthz", f"/static/{segment}",
         f"/{segment}", f"/api/{segment}", "/finding/", "//", "/floor/",
     ]))

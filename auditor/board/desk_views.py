@@ -1,0 +1,81 @@
+"""What the desk's pages show beyond the queue, read as the shift report reads it: the pit's
+notices beside the procedure changes they announce, the dealers' control chart and trend,
+and the filed reports with their versions and sign-offs.
+
+The report's own sections do the work (report/procedures.py pairs the notices with the
+changes as the audit's notice check does; report/history.py draws the p-chart and the
+30-day trend), over a report scope of the gaming day or shift asked for, so the board and
+the PDF never say two things about one night.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import duckdb
+
+from auditor.config import PropertyConfig
+from auditor.errors import UserError
+from auditor.report.basis import read_basis
+from auditor.report.gather import scope_for
+from auditor.report.procedures import section_procedures
+from auditor.store import notices as hand_notices
+from auditor.store.filters import known_pits, known_tables
+from auditor.store.findings import short_id
+from auditor.store.notice_entry import known_places
+
+
+def notices_view(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, zone: dt.tzinfo, day: dt.date | None,
+) -> dict[str, Any]:
+    """The notices entered by hand (all of them, with who, when and their withdrawal), and for
+    gaming day `day` the report's section on procedures: each change with the notices that
+    count for it, every notice of the day (logged or by hand), the findings a notice entered
+    by hand withdrew, and the procedure findings of each table."""
+    gone = hand_notices.withdrawals(con)
+    hand = []
+    for n in hand_notices.list_notices(con):
+        w = gone.get(n.id or 0)
+        hand.append({
+            "id": n.id, "pit": n.pit, "tables": n.tables, "procedure": n.procedure,
+            "effective": n.effective.astimezone(zone), "recipient": n.recipient,
+            "written": n.written, "given": n.given_at.astimezone(zone),
+            "entered_by": n.entered_by, "entered_at": n.entered_at.astimezone(zone),
+            "note": n.note,
+            "withdrawn": None if w is None else {
+                "by": w.withdrawn_by, "at": w.withdrawn_at.astimezone(zone), "reason": w.reason},
+        })
+    procedures: dict[str, Any] | None = None
+    if day is not None:
+        scope = scope_for(conf, con, date=f"{day:%Y-%m-%d}")
+        try:
+            basis = read_basis(con, conf, scope)
+        except UserError:  # no round dealt that day: no changes to pair
+            basis = None
+        if basis is not None:
+            procedures = section_procedures(basis)["procedures"]
+            for n in procedures["notices"]:
+                n["effective_local"] = n["effective"].astimezone(zone)
+                n["given_local"] = n["ts"].astimezone(zone)
+    findings = [
+        {"id": short_id(fp), "code": code, "status": status, "table": table,
+         "at": ts.astimezone(zone), "message": message}
+        for fp, code, status, table, ts, message in con.execute(
+            """
+            SELECT fingerprint, code, status, table_id, ts, message FROM (
+              SELECT *, row_number() OVER (PARTITION BY fingerprint ORDER BY id DESC) AS rn
+              FROM findings WHERE code LIKE 'procedure.notice_%')
+            WHERE rn = 1 ORDER BY ts, table_id
+            """
+        ).fetchall()
+    ]
+    pits, _ = known_places(con, conf)
+    return {
+        "hand": hand,
+        "procedures": procedures,
+        "notice_findings": findings,
+        "day": day,
+        "known_pits": sorted(set(known_pits(con)) | pits),
+        "known_tables": known_tables(con),
+    }

@@ -8,10 +8,11 @@ for it in a thread (docs/board.md).
 
 The board reads findings as `bacc-audit findings` and `report` do (the standing state of
 each, store/findings.py) and writes nothing but acknowledgements and notices entered by hand,
-through the functions `bacc-audit ack` and `notice` use. In `bacc-audit watch` it shares the writer's DuckDB connection: give
-`create_app` a callable that returns a new cursor of it (`con.cursor`); every request and
-every poll takes a cursor of its own and closes it. Given a path instead, the board opens the
-database itself for as long as it runs (read-write, for the acknowledgements).
+through the functions `bacc-audit ack` and `notice` use. In `bacc-audit watch` it shares the
+writer's DuckDB connection: give `create_app` a callable that returns a new cursor of it
+(`con.cursor`); every request and every poll takes a cursor of its own and closes it. Given a
+path instead, the board opens the database itself for as long as it runs (read-write, for
+what it writes).
 
 Pages: the work queue (`/`, bulk acknowledgement `POST /ack`), the feed (`/feed`), the floor
 (`/floor`), a finding (`/finding/ID`), a round (`/round`), the notices (`/notices`, entered
@@ -148,6 +149,8 @@ def create_app(
         Route("/feed", router.page(pages.feed_page), name="feed"),
         Route("/floor", router.page(pages.floor_page), name="floor"),
         Route("/notices", router.page(desk.notices_page), name="notices"),
+        Route("/dealers", router.page(desk.dealers_page), name="dealers"),
+        Route("/dealers/{dealer:str}", router.page(desk.dealers_page), name="dealer"),
         Route("/notices", router.page(desk.notice_add), methods=["POST"], name="notice_add"),
         Route("/notices/{nid:str}/withdraw", router.page(desk.notice_withdraw),
               methods=["POST"], name="notice_withdraw"),

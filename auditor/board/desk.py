@@ -185,3 +185,30 @@ async def notice_withdraw(request: Request, board: Board, who: Identity | None) 
     except UserError as e:
         return await _notices_response(request, board, error=str(e), status=400)
     return await _notices_response(request, board, done=done)
+
+
+# -- dealers ----------------------------------------------------------------------------------
+
+
+async def dealers_page(request: Request, board: Board, who: Identity | None) -> Response:
+    """Every dealer of a gaming day or shift on the report's p-chart and trend; with a
+    dealer in the path, that dealer's lines and the links to their findings."""
+    dealer = request.path_params.get("dealer")
+    q = request.query_params
+    asked, shift_name = q.get("date"), (q.get("shift_name") or "").strip() or None
+
+    def read(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[str, Any]:
+        day = _day(con, board, zone, asked)
+        shift = f"{day:%Y-%m-%d}/{shift_name}" if day and shift_name else None
+        scope = desk_views.report_scope(con, board.conf, day, shift)
+        return {"empty": None, **desk_views.dealers_view(con, board.conf, scope, dealer),
+                "day": day}
+
+    context = await board.read(read)
+    return render(request, "dealers.html.j2", {
+        **context,
+        "dealer": dealer,
+        "path": "/dealers" + (f"/{dealer}" if dealer else ""),
+        "shift_name": shift_name,
+        "shift_names": [s.name for s in board.conf.shifts],
+    })

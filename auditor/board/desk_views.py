@@ -17,8 +17,10 @@ import duckdb
 
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
-from auditor.report.basis import read_basis
+from auditor.report import charts
+from auditor.report.basis import Scope, read_basis
 from auditor.report.gather import scope_for
+from auditor.report.history import section_dealers, section_trend
 from auditor.report.procedures import section_procedures
 from auditor.store import notices as hand_notices
 from auditor.store.filters import known_pits, known_tables
@@ -47,8 +49,8 @@ def notices_view(
                 "by": w.withdrawn_by, "at": w.withdrawn_at.astimezone(zone), "reason": w.reason},
         })
     procedures: dict[str, Any] | None = None
-    if day is not None:
-        scope = scope_for(conf, con, date=f"{day:%Y-%m-%d}")
+    scope = report_scope(con, conf, day, None)
+    if scope is not None:
         try:
             basis = read_basis(con, conf, scope)
         except UserError:  # no round dealt that day: no changes to pair
@@ -79,3 +81,54 @@ def notices_view(
         "known_pits": sorted(set(known_pits(con)) | pits),
         "known_tables": known_tables(con),
     }
+
+
+def report_scope(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, day: dt.date | None,
+    shift: str | None,
+) -> Scope | None:
+    """The report scope a desk page asks for: a shift (`DAY/NAME`), else gaming day `day`."""
+    if shift:
+        return scope_for(conf, con, shift=shift)
+    if day is None:
+        return None
+    return scope_for(conf, con, date=f"{day:%Y-%m-%d}")
+
+
+def dealers_view(
+    con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope | None,
+    dealer: str | None = None,
+) -> dict[str, Any]:
+    """The report's "By dealer" and trend over `scope` (report.history: the period's p-chart
+    over every dealer of the property, each beside the last 30 gaming days, and the findings
+    per 1,000 rounds day by day), with the two p-charts drawn; with `dealer`, that dealer's
+    lines alone beside the charts."""
+    if scope is None:
+        return {"scope": None, "dealers": []}
+    try:
+        basis = read_basis(con, conf, scope)
+    except UserError as e:
+        return {"scope": scope, "dealers": [], "empty": str(e)}
+    by_dealer = section_dealers(basis)
+    trend = section_trend(basis)
+    rows = by_dealer["dealers"]
+    span = by_dealer["dealers_span"]
+    spans = [span[r.dealer] for r in rows if r.dealer in span]
+    context = {
+        **by_dealer,
+        **trend,
+        "scope": scope,
+        "chart_period": charts.p_chart(
+            [r.dealer for r in rows], [r.rate * 1000 for r in rows],
+            [r.upper * 1000 for r in rows], by_dealer["dealers_expected"] * 1000,
+            f"Error rounds per 1,000 by dealer, {scope.title}"),
+        "chart_span": charts.p_chart(
+            [m.count.dealer for m in spans], [m.rate * 1000 for m in spans],
+            [m.upper * 1000 for m in spans], by_dealer["span"]["expected"] * 1000,
+            f"Error rounds per 1,000 by dealer, {by_dealer['span']['first']} to "
+            f"{by_dealer['span']['last']}"),
+        "dealer": dealer,
+    }
+    if dealer is not None:
+        context["dealers"] = [r for r in rows if r.dealer == dealer]
+    return context

@@ -45,7 +45,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from auditor import __version__
-from auditor.board import api, desk, pages, router, streams
+from auditor.board import api, desk, pages, reports, router, streams
 from auditor.board.auth import Auth
 from auditor.board.feed import Cursors, Hub, ZoneCache
 from auditor.board.router import Board
@@ -102,6 +102,7 @@ def create_app(
     auth: Auth | None = None,
     settings: BoardSettings | None = None,
     poll_interval: float = 0.15,
+    report_check: router.ReportCheck | None = None,
 ) -> Starlette:
     """The board as an ASGI app.
 
@@ -111,7 +112,9 @@ def create_app(
     `auth`: who may see it (auth.Auth); default `Auth.local()`, no login, which `serve`
     allows on a loopback address only. `settings`: the `[board]` config (settings.py), for
     the root path and trusted proxies `serve` gives uvicorn. `poll_interval`: how often the
-    one poller looks for new findings, in seconds.
+    one poller looks for new findings, in seconds. `report_check(cursor)`: the check of the
+    ledger a report rendered from the board prints on its cover, as `bacc-audit report`
+    does (jobs.verify.report_check); without it the cover says "not checked".
     """
     owned: dict[str, Any] = {}
     cursors = _cursors_for(database, owned)
@@ -124,6 +127,7 @@ def create_app(
         hub=Hub(cursors, zones, poll_interval),
         zones=zones,
         env=_environment(),
+        report_check=report_check,
     )
 
     @contextlib.asynccontextmanager
@@ -150,6 +154,14 @@ def create_app(
         Route("/floor", router.page(pages.floor_page), name="floor"),
         Route("/notices", router.page(desk.notices_page), name="notices"),
         Route("/dealers", router.page(desk.dealers_page), name="dealers"),
+        Route("/reports", router.page(reports.reports_page), name="reports"),
+        Route("/reports/render", router.page(reports.render_report), name="report_render"),
+        Route("/reports/{slug:str}/v{number:str}", router.page(reports.version_page),
+              name="report_version"),
+        Route("/reports/{slug:str}/v{number:str}/pdf", router.page(reports.version_pdf),
+              name="report_pdf"),
+        Route("/reports/{slug:str}/v{number:str}/signoff", router.page(reports.version_signoff),
+              methods=["POST"], name="report_signoff"),
         Route("/dealers/{dealer:str}", router.page(desk.dealers_page), name="dealer"),
         Route("/notices", router.page(desk.notice_add), methods=["POST"], name="notice_add"),
         Route("/notices/{nid:str}/withdraw", router.page(desk.notice_withdraw),

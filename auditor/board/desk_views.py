@@ -11,6 +11,9 @@ the PDF never say two things about one night.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -23,6 +26,7 @@ from auditor.report.gather import scope_for
 from auditor.report.history import section_dealers, section_trend
 from auditor.report.procedures import section_procedures
 from auditor.store import notices as hand_notices
+from auditor.store import signoffs, versions
 from auditor.store.filters import known_pits, known_tables
 from auditor.store.findings import short_id
 from auditor.store.notice_entry import known_places
@@ -132,3 +136,55 @@ def dealers_view(
     if dealer is not None:
         context["dealers"] = [r for r in rows if r.dealer == dealer]
     return context
+
+
+def filed_versions(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> list[dict[str, Any]]:
+    """Every version of every report this database filed (report_versions), newest report
+    first, its versions in order: the file, its SHA-256 as filed, when, what changed since
+    the version before (store.versions.changes) and its sign-offs (store.signoffs). A file
+    recorded twice (an archive moved) is listed once, where it was first filed."""
+    if "report_versions" not in {t for (t,) in con.execute(
+            "SELECT table_name FROM duckdb_tables()").fetchall()}:
+        return []
+    rows = con.execute(
+        """
+        SELECT slug, version, arg_min(path, filed_at), sha256, min(filed_at),
+               CAST(arg_min(findings, filed_at) AS VARCHAR), arg_min(run_id, filed_at)
+        FROM report_versions GROUP BY slug, version, sha256 ORDER BY slug DESC, version
+        """
+    ).fetchall()
+    signed: dict[str, list[dict[str, Any]]] = {}
+    for s in signoffs.list_signoffs(con):
+        signed.setdefault(s.sha256, []).append({
+            "id": s.id, "by": s.signer, "title": s.title, "note": s.note,
+            "at": s.recorded_at.astimezone(zone)})
+    latest: dict[str, int] = {}
+    for slug, number, *_ in rows:
+        latest[slug] = max(latest.get(slug, 0), int(number))
+    out: list[dict[str, Any]] = []
+    before: dict[str, versions.Findings] = {}
+    for slug, number, path, sha, filed_at, found, run_id in rows:
+        now = tuple(tuple(f) for f in json.loads(found))
+        out.append({
+            "slug": slug, "version": int(number), "path": path, "name": Path(path).name,
+            "sha256": sha, "filed": filed_at.astimezone(zone), "run_id": run_id,
+            "findings": len(now),
+            "changes": versions.changes(before.get(slug), now) if slug in before else None,
+            "signoffs": signed.get(sha, []),
+            "superseded": int(number) < latest[slug],
+        })
+        before[slug] = now
+    return out
+
+
+def version_file(version: dict[str, Any]) -> tuple[str, bytes | None]:
+    """The filed PDF as the archive holds it now: ("as filed", its bytes), or why it cannot
+    be served as that version ("missing", "changed since it was filed"), without bytes."""
+    path = Path(version["path"])
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "missing", None
+    if hashlib.sha256(data).hexdigest() != version["sha256"]:
+        return "changed since it was filed", None
+    return "as filed", data

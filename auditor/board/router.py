@@ -39,6 +39,7 @@ CSP = (
 )
 
 T = TypeVar("T")
+ReportCheck = Callable[[duckdb.DuckDBPyConnection], "dict[str, Any] | None"]
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Board:
     zones: ZoneCache
     env: jinja2.Environment
     packs: PackCache = field(default_factory=PackCache)
+    # The check of the ledger a report's cover prints (jobs.verify.report_check, given by
+    # whoever serves the board: the board's stage cannot call it); None: "not checked".
+    report_check: ReportCheck | None = None
     throttle: Throttle = field(default_factory=Throttle)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself

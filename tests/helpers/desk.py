@@ -41,14 +41,15 @@ def role_settings() -> BoardSettings:
 @contextmanager
 def desk_client(path: Path, login: str | None = None) -> Iterator[TestClient]:
     """A test client of a board over the database at `path`: without a login (this
-    machine), or with `login` (v.watcher, the viewer; j.rivera, the officer) logged in."""
+    machine), or with `login` (v.watcher, the viewer; j.rivera, the officer) logged in.
+    Its reports print the ledger check `bacc-audit report` prints, as under `watch`."""
+    from auditor.jobs.verify import report_check
+
     conf = config.load(CONFIG)
-    if login is None:
-        app = create_app(path, property_config=conf)
-    else:
-        settings = role_settings()
-        app = create_app(path, property_config=conf, auth=Auth.for_host(settings),
-                         settings=settings)
+    settings = role_settings() if login else None
+    app = create_app(path, property_config=conf,
+                     auth=Auth.for_host(settings) if settings else None, settings=settings,
+                     report_check=lambda cur: report_check(cur)[0])
     with TestClient(app, base_url=LOCAL, follow_redirects=False) as c:
         if login is not None:
             token = csrf(c, "/login")
@@ -86,3 +87,22 @@ def words(page: str) -> str:
     import html
 
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page))).strip()
+
+
+def file_grave(path: Path, archive: Path, ack: str | None = None) -> None:
+    """File the sample night's grave shift report into `archive` as the nightly job does
+    (jobs.archive.report_shift); with `ack`, acknowledge that finding first, so the filing
+    is the next version and says what changed."""
+    import datetime as dt
+
+    from auditor.jobs.archive import data_changed_at, report_shift
+    from auditor.store import acks, db, runs
+
+    con = db.connect(path)
+    try:
+        if ack:
+            acks.acknowledge(con, ack, by="J. Rivera", disposition="video reviewed: dealer error")
+        report_shift(con, config.load(CONFIG), dt.date(2026, 11, 28), "grave", archive,
+                     data_changed_at(con), lambda _: None, runs.start(con, "nightly", {}))
+    finally:
+        con.close()

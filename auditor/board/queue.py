@@ -5,7 +5,8 @@ acknowledgement of the ones the officer ticks.
 "Needs action" and the video deadline are the report's (report/front.py): the queue shows by
 default what the shift report's cover lists, and every other severity on asking. A bulk
 acknowledgement is as many acknowledgements as findings ticked, each its own append-only
-record and run, written by the function `bacc-audit ack` and the finding page's form use.
+record, written by the store's writer of one (acks.add_ack, which `bacc-audit ack` and the
+finding page's form use), in one `ack` run that names them all.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import duckdb
 
 from auditor.board.feed import RECORD_SQL, record, snapshot
-from auditor.board.views import acked_fingerprints, acknowledge, retried, table_pack
+from auditor.board.views import acked_fingerprints, retried, table_pack
 from auditor.report.front import NEEDS_ACTION, needs_action, video_deadline
 from auditor.rules.codes import SEVERITIES, severity_rank
 from auditor.rules.pack import PackCache, video_retention_days
@@ -74,15 +75,10 @@ def acknowledge_many(
     note: str, client: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Acknowledge each of `findings` (ids or fingerprints) with the same disposition and
-    note: one acknowledgement, and one `ack` run, per finding, as if each were acknowledged
-    from its own page. Every finding is checked before any is written, so a stale or wrong
-    id leaves nothing half done."""
-    named = list(dict.fromkeys(f.strip() for f in findings if f.strip()))
-    for f in named:
-        acks.check_fingerprint(con, acks.resolve(con, f))
-
-    def one(finding: str) -> dict[str, Any]:
-        return retried(lambda: acknowledge(con, finding, by=by, disposition=disposition,
-                                           note=note, client=client))
-
-    return [one(f) for f in named]
+    note: one append-only acknowledgement per finding, written by the store's writer of one
+    (acks.add_ack, through acks.acknowledge_all), in one `ack` run that names them all and
+    says `via: board`. Every finding is checked before any is written."""
+    done = retried(lambda: acks.acknowledge_all(
+        con, findings, by=by, disposition=disposition, note=note,
+        args={"via": "board", **client}))
+    return [acks.as_dict(a) for a in done]

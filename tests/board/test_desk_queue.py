@@ -69,10 +69,10 @@ def test_bulk_acknowledgement_writes_one_record_and_run_per_finding(night_copy: 
     assert [acks.as_dict(a)["finding_id"] for a in stored] == CRITICAL[:3]
     assert {(a.reviewer, a.disposition, a.note) for a in stored} == {
         ("J. Rivera", "video reviewed: dealer error", "one cause: a new dealer")}
-    assert len({a.run_id for a in stored}) == 3  # each its own run, as `bacc-audit ack`
-    args = run_args(night_copy, "ack")
-    assert [a["via"] for a in args] == ["board"] * 3
-    assert {a["role"] for a in args} == {"officer"}
+    assert len({a.id for a in stored}) == 3 and len({a.run_id for a in stored}) == 1
+    [args] = run_args(night_copy, "ack")  # one run names them all
+    assert (args["via"], args["role"], args["by"]) == ("board", "officer", "J. Rivera")
+    assert [acks.as_dict(a)["fingerprint"] for a in stored] == args["fingerprints"]
 
 
 def test_a_bulk_acknowledgement_refused_stores_nothing(night_copy: Path) -> None:

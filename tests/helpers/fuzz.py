@@ -346,6 +346,8 @@ def board_request(draw: st.DrawFn, ids: list[str]) -> tuple[str, str, list[tuple
         "/login",
         "/logout", "/api/findings", "/api/stream", "/healthz", f"/static/{segment}",
         f"/{segment}", f"/api/{segment}", "/finding/", "//", "/floor/",
+        "/notices", f"/notices/{segment}/withdraw", "/dealers", f"/dealers/{segment}",
+        "/reports", f"/reports/{segment}/v1", f"/reports/{segment}/v{segment}/pdf",
     ]))
     method = draw(st.sampled_from(["GET", "GET", "GET", "POST", "HEAD", "PUT", "DELETE"]))
     params = draw(st.lists(st.tuples(st.sampled_from(BOARD_PARAMS), board_value(ids)),

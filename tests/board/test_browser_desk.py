@@ -93,8 +93,12 @@ def test_a_shift_at_the_desk(tmp_path: Path) -> None:
                                                              "MB-05", "PB-01"])
             # ... and the watch's last sweeps done: no finding stored for 3 s.
             heads: list[int] = []
-            _until(lambda: heads.append(read("SELECT count(*) FROM findings")[0][0]) is None
-                   and len(heads) > 15 and heads[-1] == heads[-16])
+
+            def settled() -> bool:
+                heads.append(read("SELECT count(*) FROM findings")[0][0])
+                return len(heads) > 15 and heads[-1] == heads[-16]
+
+            _until(settled)
             browser, page, problems, asked = watched_page(
                 pw, viewport={"width": 1280, "height": 800})
             page.set_default_timeout(60_000)  # a machine shared by several runs is slow

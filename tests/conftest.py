@@ -102,3 +102,22 @@ def sample_ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         c.close()
     return path
+
+
+@pytest.fixture(scope="session")
+def sample_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample night (MB-01's log too: 22 findings) ingested and audited under the sample
+    property config, once a session: the board's desk tests copy it (`night_copy`)."""
+    from helpers.sample import build
+
+    return build(tmp_path_factory.mktemp("desk") / "full.duckdb", with_mb01=True)
+
+
+@pytest.fixture
+def night_copy(sample_full: Path, tmp_path: Path) -> Path:
+    """A private copy of `sample_full`, for a test that writes to it."""
+    import shutil
+
+    dst = tmp_path / "audit.duckdb"
+    shutil.copy2(sample_full, dst)
+    return dst

@@ -7,16 +7,19 @@ for it in a thread (docs/board.md).
     handle.stop()
 
 The board reads findings as `bacc-audit findings` and `report` do (the standing state of
-each, store/findings.py) and writes nothing but acknowledgements, through the function
-`bacc-audit ack` uses. In `bacc-audit watch` it shares the writer's DuckDB connection: give
-`create_app` a callable that returns a new cursor of it (`con.cursor`); every request and
-every poll takes a cursor of its own and closes it. Given a path instead, the board opens the
-database itself for as long as it runs (read-write, for the acknowledgements).
+each, store/findings.py) and writes nothing but acknowledgements and notices entered by hand,
+through the functions `bacc-audit ack` and `notice` use. In `bacc-audit watch` it shares the
+writer's DuckDB connection: give `create_app` a callable that returns a new cursor of it
+(`con.cursor`); every request and every poll takes a cursor of its own and closes it. Given a
+path instead, the board opens the database itself for as long as it runs (read-write, for
+what it writes).
 
-Pages: the feed (`/`), the floor (`/floor`), a finding (`/finding/ID`), a round (`/round`),
-the login (`/login`). API: `/api/findings` (JSON Lines, `?since=` cursor), `/api/stream`
-(Server-Sent Events), `/healthz`. Every asset is served from reports/templates/board/static.
-The routes table in `create_app` names each route's handler (pages.py, api.py, streams.py)
+Pages: the work queue (`/`, bulk acknowledgement `POST /ack`), the feed (`/feed`), the floor
+(`/floor`), a finding (`/finding/ID`), a round (`/round`), the notices (`/notices`, entered
+and withdrawn), the dealers (`/dealers`), the filed reports (`/reports`), the login
+(`/login`). API: `/api/findings` (JSON Lines, `?since=` cursor), `/api/stream` (Server-Sent
+Events), `/healthz`. Every asset is served from reports/templates/board/static. The routes
+table in `create_app` names each route's handler (pages.py and desk.py, api.py, streams.py)
 and its access; what every route goes through (login, CSRF, errors) is router.py.
 """
 
@@ -42,7 +45,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from auditor import __version__
-from auditor.board import api, pages, router, streams
+from auditor.board import api, desk, pages, reports, router, streams
 from auditor.board.auth import Auth
 from auditor.board.feed import Cursors, Hub, ZoneCache
 from auditor.board.router import Board
@@ -99,6 +102,7 @@ def create_app(
     auth: Auth | None = None,
     settings: BoardSettings | None = None,
     poll_interval: float = 0.15,
+    report_check: router.ReportCheck | None = None,
 ) -> Starlette:
     """The board as an ASGI app.
 
@@ -108,7 +112,9 @@ def create_app(
     `auth`: who may see it (auth.Auth); default `Auth.local()`, no login, which `serve`
     allows on a loopback address only. `settings`: the `[board]` config (settings.py), for
     the root path and trusted proxies `serve` gives uvicorn. `poll_interval`: how often the
-    one poller looks for new findings, in seconds.
+    one poller looks for new findings, in seconds. `report_check(cursor)`: the check of the
+    ledger a report rendered from the board prints on its cover, as `bacc-audit report`
+    does (jobs.verify.report_check); without it the cover says "not checked".
     """
     owned: dict[str, Any] = {}
     cursors = _cursors_for(database, owned)
@@ -121,6 +127,7 @@ def create_app(
         hub=Hub(cursors, zones, poll_interval),
         zones=zones,
         env=_environment(),
+        report_check=report_check,
     )
 
     @contextlib.asynccontextmanager
@@ -141,8 +148,24 @@ def create_app(
     # Every route and its access: a page or the API behind the access rule (router.page,
     # router.api), or open to anyone (router.public: the login, the logout, the health check).
     routes = [
-        Route("/", router.page(pages.feed_page), name="feed"),
+        Route("/", router.page(desk.queue_page), name="queue"),
+        Route("/ack", router.page(desk.bulk_ack), methods=["POST"], name="bulk_ack"),
+        Route("/feed", router.page(pages.feed_page), name="feed"),
         Route("/floor", router.page(pages.floor_page), name="floor"),
+        Route("/notices", router.page(desk.notices_page), name="notices"),
+        Route("/dealers", router.page(desk.dealers_page), name="dealers"),
+        Route("/reports", router.page(reports.reports_page), name="reports"),
+        Route("/reports/render", router.page(reports.render_report), name="report_render"),
+        Route("/reports/{slug:str}/v{number:str}", router.page(reports.version_page),
+              name="report_version"),
+        Route("/reports/{slug:str}/v{number:str}/pdf", router.page(reports.version_pdf),
+              name="report_pdf"),
+        Route("/reports/{slug:str}/v{number:str}/signoff", router.page(reports.version_signoff),
+              methods=["POST"], name="report_signoff"),
+        Route("/dealers/{dealer:str}", router.page(desk.dealers_page), name="dealer"),
+        Route("/notices", router.page(desk.notice_add), methods=["POST"], name="notice_add"),
+        Route("/notices/{nid:str}/withdraw", router.page(desk.notice_withdraw),
+              methods=["POST"], name="notice_withdraw"),
         Route("/finding/{fid:str}", router.page(pages.finding_page), name="finding"),
         Route("/finding/{fid:str}/ack", router.page(pages.ack), methods=["POST"], name="ack"),
         Route("/round", router.page(pages.round_page), name="round"),

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from auditor.board.settings import BoardSettings, Token, User, is_loopback
+from auditor.board.settings import OFFICER, BoardSettings, Token, User, is_loopback
 from auditor.errors import UserError
 
 # OWASP's figure for PBKDF2-HMAC-SHA256 (2023): about a quarter of a second a login here.
@@ -82,10 +82,16 @@ def _unb64(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Identity:
-    """Who is logged in: `name` is what their acknowledgements record."""
+    """Who is logged in: `name` is what their acknowledgements record, `role` what they may
+    do (settings.ROLES), recorded beside it."""
 
     name: str
     via: str  # "password" or "token"
+    role: str = OFFICER
+
+    @property
+    def officer(self) -> bool:
+        return self.role == OFFICER
 
 
 def _dummy_hash(like: str | None) -> str:
@@ -148,21 +154,29 @@ class Auth:
             some.password_hash if some else None
         )
         ok = verify_password(password, stored)
-        return Identity(user.name, "password") if user and ok else None
+        return Identity(user.name, "password", user.role) if user and ok else None
 
     def check_token(self, token: str) -> Identity | None:
         digest = token_sha256(token)
         for known, t in self.tokens.items():
             if hmac.compare_digest(known, digest):
-                return Identity(t.name, "token")
+                return Identity(t.name, "token", t.role)
         return None
 
     def still_allowed(self, who: Identity) -> bool:
         """A session outlives nothing: a user or token taken out of the config (and the board
         restarted with it) no longer gets in."""
+        return self.current(who) is not None
+
+    def current(self, who: Identity) -> Identity | None:
+        """`who` as the config now has them (their role), or None when they are out of it."""
         if who.via == "password":
-            return who.name in self.users
-        return any(t.name == who.name for t in self.tokens.values())
+            user = self.users.get(who.name)
+            return Identity(user.name, who.via, user.role) if user else None
+        for t in self.tokens.values():
+            if t.name == who.name:
+                return Identity(t.name, who.via, t.role)
+        return None
 
     # -- sessions ------------------------------------------------------------------------
     def _sign(self, payload: str) -> str:
@@ -186,8 +200,7 @@ class Auth:
             return None
         if not isinstance(expires, int) or expires < (now or time.time()):
             return None
-        who = Identity(str(name), str(via))
-        return who if self.still_allowed(who) else None
+        return self.current(Identity(str(name), str(via)))
 
     # -- CSRF ----------------------------------------------------------------------------
     def csrf_token(self, cookie: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 import urllib.parse
 from typing import Any
 
@@ -136,9 +135,9 @@ async def round_page(request: Request, board: Board, who: Identity | None) -> Re
     return render(request, "round.html.j2", {**page, "now": now})
 
 
-async def ack(request: Request, board: Board, who: Identity | None) -> Response:
-    fid = request.path_params["fid"]
-    form = await router.form(request)
+def ack_fields(form: dict[str, str], who: Identity | None) -> tuple[str, str, str, str | None]:
+    """Who acknowledges (the login, else the name typed), the disposition and the note, and
+    the sentence saying what is missing or too long (None when nothing is)."""
     by = who.name if who else form.get("name", "").strip()
     disposition = form.get("disposition", "").strip()
     note = form.get("note", "").strip()
@@ -149,27 +148,23 @@ async def ack(request: Request, board: Board, who: Identity | None) -> Response:
         problems.append("say what was decided")
     if len(by) > 100 or len(disposition) > 500 or len(note) > 2000:
         problems.append("shorten the text (name 100, disposition 500, note 2,000 characters)")
-    if problems:
-        return await _finding_response(
-            request, board, fid, error="; ".join(problems).capitalize() + ".", form=form,
-            status=400,
-        )
-    client = {"client": request.client.host if request.client else None,
-              "login": who.via if who else "none (local)"}
+    trouble = "; ".join(problems).capitalize() + "." if problems else None
+    return by, disposition, note, trouble
+
+
+async def ack(request: Request, board: Board, who: Identity | None) -> Response:
+    fid = request.path_params["fid"]
+    router.officer_only(request, who)
+    form = await router.form(request)
+    by, disposition, note, trouble = ack_fields(form, who)
+    if trouble:
+        return await _finding_response(request, board, fid, error=trouble, form=form,
+                                       status=400)
+    client = router.writer_args(request, who)
 
     def write(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[str, Any]:
-        # A transaction of the writer's touching the same catalog can make DuckDB refuse
-        # this one; the acknowledgement is tried again rather than lost.
-        for attempt in range(3):
-            try:
-                return views.acknowledge(
-                    con, fid, by=by, disposition=disposition, note=note, client=client
-                )
-            except duckdb.TransactionException:
-                if attempt == 2:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
-        raise AssertionError("unreachable")
+        return views.retried(lambda: views.acknowledge(
+            con, fid, by=by, disposition=disposition, note=note, client=client))
 
     try:
         done = await board.read(write)

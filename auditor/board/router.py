@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from auditor.board.auth import CSRF_COOKIE, SESSION_COOKIE, Auth, Identity, new_csrf_cookie
 from auditor.board.feed import Cursors, Hub, ZoneCache, reading
-from auditor.board.settings import BoardSettings, is_loopback
+from auditor.board.settings import OFFICER, BoardSettings, is_loopback
 from auditor.board.throttle import Throttle
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
@@ -39,6 +39,7 @@ CSP = (
 )
 
 T = TypeVar("T")
+ReportCheck = Callable[[duckdb.DuckDBPyConnection], "dict[str, Any] | None"]
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Board:
     zones: ZoneCache
     env: jinja2.Environment
     packs: PackCache = field(default_factory=PackCache)
+    # The check of the ledger a report's cover prints (jobs.verify.report_check, given by
+    # whoever serves the board: the board's stage cannot call it); None: "not checked".
+    report_check: ReportCheck | None = None
     throttle: Throttle = field(default_factory=Throttle)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself
@@ -278,13 +282,19 @@ def _same_origin(request: Request) -> bool:
 async def form(request: Request) -> dict[str, str]:
     """The posted form, once it is shown to come from a page of this board (its origin, and
     the token of the page's CSRF cookie); else Answered with the refusal: unreadable (400)
-    or cross-site (403)."""
+    or cross-site (403). A field given more than once is its last value."""
+    return {k: v[-1] for k, v in (await form_lists(request)).items()}
+
+
+async def form_lists(request: Request) -> dict[str, list[str]]:
+    """As `form`, every value of each field (the findings ticked on the work queue)."""
     try:
         posted = await _form(request)
     except UserError as e:
         raise Answered(problem(request, 400, str(e), False)) from None
     auth = board_of(request).auth
-    if _same_origin(request) and auth.csrf_ok(request.cookies.get(CSRF_COOKIE), posted.get("csrf")):
+    field = (posted.get("csrf") or [""])[-1]
+    if _same_origin(request) and auth.csrf_ok(request.cookies.get(CSRF_COOKIE), field):
         return posted
     raise Answered(problem(
         request, 403, "Refused: the form did not come from a page of this board (cross-site "
@@ -292,7 +302,35 @@ async def form(request: Request) -> dict[str, str]:
     ))
 
 
-async def _form(request: Request) -> dict[str, str]:
+def role_of(request: Request, who: Identity | None) -> str:
+    """What the one asking may do: their login's role; on a board without a login, whoever
+    sits at this machine is the officer."""
+    if not board_of(request).auth.required:
+        return OFFICER
+    return who.role if who else "none"
+
+
+def officer_only(request: Request, who: Identity | None) -> None:
+    """Answered with 403 unless the one asking is an officer: a viewer reads the board, and
+    nothing they post is stored."""
+    role = role_of(request, who)
+    if role != OFFICER:
+        raise Answered(problem(
+            request, 403, f"Refused: {who.name if who else 'this login'} may read the board "
+            f"(role {role}) but not write to it; an officer's login acknowledges, enters "
+            "notices and signs reports off.", False,
+        ))
+
+
+def writer_args(request: Request, who: Identity | None) -> dict[str, Any]:
+    """What the run record of every write from the board carries: the board, the client's
+    address, how they logged in and their role."""
+    return {"client": request.client.host if request.client else None,
+            "login": who.via if who else "none (local)",
+            "role": role_of(request, who)}
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
     """A URL-encoded form, at most FORM_BYTES (read without python-multipart)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != (
         "application/x-www-form-urlencoded"
@@ -303,8 +341,7 @@ async def _form(request: Request) -> dict[str, str]:
         body += chunk
         if len(body) > FORM_BYTES:
             raise UserError("the form is too large")
-    parsed = urllib.parse.parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {k: v[-1] for k, v in parsed.items()}
+    return urllib.parse.parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
 
 
 def render(
@@ -328,6 +365,7 @@ def render(
         url=url,
         csrf=board.auth.csrf_token(cookie),
         who=who,
+        officer=role_of(request, who) == OFFICER,
         login=board.auth.required,
         property=board.conf.name,
         **({"zone_name": str(board.zones.shown())} | context),

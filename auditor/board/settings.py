@@ -31,8 +31,14 @@ BOARD_KEYS = (
     "users",
     "tokens",
 )
-USER_KEYS = ("name", "password_hash")
-TOKEN_KEYS = ("name", "sha256")
+USER_KEYS = ("name", "password_hash", "role")
+TOKEN_KEYS = ("name", "sha256", "role")
+# What a login may do: a viewer reads; an officer also acknowledges, enters and withdraws
+# notices and signs reports off. A person is an officer unless said otherwise (boards
+# configured before roles keep acknowledging); a token, another system's, only reads.
+ROLES = ("viewer", "officer")
+OFFICER = "officer"
+VIEWER = "viewer"
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -42,6 +48,7 @@ class User:
 
     name: str
     password_hash: str  # auth.hash_password's text: never the password itself
+    role: str = OFFICER
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class Token:
 
     name: str
     sha256: str
+    role: str = VIEWER
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,16 @@ def _entries(raw: Any, key: str, known: tuple[str, ...], source: str) -> list[di
     for i, entry in enumerate(raw):
         _check_keys(entry, known, f"in board.{key}[{i}]: ", source)
         for k in known:
+            if k == "role" and k not in entry:
+                continue  # the default of its kind
             if not isinstance(entry.get(k), str) or not entry[k].strip():
                 raise UserError(f"{source}: board.{key}[{i}].{k} must be a non-empty string")
+        role = entry.get("role")
+        if role is not None and role not in ROLES:
+            raise UserError(
+                f"{source}: board.{key}[{i}].role must be viewer (reads) or officer (also "
+                f"acknowledges, enters notices and signs off), not {role!r}"
+            )
     return raw
 
 
@@ -148,11 +164,11 @@ def settings_from_table(board: Mapping[str, Any], source: str = "[board]") -> Bo
     if isinstance(hours, bool) or not isinstance(hours, int | float) or not 0 < hours <= 24 * 30:
         raise UserError(f"{source}: board.session_hours must be a number of hours up to 720")
     users = tuple(
-        User(u["name"].strip(), u["password_hash"])
+        User(u["name"].strip(), u["password_hash"], u.get("role", OFFICER))
         for u in _entries(board.get("users", []), "users", USER_KEYS, source)
     )
     tokens = tuple(
-        Token(t["name"].strip(), t["sha256"].lower())
+        Token(t["name"].strip(), t["sha256"].lower(), t.get("role", VIEWER))
         for t in _entries(board.get("tokens", []), "tokens", TOKEN_KEYS, source)
     )
     for t in tokens:

@@ -10,9 +10,11 @@ card or an amount reads the same on the board as in the PDF.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -23,6 +25,8 @@ from auditor.report.formatting import card_faces, evidence_text, money, point_co
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
+
+T = TypeVar("T")
 
 # Event columns a round page shows, in this order, with the words they read as.
 EVENT_FIELDS = (
@@ -63,7 +67,7 @@ def acked_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, An
     }
 
 
-def _table_pack(
+def table_pack(
     con: duckdb.DuckDBPyConnection, packs: PackCache, table: str | None, pit: str | None,
     at: dt.datetime,
 ) -> RulePack | None:
@@ -94,7 +98,7 @@ def detail(
     """A finding as its page shows it: the record, what its code means, its round's cards,
     expected against observed, and the date the surveillance video must be pulled by."""
     code = REGISTRY.get(rec["code"])
-    pack = _table_pack(con, packs, rec["table"], rec["pit"], at)
+    pack = table_pack(con, packs, rec["table"], rec["pit"], at)
     retention = video_retention_days(pack)
     cards: list[tuple[int, str, str]] = []
     if rec["table"] and rec["shoe"] is not None and rec["round"] is not None:
@@ -432,3 +436,16 @@ def acknowledge(
         args={"via": "board", **client},
     )
     return acks.as_dict(a) | {"finding_status": status}
+
+
+def retried(write: Callable[[], T]) -> T:
+    """`write()`, tried again when a transaction of the writer's touching the same catalog
+    made DuckDB refuse it: a record from the board is retried rather than lost."""
+    for attempt in range(3):
+        try:
+            return write()
+        except duckdb.TransactionException:
+            if attempt == 2:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -7,20 +7,16 @@ auditor.store.notices.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from auditor.config import local_moment
-from auditor.errors import EXIT_OK, UserError
-from auditor.store import db, notices, runs
+from auditor.store import db, notice_entry, notices
 from auditor.words import count
 
 notice_app = typer.Typer(
@@ -47,20 +43,6 @@ ConfigOption = Annotated[
 class Recipient(StrEnum):
     division = "division"
     surveillance = "surveillance"
-
-
-def parse_time(text: str, zone: dt.tzinfo, what: str) -> dt.datetime:
-    """RFC 3339 with an offset (`2026-11-29T02:40:00-05:00`, `...Z`), or a local date and time
-    (`2026-11-29 02:40`) read in the property's zone; a local time the zone skips or passes
-    twice (a change of daylight saving time) is refused, asking for the offset."""
-    try:
-        value = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UserError(
-            f"{what} {text!r} is not a time: give RFC 3339 like 2026-11-29T02:40:00-05:00, "
-            "or a local date and time like \"2026-11-29 02:40\""
-        ) from None
-    return local_moment(value, zone, what)
 
 
 @notice_app.command("add")
@@ -104,58 +86,20 @@ def add_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
-        pits = {p for (p,) in con.execute(
-            "SELECT DISTINCT pit FROM events WHERE pit IS NOT NULL").fetchall()}
-        known = (pits | set(conf.pit_procedures), {t for (t,) in con.execute(
-            "SELECT DISTINCT table_id FROM events WHERE table_id IS NOT NULL").fetchall()})
-        _add(con, conf.zone_for(con), pit, procedure, effective, recipient, given_at, by,
-             tables, not_written, note, as_json, known, late)
+        zone = conf.zone_for(con)
+        stored = notice_entry.enter(
+            con, zone, pit=pit, procedure=procedure, effective=effective,
+            recipients=[str(r) for r in recipient], given_at=given_at, by=by, tables=tables,
+            written=not not_written, note=note, known=notice_entry.known_places(con, conf),
+            late=late,
+        )
     finally:
         con.close()
-
-
-def _add(
-    con: duckdb.DuckDBPyConnection,
-    zone: dt.tzinfo,
-    pit: str,
-    procedure: int,
-    effective: str,
-    recipient: list[Recipient],
-    given_at: str,
-    by: str,
-    tables: str | None,
-    not_written: bool,
-    note: str,
-    as_json: bool,
-    known: tuple[set[str], set[str]],
-    late: bool,
-) -> None:
-    when = parse_time(effective, zone, "--effective")
-    given = parse_time(given_at, zone, "--given-at")
-    args = {"pit": pit, "procedure": procedure, "recipients": [str(r) for r in recipient]}
-    with runs.recorded(con, "notice add", args, keep_error=False) as run:
-        stored = [
-            notices.add_notice(
-                con, pit=pit, procedure=procedure, effective=when, recipient=str(r),
-                given_at=given, entered_by=by, tables=tables, written=not not_written,
-                note=note, known_pits=known[0], known_tables=known[1], late=late,
-                run_id=run.id,
-            )
-            for r in dict.fromkeys(recipient)
-        ]
-        rows = [notices.as_dict(n) for n in stored]
-        run.done(EXIT_OK, {"notices": [r["id"] for r in rows]})
     if as_json:
-        out.print_json(json.dumps(rows))
+        out.print_json(json.dumps([notices.as_dict(n) for n in stored]))
         return
     for n in stored:
-        scope = f"tables {n.tables}" if n.tables else "the whole pit"
-        out.print(
-            f"notice {n.id}: pit {n.pit} ({scope}), procedure {n.procedure} from "
-            f"{n.effective.astimezone(zone):%Y-%m-%d %H:%M:%S}, "
-            f"{'written' if n.written else 'NOT written'} notice to {n.recipient} given "
-            f"{n.given_at.astimezone(zone):%Y-%m-%d %H:%M:%S}; entered by {n.entered_by}"
-        )
+        out.print(notice_entry.entered_sentence(n, zone))
 
 
 @notice_app.command("list")
@@ -211,12 +155,8 @@ def withdraw_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), small_writes=True)
     try:
-        args = {"notice": notice_id, "by": by}
-        with runs.recorded(con, "notice withdraw", args, keep_error=False) as run:
-            w = notices.withdraw_notice(con, notice_id, by=by, reason=reason, run_id=run.id)
-            run.done(EXIT_OK, {"notice": notice_id})
-        when = w.withdrawn_at.astimezone(conf.zone_for(con))
+        w = notice_entry.withdraw(con, notice_id, by=by, reason=reason)
+        sentence = notice_entry.withdrawn_sentence(w, conf.zone_for(con))
     finally:
         con.close()
-    out.print(f"notice {notice_id} withdrawn by {w.withdrawn_by} at {when:%Y-%m-%d %H:%M}: "
-              f"{w.reason}; the next audit no longer counts it")
+    out.print(sentence)

@@ -10,7 +10,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
 from auditor import config as cfg
@@ -73,6 +72,7 @@ def report_cmd(
     (with --json: the path, whether it is signed, and the filed versions of the gaming day
     that no sign-off names); those unsigned versions are also listed on stderr.
     """
+    from auditor.jobs import verify as verifying
     from auditor.report.gather import scope_for
     from auditor.report.render import write_report
     from auditor.store import signoffs
@@ -85,7 +85,7 @@ def report_cmd(
     try:
         filters.validate(con, [], table, pit)  # a typo is not "no rounds in the shift"
         scope = scope_for(conf, con, shift=shift, date=date, pit=pit, table=table)
-        check, said = _ledger_check(con)
+        check, said = verifying.report_check(con)
         with progress_for(console.err, "report", bar=console.err.is_terminal) as progress:
             path = write_report(con, conf, scope, out_path, chosen, progress, check)
         unsigned = signoffs.unsigned(con, scope.slug[:10])  # the slug starts with the day
@@ -113,19 +113,6 @@ def report_cmd(
         console.err.print(
             f"sign-off, gaming day {scope.slug[:10]}: {signoffs.unsigned_sentence(unsigned)}"
         )
-
-
-def _ledger_check(con: duckdb.DuckDBPyConnection) -> tuple[dict | None, str]:
-    """The fast check of the ledger before the render (jobs/verify.py), for the cover (in
-    red when the database fails it), and its headline, said on stderr once the report is
-    written (a report refused says only why)."""
-    from auditor.jobs import verify as verifying
-
-    try:
-        v = verifying.verify(con, fast=True)
-    except duckdb.Error as e:  # a reader beside `watch` cannot make temp tables: not checked
-        return None, f"ledger not checked: {str(e).splitlines()[0]}"
-    return v.cover(), v.headline()
 
 
 def _is_stdout(path: Path) -> bool:

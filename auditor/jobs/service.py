@@ -67,9 +67,11 @@ def board_served(
         return
     from auditor.board.app import create_app, serve
     from auditor.board.auth import Auth
+    from auditor.jobs.verify import report_check
 
     app = create_app(con, property_config=conf, auth=Auth.for_host(at.settings, at.host),
-                     settings=at.settings, poll_interval=BOARD_POLL_SECONDS)
+                     settings=at.settings, poll_interval=BOARD_POLL_SECONDS,
+                     report_check=lambda cur: report_check(cur)[0])
     server = serve(app, at.host, at.port)
     say(f"the board is at {server.url}")
     try:

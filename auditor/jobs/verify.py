@@ -111,6 +111,17 @@ def verify(con: duckdb.DuckDBPyConnection, *, fast: bool = False) -> Verificatio
     return v
 
 
+def report_check(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, Any] | None, str]:
+    """The fast check of the ledger before a report is rendered (`bacc-audit report`, the
+    board's), for the cover (in red when the database fails it), and its headline. A reader
+    beside `watch` that cannot make temp tables does not check: (None, why)."""
+    try:
+        v = verify(con, fast=True)
+    except duckdb.Error as e:
+        return None, f"ledger not checked: {str(e).splitlines()[0]}"
+    return v.cover(), v.headline()
+
+
 def _reread(
     con: duckdb.DuckDBPyConnection, start: int, everything: bool
 ) -> tuple[list[tuple[int, int, str, str | None, str | None]], int]:

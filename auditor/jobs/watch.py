@@ -39,7 +39,7 @@ from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import logs_in
 from auditor.replay.log_ends import GamingDays
-from auditor.store import ledger
+from auditor.store import ledger, notice_entry
 from auditor.store.closed_days import closed_days
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.findings import short_id
@@ -152,6 +152,7 @@ class Watch:
         self._ended: set[tuple[str, str, int]] = set()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
+        self._notices_seen = notice_entry.entries(con)  # notices entered by hand, withdrawals
         self._wrote = False  # since the last seal
         self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
@@ -192,7 +193,7 @@ class Watch:
         if now - self._last_scan >= self.options.rescan:
             self._scan()
             self._last_scan = now
-            self._sweep_due |= self._days_closed_beside()
+            self._sweep_due |= self._days_closed_beside() | self._notices_entered_beside()
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
@@ -293,6 +294,15 @@ class Watch:
         seen = len(closed_days(self.con))
         changed = seen != self._closed_seen
         self._closed_seen = seen
+        return changed
+
+    def _notices_entered_beside(self) -> bool:
+        """Whether a notice was entered or withdrawn by hand since the last look (`notice
+        add`/`withdraw` through this watch, or the board's notices page): the notice checks
+        then count it at the next sweep, as `audit` would."""
+        seen = notice_entry.entries(self.con)
+        changed = seen != self._notices_seen
+        self._notices_seen = seen
         return changed
 
     def _note(self, poll: Poll) -> None:

@@ -17,6 +17,24 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}"
 
 
+def _nothing(title: str, why: str) -> str:
+    """A chart with nothing to draw: its title and why, one line."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40" role="img">'
+        f'<text x="0" y="25" font-size="11" fill="{TEXT}">{escape(title)}: {why}</text></svg>'
+    )
+
+
+def _opening(height: int, title: str) -> list[str]:
+    """A chart's svg element and its title."""
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="13" font-size="11" font-weight="bold" fill="{TEXT}">'
+        f"{escape(title)}</text>",
+    ]
+
+
 def bar_chart(
     labels: Sequence[str],
     values: Sequence[float],
@@ -220,11 +238,7 @@ def gap_line(
     there are more than 16 points."""
     known = [v for v in values if v is not None]
     if not known:
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40" role="img">'
-            f'<text x="0" y="25" font-size="11" fill="{TEXT}">{escape(title)}: no data</text>'
-            "</svg>"
-        )
+        return _nothing(title, "no data")
     top, bottom, left, right = 34, 30, 34, 8
     plot_h = height - top - bottom
     plot_w = WIDTH - left - right
@@ -355,5 +369,57 @@ def scatter(
         drawn.add(spot)
         style = f'fill="{GRID}"' if y == 0 else f'fill="{BAR}" fill-opacity="0.7"'
         parts.append(f'<circle cx="{spot[0]}" cy="{spot[1]}" r="2" {style}/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def p_chart(
+    labels: Sequence[str],
+    rates: Sequence[float],
+    uppers: Sequence[float],
+    center: float,
+    title: str,
+    height: int = 210,
+) -> str:
+    """A p-chart, one column per dealer: the dealer's rate (a dot, red above its limit), its
+    upper control limit (a short bar: the limit narrows as the rounds grow) and the centre
+    line p̄ dashed across. Values per 1,000 rounds."""
+    if not labels:
+        return _nothing(title, "no dealers")
+    top, bottom, left, right = 34, 40, 34, 8
+    plot_h = height - top - bottom
+    step = (WIDTH - left - right) / len(labels)
+    peak = _axis_top(max([*rates, *uppers, center]))
+    base = top + plot_h
+
+    def y_of(v: float) -> float:
+        return base - plot_h * v / peak
+
+    parts = [
+        *_opening(height, title),
+        f'<line x1="{left}" y1="23.5" x2="{left + 18}" y2="23.5" stroke="{ALT}" '
+        f'stroke-width="1.5" stroke-dasharray="4 2"/><text x="{left + 22}" y="27" font-size="9" '
+        f'fill="{TEXT}">p&#772; {center:.1f}</text>',
+        f'<rect x="{left + 80}" y="22" width="12" height="3" fill="{TEXT}"/>'
+        f'<text x="{left + 96}" y="27" font-size="9" fill="{TEXT}">upper limit</text>',
+        f'<line x1="{left}" y1="{base}" x2="{WIDTH - right}" y2="{base}" stroke="{GRID}"/>',
+        f'<text x="{left - 4}" y="{top + 4}" font-size="8" text-anchor="end" fill="{TEXT}">'
+        f"{peak:g}</text>",
+        f'<text x="{left - 4}" y="{base}" font-size="8" text-anchor="end" fill="{TEXT}">0</text>',
+        f'<line x1="{left}" y1="{_fmt(y_of(center))}" x2="{WIDTH - right}" '
+        f'y2="{_fmt(y_of(center))}" stroke="{ALT}" stroke-width="1.5" stroke-dasharray="4 2"/>',
+    ]
+    for i, (label, rate, upper) in enumerate(zip(labels, rates, uppers, strict=True)):
+        x = left + step * (i + 0.5)
+        colour = "#a30000" if rate > upper else BAR
+        parts.append(
+            f'<rect x="{_fmt(x - min(step * 0.3, 9))}" y="{_fmt(y_of(upper) - 1)}" '
+            f'width="{_fmt(min(step * 0.6, 18))}" height="2" fill="{TEXT}"/>'
+            f'<circle cx="{_fmt(x)}" cy="{_fmt(y_of(rate))}" r="3" fill="{colour}"/>'
+            f'<text x="{_fmt(x)}" y="{_fmt(y_of(rate) - 5)}" font-size="7" text-anchor="middle" '
+            f'fill="{TEXT}">{rate:.1f}</text>'
+            f'<text x="{_fmt(x)}" y="{base + 11}" font-size="7" text-anchor="middle" '
+            f'fill="{TEXT}">{escape(label)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)

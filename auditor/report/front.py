@@ -21,6 +21,20 @@ from auditor.store import ledger
 # Lines of "Needs action" on the cover, the rest counted: with the signature and ledger lines
 # the cover stays one page.
 NEEDS_ACTION_LIMIT = 10
+# What "needs action" takes: the open findings of these severities nobody has acknowledged
+# (the report's cover, the board's work queue).
+NEEDS_ACTION = ("critical", "major")
+
+
+def video_deadline(ts: dt.datetime, retention_days: int) -> dt.datetime:
+    """When a finding's surveillance video is gone: its time plus the table's retention
+    (rules.pack.video_retention_days)."""
+    return ts + dt.timedelta(days=retention_days)
+
+
+def needs_action(record: dict[str, Any]) -> bool:
+    """Whether a finding (a findings-v1 record with its standing `ack`, if any) needs action."""
+    return record["severity"] in NEEDS_ACTION and not record.get("ack")
 
 
 def _generated_at(con: duckdb.DuckDBPyConnection) -> dt.datetime:
@@ -91,13 +105,12 @@ def section_needs_action(basis: Basis) -> dict[str, Any]:
     acknowledged yet, each with the date its video is gone, soonest first, so the officer
     who reads one page knows what to pull before it is too late."""
     retention = video_retention_days(basis.any_pack)
-    graver = {"critical", "major"}
     pending = []
     for f in basis.found:
-        if f["severity"] not in graver or f.get("ack"):
+        if not needs_action(f):
             continue
         ts = dt.datetime.fromisoformat(f["ts"])
-        pending.append({**f, "video_by": (ts + dt.timedelta(days=retention))
+        pending.append({**f, "video_by": video_deadline(ts, retention)
                         .astimezone(basis.scope.zone)})
     pending.sort(key=lambda f: (f["video_by"], severity_rank(f["severity"]), f["id"]))
     return {"needs_action": pending[:NEEDS_ACTION_LIMIT],

@@ -191,17 +191,7 @@ def write_report(
     """
     tell = progress or (lambda step, done, total: None)
     steps = 3 if fmt == "html" else 4
-    key = signing.key_for(conf) if fmt != "html" else None
-    tell("gather", 0, steps)
-    context = {**gather(con, conf, scope), "ledger_check": check}
-    context["for_web"] = fmt == "html"  # a page: no attachments, nothing cut to fit
-    if fmt != "html":
-        context["signature"] = signing.cover(key)
-    tell("render HTML", 1, steps)
-    html = render_html(context)
-    if fmt != "html":
-        tell("render PDF", 2, steps)
-    data = html.encode() if fmt == "html" else sign_if(render_pdf(context, html), key, conf)
+    data = report_bytes(con, conf, scope, fmt, tell, check)
     tell("write", steps - 1, steps)
     path = report_path(out, scope, fmt)
     try:
@@ -215,6 +205,31 @@ def write_report(
         ) from None
     tell("written", steps, steps)
     return path
+
+
+def report_bytes(
+    con: duckdb.DuckDBPyConnection,
+    conf: PropertyConfig,
+    scope: Scope,
+    fmt: str = "pdf",
+    progress: Progress | None = None,
+    check: dict[str, Any] | None = None,
+) -> bytes:
+    """The report's bytes, as `write_report` writes them (and the board serves them): the
+    PDF signed with the [signing] key when one is configured, or the HTML page."""
+    tell = progress or (lambda step, done, total: None)
+    steps = 3 if fmt == "html" else 4
+    key = signing.key_for(conf) if fmt != "html" else None
+    tell("gather", 0, steps)
+    context = {**gather(con, conf, scope), "ledger_check": check}
+    context["for_web"] = fmt == "html"  # a page: no attachments, nothing cut to fit
+    if fmt != "html":
+        context["signature"] = signing.cover(key)
+    tell("render HTML", 1, steps)
+    html = render_html(context)
+    if fmt != "html":
+        tell("render PDF", 2, steps)
+    return html.encode() if fmt == "html" else sign_if(render_pdf(context, html), key, conf)
 
 
 def _write_out(path: Path, data: bytes) -> None:

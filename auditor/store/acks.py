@@ -159,6 +159,30 @@ def acknowledge(
     return a, status
 
 
+def acknowledge_all(
+    con: duckdb.DuckDBPyConnection,
+    findings: list[str],
+    *,
+    by: str,
+    disposition: str,
+    note: str = "",
+    args: dict[str, Any] | None = None,
+) -> list[Acknowledgement]:
+    """Acknowledge each of `findings` (ids or fingerprints) with one disposition and note:
+    an acknowledgement of its own per finding (add_ack, as one at a time), recorded in one
+    run (command `ack`, the fingerprints in its arguments). Every finding is checked before
+    any is written, so a wrong id leaves nothing half done."""
+    prints = list(dict.fromkeys(resolve(con, f) for f in findings))
+    for fp in prints:
+        check_fingerprint(con, fp)
+    record = {"fingerprints": prints, "by": by, **(args or {})}
+    with runs.recorded(con, "ack", record) as run:
+        done = [add_ack(con, fp, by=by, disposition=disposition, note=note, run_id=run.id)
+                for fp in prints]
+        run.done(EXIT_OK, {"acknowledgements": [a.id for a in done]})
+    return done
+
+
 def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:
     """Every acknowledgement, oldest first ([] when none was ever recorded)."""
     if not _has_table(con):

@@ -75,6 +75,7 @@ class Filter:
     pit: str | None = None
     table: str | None = None
     window: tuple[dt.datetime, dt.datetime] | None = None  # [start, end) in UTC
+    dealer: str | None = None  # the dealer at the table (findings v1.1), for the board
 
     @classmethod
     def from_query(
@@ -102,6 +103,7 @@ class Filter:
             pit=(query.get("pit") or "").strip() or None,
             table=(query.get("table") or "").strip() or None,
             window=window_of(conf, zone, shift=shift, date=date),
+            dealer=(query.get("dealer") or "").strip() or None,
         )
 
     def allowed(self) -> tuple[str, ...]:
@@ -121,6 +123,9 @@ class Filter:
         if self.pit:
             where.append("pit = ?")
             params.append(self.pit)
+        if self.dealer:
+            where.append("dealer = ?")
+            params.append(self.dealer)
         if self.codes:
             where.append("(" + " OR ".join("code LIKE ? ESCAPE '\\'" for _ in self.codes) + ")")
             params += [like(c) for c in self.codes]
@@ -138,6 +143,8 @@ class Filter:
             return False
         if self.pit and record["pit"] != self.pit:
             return False
+        if self.dealer and record.get("dealer") != self.dealer:
+            return False
         if self.codes and not any(code_pattern(c).fullmatch(record["code"]) for c in self.codes):
             return False
         return not self.severity or record["severity"] in self.allowed()
@@ -146,7 +153,7 @@ class Filter:
         """The filters as query parameters (dates as the window itself is not kept)."""
         out = [("code", c) for c in self.codes]
         out += [(k, v) for k, v in (("severity", self.severity), ("pit", self.pit),
-                                   ("table", self.table)) if v]
+                                   ("table", self.table), ("dealer", self.dealer)) if v]
         return out
 
 

@@ -42,10 +42,12 @@ def sign_off(
     title: str,
     note: str = "",
     recorded_at: dt.datetime | None = None,
+    args: dict[str, Any] | None = None,
 ) -> Signoff:
-    """Record, in a run of its own (command `signoff`), that `by` (`title`) signed off the
-    filed version whose PDF has this SHA-256 (`shown_as`: the file as the user named it, for
-    the sentences). A SHA-256 no filed version has is a UserError sentence (exit 2)."""
+    """Record, in a run of its own (command `signoff`, `args` added to its record), that `by`
+    (`title`) signed off the filed version whose PDF has this SHA-256 (`shown_as`: the file
+    as the user named it, for the sentences). A SHA-256 no filed version has is a UserError
+    sentence (exit 2)."""
     if not by.strip():
         raise UserError("say who signs off (--by NAME)")
     if not title.strip():
@@ -65,8 +67,9 @@ def sign_off(
             f"its SHA-256, {sha256}); sign off the PDF as it lies in the archive, unchanged"
         )
     slug, version, path = filed
-    args = {"pdf": shown_as, "sha256": sha256, "slug": slug, "version": version, "by": by}
-    with runs.recorded(con, "signoff", args) as run:
+    record = {"pdf": shown_as, "sha256": sha256, "slug": slug, "version": version, "by": by,
+              **(args or {})}
+    with runs.recorded(con, "signoff", record) as run:
         row = add_row(con, Signoff(
             slug=slug,
             version=int(version),

@@ -138,7 +138,7 @@ def test_the_feed_lists_the_real_findings_newest_stored_first(full: Path, conf: 
     con.close()
     app = create_app(full, property_config=conf)
     with local_client(app) as client:
-        r = client.get("/")
+        r = client.get("/feed")
     assert r.status_code == 200
     items = Page(r.text).items
     assert len(items) == len(expected) == 22
@@ -271,18 +271,18 @@ def test_filters_by_severity_code_pit_and_table(full: Path, conf: Any) -> None:
     app = create_app(full, property_config=conf)
     with local_client(app) as client:
         for (query, _), want in zip(cases, wanted, strict=True):
-            items = Page(client.get("/", params=query).text).items
+            items = Page(client.get("/feed", params=query).text).items
             assert sorted((i["code"], i["table"]) for i in items) == sorted(
                 (f["code"], f["table"] or f["pit"] or "") for f in want
             ), query
             api = client.get("/api/findings", params=query)
             assert [json.loads(x) for x in api.text.splitlines()] == want, query
-        assert {i["sev"] for i in Page(client.get("/?severity=critical").text).items} == {
+        assert {i["sev"] for i in Page(client.get("/feed?severity=critical").text).items} == {
             "critical"
         }
-        assert len(Page(client.get("/?code=chemin.*").text).items) == 6
+        assert len(Page(client.get("/feed?code=chemin.*").text).items) == 6
         bad = client.get("/api/findings", params={"severity": "grave"})
-        typo = client.get("/", params={"code": "draw.banker_miss"})
+        typo = client.get("/feed", params={"code": "draw.banker_miss"})
     assert bad.status_code == 400 and "severity must be one of" in bad.json()["error"]
     assert typo.status_code == 400 and "no such finding code" in typo.text
 

@@ -16,11 +16,10 @@ browser downloads are not used. Without it the test is skipped, saying so.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pypdf
-import pytest
+from helpers.browser import MARKS, watched_page
 
 from auditor import config
 from auditor.audit.run import audit
@@ -33,14 +32,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
 MB01 = SAMPLE / "2026-11-28_MB-01.jsonl"
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no chromium on PATH: `apt-get install chromium` (Debian), as .ci/run does",
-    ),
-]
+pytestmark = MARKS
 
 
 def test_a_new_finding_arrives_live_its_round_shows_and_its_ack_reaches_the_report(
@@ -56,17 +48,12 @@ def test_a_new_finding_arrives_live_its_round_shows_and_its_ack_reaches_the_repo
     app = create_app(con.cursor, property_config=conf, poll_interval=0.1)
     try:
         with serve(app, "127.0.0.1", 0) as board, sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-            page = browser.new_page()
-            problems: list[str] = []
-            page.on("pageerror", lambda e: problems.append(str(e)))
-            # Leaving the feed aborts its stream; any other failed request is a problem.
-            page.on("requestfailed", lambda r: None if "/api/stream" in r.url
-                    else problems.append(f"failed: {r.url} ({r.failure})"))
-            asked: list[str] = []
-            page.on("request", lambda r: asked.append(r.url))
+            browser, page, problems, asked = watched_page(
+                pw, viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(60_000)  # a machine shared by several runs is slow
+            expect.set_options(timeout=15_000)
 
-            page.goto(board.url + "/")
+            page.goto(board.url + "/feed")
             expect(page.locator("#live")).to_have_text("live")
             items = page.locator("#feed li.item")
             expect(items).to_have_count(20)

@@ -342,9 +342,12 @@ def board_request(draw: st.DrawFn, ids: list[str]) -> tuple[str, str, list[tuple
     parameters and headers."""
     segment = draw(st.one_of(st.sampled_from([*ids, *ODD_IDS]), st.text(max_size=30)))
     path = draw(st.sampled_from([
-        "/", "/floor", f"/finding/{segment}", f"/finding/{segment}/ack", "/round", "/login",
+        "/", "/feed", "/ack", "/floor", f"/finding/{segment}", f"/finding/{segment}/ack", "/round",
+        "/login",
         "/logout", "/api/findings", "/api/stream", "/healthz", f"/static/{segment}",
         f"/{segment}", f"/api/{segment}", "/finding/", "//", "/floor/",
+        "/notices", f"/notices/{segment}/withdraw", "/dealers", f"/dealers/{segment}",
+        "/reports", f"/reports/{segment}/v1", f"/reports/{segment}/v{segment}/pdf",
     ]))
     method = draw(st.sampled_from(["GET", "GET", "GET", "POST", "HEAD", "PUT", "DELETE"]))
     params = draw(st.lists(st.tuples(st.sampled_from(BOARD_PARAMS), board_value(ids)),

@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 
 from auditor.audit.load import load_notices
 from auditor.cli.app import app
-from auditor.cli.notice import notice_app, parse_time
+from auditor.cli.notice import notice_app
 from auditor.errors import UserError
 from auditor.store import db, notices
+from auditor.store.notice_entry import parse_time
 
 EST = dt.timezone(dt.timedelta(hours=-5))
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"

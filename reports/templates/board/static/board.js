@@ -75,3 +75,31 @@
     withdrawn(JSON.parse(e.data));
   });
 })();
+
+// The work queue: the page is not rearranged under the officer's pointer while new findings
+// arrive; the header counts them and offers a reload. The tick box in the head ticks every row.
+(function () {
+  "use strict";
+  const news = document.getElementById("news");
+  const all = document.getElementById("all-rows");
+  if (all) {
+    all.addEventListener("change", function () {
+      for (const box of document.querySelectorAll("#queue input[name=finding]")) {
+        box.checked = all.checked;
+      }
+    });
+  }
+  if (!news || !window.EventSource) {
+    return;
+  }
+  let arrived = 0;
+  const source = new EventSource(news.dataset.stream);
+  source.onmessage = function () {
+    arrived += 1;
+    news.textContent = "";
+    const link = document.createElement("a");
+    link.href = window.location.pathname + window.location.search;
+    link.textContent = arrived + (arrived === 1 ? " new finding" : " new findings") + ": reload";
+    news.appendChild(link);
+  };
+})();

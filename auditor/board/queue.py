@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from auditor.board.feed import RECORD_SQL, record, snapshot
-from auditor.board.views import acked_fingerprints, retried, table_pack
+from auditor.board.views import acked_fingerprints, table_pack
 from auditor.report.front import NEEDS_ACTION, needs_action, video_deadline
 from auditor.rules.codes import SEVERITIES, severity_rank
 from auditor.rules.pack import PackCache, video_retention_days
@@ -78,7 +78,8 @@ def acknowledge_many(
     note: one append-only acknowledgement per finding, written by the store's writer of one
     (acks.add_ack, through acks.acknowledge_all), in one `ack` run that names them all and
     says `via: board`. Every finding is checked before any is written."""
-    done = retried(lambda: acks.acknowledge_all(
-        con, findings, by=by, disposition=disposition, note=note,
-        args={"via": "board", **client}))
+    # not retried as a whole (acks.acknowledge_all retries each finding): a retry of the
+    # batch after some were written would record them twice
+    done = acks.acknowledge_all(con, findings, by=by, disposition=disposition, note=note,
+                                args={"via": "board", **client})
     return [acks.as_dict(a) for a in done]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+import time
 from typing import Any
 
 import duckdb
@@ -20,6 +21,8 @@ from auditor.store import runs
 from auditor.store.db import add_row, all_rows, one
 from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
 from auditor.store.records import Acknowledgement
+
+ACK_TRIES = 3  # a bulk acknowledgement beside a busy writer
 
 _SHORT_ID = re.compile(rf"[Ff][0-9A-Fa-f]{{{SHORT_ID_HEX}}}")
 
@@ -177,10 +180,24 @@ def acknowledge_all(
         check_fingerprint(con, fp)
     record = {"fingerprints": prints, "by": by, **(args or {})}
     with runs.recorded(con, "ack", record) as run:
-        done = [add_ack(con, fp, by=by, disposition=disposition, note=note, run_id=run.id)
-                for fp in prints]
+        done = [_add_retried(con, fp, by, disposition, note, run.id) for fp in prints]
         run.done(EXIT_OK, {"acknowledgements": [a.id for a in done]})
     return done
+
+
+def _add_retried(con: duckdb.DuckDBPyConnection, fp: str, by: str, disposition: str,
+                 note: str, run_id: int) -> Acknowledgement:
+    """add_ack, tried again when a writer's transaction on the same catalog made DuckDB refuse
+    it. Each finding is retried alone: retrying the whole batch would record again the
+    acknowledgements already written."""
+    for attempt in range(ACK_TRIES):
+        try:
+            return add_ack(con, fp, by=by, disposition=disposition, note=note, run_id=run_id)
+        except duckdb.TransactionException:
+            if attempt == ACK_TRIES - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:

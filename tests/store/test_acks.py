@@ -182,6 +182,36 @@ def test_add_ack_refuses_an_unknown_fingerprint(dbp: Path) -> None:
         con.close()
 
 
+def test_a_bulk_acknowledgement_refused_midway_by_a_busy_writer_records_each_finding_once(
+    dbp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB refuses the second finding's write once (another writer's transaction): that
+    finding alone is tried again, and each finding ends with exactly one acknowledgement,
+    all in one `ack` run."""
+    con = db.connect(dbp)
+    try:
+        prints = [r[0] for r in con.execute(
+            "SELECT fingerprint FROM current_findings ORDER BY id LIMIT 3").fetchall()]
+        assert len(prints) == 3
+        real, calls = acks.add_ack, []
+
+        def busy_once(*a: Any, **kw: Any) -> Any:
+            calls.append(a[1])
+            if len(calls) == 2:
+                raise duckdb.TransactionException("Catalog write-write conflict")
+            return real(*a, **kw)
+
+        monkeypatch.setattr(acks, "add_ack", busy_once)
+        done = acks.acknowledge_all(con, prints, by="J. Rivera", disposition="reviewed")
+        assert calls == [prints[0], prints[1], prints[1], prints[2]]
+        rows = con.execute(
+            "SELECT fingerprint, run_id FROM acknowledgements ORDER BY id").fetchall()
+        assert [fp for fp, _ in rows] == prints
+        assert {run for _, run in rows} == {done[0].run_id}
+    finally:
+        con.close()
+
+
 # --------------------------------------------------------------------------------------------
 # the report shows them
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, findings
+from auditor.store.sql import quote
 
 BATCH_ROWS = 200_000
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
@@ -645,6 +646,14 @@ class _CheminHistory:
         self.facts[key] = facts
 
 
+def _later_pass_codes() -> str:
+    """The codes the passes after the round replay raise and withdraw, as SQL literals."""
+    from auditor.audit import integrity, sidebets, table_pass
+
+    codes = (*table_pass.OWNED_CODES, *table_pass.DEALER_CODES, *integrity.CODES, sidebets.CODE)
+    return ", ".join(map(quote, codes))
+
+
 def _store(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
@@ -658,12 +667,15 @@ def _store(
             con, run_id, "SELECT * FROM round_findings", staged=True
         )
     # A re-audited round's old findings that the replay no longer makes are withdrawn (a
-    # watch's rounds, audited as they end, seldom were audited before: no query then).
+    # watch's rounds, audited as they end, seldom were audited before: no query then). Only
+    # the replay's own: a finding of a later pass that names the round (shoe.void_required)
+    # is that pass's to keep or withdraw, else a rerun withdraws it and the pass opens it again.
     if con.execute("SELECT 1 FROM todo WHERE audited_before LIMIT 1").fetchall():
         result.findings_withdrawn += findings.withdraw(
             con,
             run_id,
-            "code NOT LIKE 'log.%' AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "
+            f"code NOT LIKE 'log.%' AND code NOT IN ({_later_pass_codes()}) "
+            "AND EXISTS (SELECT 1 FROM todo t WHERE t.audited_before "
             "AND t.table_id = current_findings.table_id AND t.shoe = current_findings.shoe "
             "AND t.round = current_findings.round) "
             "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",

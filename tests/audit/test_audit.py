@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from auditor import config
 from auditor.audit.run import audit
 from auditor.ingest.run import ingest
 from auditor.rules.codes import REGISTRY
+from auditor.simulate.planted import simulate
 from auditor.store import db, runs
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -156,6 +158,31 @@ def test_rerun_adds_nothing(audited):
     assert again.rounds == 0
     assert again.findings_new == 0
     assert con.execute("SELECT count(*) FROM findings").fetchall()[0][0] == before
+
+
+@pytest.mark.slow
+def test_a_rerun_of_everything_on_the_same_logs_and_config_writes_no_finding_row(tmp_path):
+    """`audit --rerun all` with nothing changed: every round replayed again, and not one
+    finding withdrawn and opened again. shoe.void_required names its shoe's last round but is
+    the table pass's; the rerun's round replay withdrew it, and the table pass opened it again
+    (found by the issue 30 helper)."""
+    r = simulate(tmp_path / "night", 2, 2, seed=2, deviation_rate=0.1, games=("mini_baccarat",))
+    assert {"code": "shoe.void_required", "table": "MB-01"} in [
+        {k: d[k] for k in ("code", "table")} for d in r.deviations]
+    con = db.connect(tmp_path / "a.duckdb")
+    ingest(con, list(r.files), runs.start(con, "ingest", {}))
+    first = audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    standing = "SELECT code, fingerprint FROM current_findings ORDER BY ALL"
+    before = con.execute(standing).fetchall()
+    assert first.rounds > 100 and [c for c, _ in before].count("shoe.void_required") == 1
+    everything = (dt.datetime(2000, 1, 1, tzinfo=dt.UTC), dt.datetime(2100, 1, 1, tzinfo=dt.UTC))
+    again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), rerun=everything)
+    assert again.rounds == first.rounds
+    written = con.execute("SELECT status, code FROM findings WHERE run_id = ? ORDER BY ALL",
+                          [again.run_id]).fetchall()
+    assert written == []
+    assert con.execute(standing).fetchall() == before
+    con.close()
 
 
 @pytest.mark.slow

@@ -1,11 +1,13 @@
-"""A changed property config never withdraws findings in silence (issue 30): `audit` (and
-`nightly`) refuse to audit under a config that differs from the one the standing findings were
-made under, naming what changed; `audit --rerun all --reason TEXT` reruns under it, records
-the reason on its run, and every finding it withdraws or opens points to that run."""
+"""A changed property config never withdraws findings in silence (issue 30): `audit`,
+`nightly` and `watch` refuse to audit under a config that differs from the one the standing
+findings were made under, naming what changed; `audit --rerun all --reason TEXT` reruns under
+it, records the reason on its run, and every finding it withdraws or opens points to that
+run."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from auditor import config
 from auditor.errors import EXIT_INPUT, UserError
-from auditor.jobs import nightly
+from auditor.jobs import nightly, service
 from auditor.simulate.planted import simulate
 
 ZONE = '[property]\ntime_zone = "America/New_York"\n'
@@ -81,6 +83,28 @@ def test_a_changed_config_is_refused_naming_what_changed(night, bacc_audit):
                             archive=tmp / "archive")
     assert _rows(dbp, "SELECT command, status, exit_code FROM runs ORDER BY id DESC LIMIT 1") \
         == [("nightly", "failed", 2)]
+    assert _rows(dbp, "SELECT id, status FROM findings ORDER BY id") == before
+
+    # watch too, before it follows anything. In a thread: a watch that did not refuse would
+    # stop on setting its signal handlers (the main thread's only), not hang the test.
+    (tmp / "spool").mkdir()
+    raised: list[BaseException] = []
+
+    def watch() -> None:
+        try:
+            service.run_watch(dbp, tmp / "spool", config.load(tmp / "b.toml"), {},
+                              say=lambda _: None)
+        except BaseException as e:  # what it raised is the test's subject
+            raised.append(e)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive() and len(raised) == 1
+    assert isinstance(raised[0], UserError)
+    assert str(raised[0]).startswith("watch: the property config")
+    assert _rows(dbp, "SELECT command, status, exit_code FROM runs ORDER BY id DESC LIMIT 1") \
+        == [("watch", "failed", 2)]
     assert _rows(dbp, "SELECT id, status FROM findings ORDER BY id") == before
 
 

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from helpers.browser import MARKS, watched_page
 from helpers.cli import ENVIRONMENT, Run
@@ -77,9 +78,9 @@ def test_a_shift_at_the_desk(tmp_path: Path, bacc_audit: Callable[..., Run]) -> 
 
     shots = os.environ.get("BACC_SCREENSHOTS")
 
-    def shot(page: object, name: str, **options: object) -> None:
+    def shot(page: Any, name: str, **options: Any) -> None:
         if shots:
-            page.screenshot(path=str(Path(shots) / f"board-{name}.png"), **options)  # type: ignore[attr-defined]
+            page.screenshot(path=str(Path(shots) / f"board-{name}.png"), **options)
 
     conf_path = tmp_path / "property.toml"
     conf_path.write_text(PROPERTY)

@@ -446,7 +446,10 @@ class SimTableNight(TableNight):
         if len(lines) < 3 or '"type":"round_end"' not in lines[-3]:
             return False
         first, last = json.loads(lines[0]), json.loads(lines[-3])
-        t = self.local(MORNING_OPEN, next_day=True)
+        # Its next opening: MORNING_OPEN, or half an hour after a night that went on past it
+        # (an opening logged before the night's last round would run the stream's time back).
+        t = max(self.local(MORNING_OPEN, next_day=True),
+                dt.datetime.fromisoformat(last["ts"]) + dt.timedelta(minutes=30))
         first.update(ts=t.isoformat(timespec="milliseconds"), seq=last["seq"] + 1,
                      dealer=self.dealer(t))
         first.pop("procedure", None)

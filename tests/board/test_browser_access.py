@@ -15,14 +15,13 @@ With BACC_SCREENSHOTS=FOLDER, the queue at 820x1180 is saved there as board-tabl
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.browser import MARKS, watched_page
+from helpers.browser import MARKS, screenshot_folder, watched_page
 from helpers.sample import CONFIG, build, store_mb01
 
 from auditor import config
@@ -164,7 +163,7 @@ def test_no_page_scrolls_sideways_on_a_tablet_or_at_1280x800(night_copy: Path) -
              "/dealers?date=2026-11-28&shift_name=grave", "/dealers/D5839?date=2026-11-28",
              "/reports", "/reports/2026-11-28_grave/v1", "/finding/Fc95f8bf836d2",
              "/round?table=MB-01&shoe=MB-01-1128-01&round=72"]
-    shots = os.environ.get("BACC_SCREENSHOTS")
+    shots = screenshot_folder()
     with desk(night_copy) as (board, page, _):
         for width, height in VIEWPORTS:
             page.set_viewport_size({"width": width, "height": height})
@@ -173,7 +172,7 @@ def test_no_page_scrolls_sideways_on_a_tablet_or_at_1280x800(night_copy: Path) -
                 got = page.evaluate(OUTSIDE)
                 assert got == {"wide": 0, "outside": []}, (width, height, path, got)
                 if shots and (width, path) == (820, "/"):
-                    page.screenshot(path=str(Path(shots) / "board-tablet.png"))
+                    page.screenshot(path=str(shots / "board-tablet.png"))
             # The bulk acknowledgement's button is on the page and can be pressed.
             page.goto(board.url + "/")
             button = page.locator("button:has-text('Acknowledge ticked findings')")

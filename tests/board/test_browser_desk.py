@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers.browser import MARKS, watched_page
+from helpers.browser import MARKS, screenshot_folder, watched_page
 from helpers.cli import ENVIRONMENT, Run
 from helpers.desk import role_settings
 from helpers.logins import PASSWORD
@@ -76,11 +76,11 @@ def simulate_live(spool: Path, out: Path, speed: int) -> subprocess.Popen[str]:
 def test_a_shift_at_the_desk(tmp_path: Path, bacc_audit: Callable[..., Run]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    shots = os.environ.get("BACC_SCREENSHOTS")
+    shots = screenshot_folder()
 
     def shot(page: Any, name: str, **options: Any) -> None:
         if shots:
-            page.screenshot(path=str(Path(shots) / f"board-{name}.png"), **options)
+            page.screenshot(path=str(shots / f"board-{name}.png"), **options)
 
     conf_path = tmp_path / "property.toml"
     conf_path.write_text(PROPERTY)
@@ -234,17 +234,18 @@ def test_a_shift_at_the_desk(tmp_path: Path, bacc_audit: Callable[..., Run]) -> 
         0, {"already_ingested": 2, "refused_altered": 1}), r.err
     filed = [s for s in summary["reports"] if s["status"] == "written"]
     assert [(s["shift"], s["version"], s["rounds"]) for s in filed] == [("grave", 1, 128)]
-    _the_filed_version_and_a_viewer(path, conf, filed[0], shot)
+    _the_filed_version_and_a_viewer(path, conf, tmp_path / "archive", filed[0], shot)
 
 
-def _the_filed_version_and_a_viewer(path: Path, conf: config.PropertyConfig, filed: dict,
-                                    shot: Callable[..., None]) -> None:
-    """The filed version on the board, its SHA-256 the one `nightly` printed and the PDF's
-    bytes hashed in the browser; then a viewer's login, which reads and cannot acknowledge."""
+def _the_filed_version_and_a_viewer(path: Path, conf: config.PropertyConfig, archive: Path,
+                                    filed: dict, shot: Callable[..., None]) -> None:
+    """The filed version on the board (given the archive, as `watch --web` gives it), its
+    SHA-256 the one `nightly` printed and the PDF's bytes hashed in the browser; then a
+    viewer's login, which reads and cannot acknowledge."""
     from playwright.sync_api import expect, sync_playwright
 
     con = db.connect(path)
-    officer = create_app(con.cursor, property_config=conf)
+    officer = create_app(con.cursor, property_config=conf, archive=archive)
     settings = role_settings()
     viewer = create_app(con.cursor, property_config=conf, settings=settings,
                         auth=Auth.for_host(settings))

@@ -103,6 +103,7 @@ def create_app(
     settings: BoardSettings | None = None,
     poll_interval: float = 0.15,
     report_check: router.ReportCheck | None = None,
+    archive: Path | None = None,
 ) -> Starlette:
     """The board as an ASGI app.
 
@@ -114,7 +115,9 @@ def create_app(
     the root path and trusted proxies `serve` gives uvicorn. `poll_interval`: how often the
     one poller looks for new findings, in seconds. `report_check(cursor)`: the check of the
     ledger a report rendered from the board prints on its cover, as `bacc-audit report`
-    does (jobs.verify.report_check); without it the cover says "not checked".
+    does (jobs.verify.report_check); without it the cover says "not checked". `archive`:
+    the folder the shift reports are filed into (jobs.archive.archive_dir), whose versions
+    the reports page lists beside those this database filed.
     """
     owned: dict[str, Any] = {}
     cursors = _cursors_for(database, owned)
@@ -128,6 +131,7 @@ def create_app(
         zones=zones,
         env=_environment(),
         report_check=report_check,
+        archive=archive,
     )
 
     @contextlib.asynccontextmanager

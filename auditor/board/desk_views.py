@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import duckdb
 
 from auditor.config import PropertyConfig
 from auditor.errors import UserError
-from auditor.report import charts
+from auditor.ingest.reader import sha256_of
+from auditor.report import attached, charts
 from auditor.report.basis import Scope, read_basis
 from auditor.report.gather import scope_for
 from auditor.report.history import section_dealers, section_trend
@@ -138,21 +140,17 @@ def dealers_view(
     return context
 
 
-def filed_versions(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> list[dict[str, Any]]:
-    """Every version of every report this database filed (report_versions), newest report
+def filed_versions(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo,
+                   archive: Path | None = None) -> list[dict[str, Any]]:
+    """Every version of every report this database filed (report_versions), and with
+    `archive` every other version that folder holds (archive_versions), newest report
     first, its versions in order: the file, its SHA-256 as filed, when, what changed since
     the version before (store.versions.changes) and its sign-offs (store.signoffs). A file
     recorded twice (an archive moved) is listed once, where it was first filed."""
-    if "report_versions" not in {t for (t,) in con.execute(
-            "SELECT table_name FROM duckdb_tables()").fetchall()}:
-        return []
-    rows = con.execute(
-        """
-        SELECT slug, version, arg_min(path, filed_at), sha256, min(filed_at),
-               CAST(arg_min(findings, filed_at) AS VARCHAR), arg_min(run_id, filed_at)
-        FROM report_versions GROUP BY slug, version, sha256 ORDER BY slug DESC, version
-        """
-    ).fetchall()
+    rows = _recorded(con)
+    seen = {(slug, int(number)) for slug, number, *_ in rows}
+    rows += [r for r in archive_versions(archive) if (r[0], r[1]) not in seen]
+    rows.sort(key=lambda r: (r[0], -int(r[1])), reverse=True)  # slug DESC, version ASC
     signed: dict[str, list[dict[str, Any]]] = {}
     for s in signoffs.list_signoffs(con):
         signed.setdefault(s.sha256, []).append({
@@ -162,18 +160,80 @@ def filed_versions(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> list[dict
     for slug, number, *_ in rows:
         latest[slug] = max(latest.get(slug, 0), int(number))
     out: list[dict[str, Any]] = []
-    before: dict[str, versions.Findings] = {}
-    for slug, number, path, sha, filed_at, found, run_id in rows:
-        now = tuple(tuple(f) for f in json.loads(found))
+    before: dict[str, versions.Findings | None] = {}
+    for slug, number, path, sha, filed_at, now, run_id in rows:
         out.append({
             "slug": slug, "version": int(number), "path": path, "name": Path(path).name,
             "sha256": sha, "filed": filed_at.astimezone(zone), "run_id": run_id,
-            "findings": len(now),
-            "changes": versions.changes(before.get(slug), now) if slug in before else None,
+            "recorded": run_id is not None,
+            "findings": None if now is None else len(now),
+            "changes": (versions.changes(before[slug], now)
+                        if before.get(slug) is not None and now is not None else None),
             "signoffs": signed.get(sha, []),
             "superseded": int(number) < latest[slug],
         })
         before[slug] = now
+    return out
+
+
+# (slug, version, path, SHA-256, filed at, the findings it showed, the run that filed it)
+Row = tuple[str, int, str, str, dt.datetime, versions.Findings | None, int | None]
+
+
+def _recorded(con: duckdb.DuckDBPyConnection) -> list[Row]:
+    """The versions this database filed (report_versions)."""
+    if "report_versions" not in {t for (t,) in con.execute(
+            "SELECT table_name FROM duckdb_tables()").fetchall()}:
+        return []
+    rows = con.execute(
+        """
+        SELECT slug, version, arg_min(path, filed_at), sha256, min(filed_at),
+               CAST(arg_min(findings, filed_at) AS VARCHAR), arg_min(run_id, filed_at)
+        FROM report_versions GROUP BY slug, version, sha256
+        """
+    ).fetchall()
+    return [(slug, int(number), path, sha, filed_at,
+             tuple(tuple(f) for f in json.loads(found)), run_id)
+            for slug, number, path, sha, filed_at, found, run_id in rows]
+
+
+# ARCHIVE/DAY/DAY_SHIFT.pdf, then DAY_SHIFT.v2.pdf, ...: what `nightly` and `watch
+# --file-reports` file (auditor.jobs.archive).
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_FILED = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}_[A-Za-z0-9_-]{1,40})"
+                    r"(?:\.v([2-9]|[1-9][0-9]{1,3}))?\.pdf")
+_KNOWN: dict[tuple[str, int, int], tuple[str, versions.Findings | None]] = {}
+
+
+def archive_versions(archive: Path | None) -> list[Row]:
+    """The versions the archive folder holds, by their names, as the nightly job numbers
+    them: (slug, version, path, SHA-256 of the file now, its time, the findings it carries
+    (report/attached.py) or None, None: no run of this database filed it). Only regular
+    files directly in a gaming day's folder of the archive are read, none a link leads
+    out of it. A file's hash and findings are kept while its size and time stay the same."""
+    if archive is None or not archive.is_dir():
+        return []
+    root = archive.resolve()
+    out: list[Row] = []
+    for day in sorted(archive.iterdir()):
+        if not _DAY.fullmatch(day.name) or not day.is_dir() or day.is_symlink():
+            continue
+        for path in sorted(day.iterdir()):
+            m = _FILED.fullmatch(path.name)
+            if m is None or not m[1].startswith(day.name) or path.is_symlink():
+                continue
+            try:
+                st = path.stat()
+                if not path.is_file() or not path.resolve().is_relative_to(root):
+                    continue
+                key = (str(path), st.st_size, st.st_mtime_ns)
+                if key not in _KNOWN:
+                    _KNOWN[key] = (sha256_of(path)[0], attached.read_filed(path).findings)
+            except OSError:  # gone or unreadable since the listing: not listed
+                continue
+            sha, shown = _KNOWN[key]
+            out.append((m[1], int(m[2] or 1), str(path), sha,
+                        dt.datetime.fromtimestamp(st.st_mtime, dt.UTC), shown, None))
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -25,16 +26,16 @@ SLUG = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[A-Za-z0-9._-]{0,80}")
 
 
 def _version(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo, slug: str,
-             number: str) -> dict[str, Any]:
+             number: str, archive: Path | None) -> dict[str, Any]:
     """The filed version a URL names (`/reports/SLUG/vN`); one not on record is 404."""
     n = router.whole_number(number)
     if not SLUG.fullmatch(slug) or n is None:
         raise Refused(404, f"No filed report {slug} version {number}.")
-    for v in desk_views.filed_versions(con, zone):
+    for v in desk_views.filed_versions(con, zone, archive):
         if v["slug"] == slug and v["version"] == n:
             return v
     raise Refused(404, f"No filed report {slug} version {n}: the reports page lists those "
-                  "this database filed.")
+                  "this database filed and those the archive holds.")
 
 
 async def reports_page(request: Request, board: Board, who: Identity | None) -> Response:
@@ -44,7 +45,8 @@ async def reports_page(request: Request, board: Board, who: Identity | None) -> 
         from auditor.config import parse_date
 
         day = parse_date(asked) if asked else views.floor_day(con, board.conf, zone)
-        return {"versions": desk_views.filed_versions(con, zone), "day": day}
+        return {"versions": desk_views.filed_versions(con, zone, board.archive), "day": day,
+                "archive": board.archive}
 
     context = await board.read(read)
     return render(request, "reports.html.j2", {
@@ -61,7 +63,7 @@ async def _version_response(
     slug, number = request.path_params["slug"], request.path_params["number"]
 
     def read(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[str, Any]:
-        v = _version(con, zone, slug, number)
+        v = _version(con, zone, slug, number, board.archive)
         state, _ = desk_views.version_file(v)
         return {"v": v, "file_state": state}
 
@@ -80,7 +82,7 @@ async def version_pdf(request: Request, board: Board, who: Identity | None) -> R
     slug, number = request.path_params["slug"], request.path_params["number"]
 
     def read(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> tuple[dict, str, bytes | None]:
-        v = _version(con, zone, slug, number)
+        v = _version(con, zone, slug, number, board.archive)
         return (v, *desk_views.version_file(v))
 
     v, state, data = await board.read(read)
@@ -105,7 +107,7 @@ async def version_signoff(request: Request, board: Board, who: Identity | None) 
     def write(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> str:
         import hashlib
 
-        v = _version(con, zone, slug, number)
+        v = _version(con, zone, slug, number, board.archive)
         state, data = desk_views.version_file(v)
         if data is None:
             raise UserError(f"{v['path']}: {state}; sign off the PDF as it lies in the archive, "

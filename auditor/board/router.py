@@ -13,6 +13,7 @@ import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -58,6 +59,9 @@ class Board:
     # The check of the ledger a report's cover prints (jobs.verify.report_check, given by
     # whoever serves the board: the board's stage cannot call it); None: "not checked".
     report_check: ReportCheck | None = None
+    # The archive the shift reports are filed into, whose versions the reports page lists
+    # beside those this database filed; None: only those.
+    archive: Path | None = None
     throttle: Throttle = field(default_factory=Throttle)
     loop: asyncio.AbstractEventLoop | None = None
     opened: duckdb.DuckDBPyConnection | None = None  # the connection the board opened itself

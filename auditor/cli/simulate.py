@@ -137,6 +137,15 @@ def simulate_cmd(
             "(shoe.reopened; the shoe.composition stands).",
         ),
     ] = False,
+    unnotified_change: Annotated[
+        bool,
+        typer.Option(
+            "--unnotified-change",
+            help="Plant a pit's procedure change made with no written notice "
+            "(procedure.notice_missing at each table that makes it), for an officer to "
+            "answer with a notice entered by hand (bacc-audit notice add, or the board).",
+        ),
+    ] = False,
     days: Annotated[
         int,
         typer.Option(
@@ -234,7 +243,7 @@ def simulate_cmd(
         ("--error-prone-dealer", error_prone_dealer), ("--counting-seat", counting_seat),
         ("--shoe-twice", shoe_twice), ("--unshuffled", unshuffled),
         ("--phantom-shoe", phantom_shoe), ("--shoe-reopened", shoe_reopened),
-        ("--lying", lying)) if on]
+        ("--lying", lying), ("--unnotified-change", unnotified_change)) if on]
     if bulk and patterns:
         raise UserError(f"{', '.join(patterns)}: not with --bulk, whose generator plants only "
                         "round deviations; leave out --bulk")
@@ -253,7 +262,7 @@ def simulate_cmd(
                 tables, hours, seed, deviation_rate, chosen, day or SIM_DATE,
                 error_prone_dealer=error_prone_dealer, counting_seat=counting_seat,
                 shoe_twice=shoe_twice, unshuffled=unshuffled, phantom_shoe=phantom_shoe,
-                shoe_reopened=shoe_reopened, lying=lying,
+                shoe_reopened=shoe_reopened, lying=lying, unnotified_change=unnotified_change,
             )
             result = simulate_days(out_dir, settings, days, replace,
                                    continuing=continue_dir is not None)

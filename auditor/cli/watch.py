@@ -57,8 +57,9 @@ def watch_cmd(
         Path | None,
         typer.Option(
             envvar="BACC_AUDIT_ARCHIVE",
-            help="With --file-reports: where the PDFs are filed as DAY/DAY_SHIFT.pdf "
-            "(default: [property] archive in the config, else reports/archive).",
+            help="With --file-reports: where the PDFs are filed as DAY/DAY_SHIFT.pdf; with "
+            "--web, the archive whose versions the board's reports page lists (default: "
+            "[property] archive in the config, else reports/archive).",
             show_default=False,
         ),
     ] = None,
@@ -117,7 +118,7 @@ def watch_cmd(
         from auditor.board.settings import load_settings, parse_listen
 
         host, port = parse_listen(web, "--web")
-        board = BoardAt(host, port, load_settings(conf))
+        board = BoardAt(host, port, load_settings(conf), archive_dir(conf, archive))
     run_id, stats, filer = run_watch(
         db_path or db.default_db_path(), spool, conf,
         {"spool": str(spool), "web": web, "poll": poll,

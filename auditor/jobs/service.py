@@ -35,6 +35,7 @@ class BoardAt:
     host: str
     port: int
     settings: BoardSettings
+    archive: Path | None = None  # the shift reports' archive, listed on the reports page
 
 
 def connect_waiting(
@@ -71,7 +72,7 @@ def board_served(
 
     app = create_app(con, property_config=conf, auth=Auth.for_host(at.settings, at.host),
                      settings=at.settings, poll_interval=BOARD_POLL_SECONDS,
-                     report_check=lambda cur: report_check(cur)[0])
+                     report_check=lambda cur: report_check(cur)[0], archive=at.archive)
     server = serve(app, at.host, at.port)
     say(f"the board is at {server.url}")
     try:

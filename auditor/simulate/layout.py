@@ -122,6 +122,18 @@ def simulated_night(
     return Night(day, dt.timedelta(hours=-5), specs, [], lone + changes)
 
 
+def unnotify(night: Night, taken: NoticeChange | None = None) -> NoticeChange | None:
+    """--unnotified-change: the first NJ pit's half-time change (not `taken`, the change the
+    logs' lies are built on) made with no written notice to anyone, so that each table making
+    it is procedure.notice_missing until a notice is entered by hand (docs/live.md). In place;
+    None when the night has no such change."""
+    change = next((c for c in night.changes if c.kind != "lone_change" and c is not taken),
+                  None)
+    if change is not None:
+        change.kind, change.recipients = "notice_missing", ()
+    return change
+
+
 def carry_procedures(night: Night, opening: dict[str, int]) -> None:
     """A later day of a history: each NJ pit's tables open under the procedure in force when
     the day before ended (`opening`, by table; a pit takes its first table's), and its half-time

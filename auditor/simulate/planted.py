@@ -32,7 +32,13 @@ from auditor.simulate.kinds import (
     shoe_kinds,
     table_kinds,
 )
-from auditor.simulate.layout import DEFAULT_GAMES, SIM_DATE, carry_procedures, simulated_night
+from auditor.simulate.layout import (
+    DEFAULT_GAMES,
+    SIM_DATE,
+    carry_procedures,
+    simulated_night,
+    unnotify,
+)
 from auditor.simulate.orders import alternation_broken, order_plan, riffle, shows_order
 from auditor.simulate.output import SimulationResult, prepare_out_dir, write_ground_truth
 
@@ -440,7 +446,10 @@ class SimTableNight(TableNight):
         if len(lines) < 3 or '"type":"round_end"' not in lines[-3]:
             return False
         first, last = json.loads(lines[0]), json.loads(lines[-3])
-        t = self.local(MORNING_OPEN, next_day=True)
+        # Its next opening: MORNING_OPEN, or half an hour after a night that went on past it
+        # (an opening logged before the night's last round would run the stream's time back).
+        t = max(self.local(MORNING_OPEN, next_day=True),
+                dt.datetime.fromisoformat(last["ts"]) + dt.timedelta(minutes=30))
         first.update(ts=t.isoformat(timespec="milliseconds"), seq=last["seq"] + 1,
                      dealer=self.dealer(t))
         first.pop("procedure", None)
@@ -467,6 +476,7 @@ def simulate(
     phantom_shoe: bool = False,
     shoe_reopened: bool = False,
     lying: bool = False,
+    unnotified_change: bool = False,
 ) -> SimulationResult:
     """Write event log v1 files for `tables` tables open `hours` hours from 22:00 on `day`
     (the games in turn; 'nz' is NZ mini-baccarat), with the procedure changes and their
@@ -539,12 +549,18 @@ def simulate(
     them); the ground truth holds both the finding that names each lie and the deviation it
     tried to hide, with its `severity`. Off by default.
 
+    With `unnotified_change`, the first NJ pit's half-time change (another than the one the
+    lies are built on) is made with no written notice at all (layout.unnotify): a
+    procedure.notice_missing line, kind notice_missing, per table that makes it, which a
+    notice entered by hand answers (`bacc-audit notice add`, the board). Without such a
+    change, or with no table reaching it, a not_planted line says so. Off by default.
+
     `out_dir` must be new or empty (see `prepare_out_dir`; `replace` clears a previous
     simulation's files first)."""
     return simulate_night(Path(out_dir), NightSettings(
         tables, hours, seed, deviation_rate, tuple(games), day,
         error_prone_dealer, counting_seat, shoe_twice, unshuffled, phantom_shoe,
-        shoe_reopened, lying,
+        shoe_reopened, lying, unnotified_change,
     ), replace)
 
 
@@ -576,6 +592,8 @@ def play_night(out: Path, settings: NightSettings) -> SimulationResult:
                             settings.games, settings.deviation_rate, settings.day)
     carry_procedures(night, dict(settings.opening))
     plan = lies.plan(night) if settings.lying else None
+    unnotified = (unnotify(night, plan.change if plan else None)
+                  if settings.unnotified_change else None)
     cast = _Cast(night, settings, plan)
     written, _ = write_night(night, out, key, cast.make)
     files = _files(night, written, cast.players, out)
@@ -586,6 +604,11 @@ def play_night(out: Path, settings: NightSettings) -> SimulationResult:
         files += extra
     events = sum(len(f.read_text().splitlines()) for f in files)
     deviations, gaps = _ground_truth(night, cast)
+    if settings.unnotified_change and not any(unnotified in p.applied for p in cast.players):
+        gaps.append(power.not_planted("notice_missing", power.NO_PLACE["notice_missing"]
+                                      if unnotified is None else
+                                      f"pit {unnotified.pit}: no table reached its change at "
+                                      f"{unnotified.effective}"))
     if plan is not None:
         deviations += plan.truth(deviations)
     return SimulationResult(
@@ -613,6 +636,7 @@ class NightSettings:
     phantom_shoe: bool = False
     shoe_reopened: bool = False
     lying: bool = False
+    unnotified_change: bool = False
     # A day after the first of a simulated history (auditor.simulate.history): its cards,
     # deviations and notices drawn anew from the seed and this salt (the day), the tables'
     # dealers kept from the first day's draw, so that a dealer's record spans the days.

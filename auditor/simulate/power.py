@@ -33,6 +33,7 @@ OPTIONS = {
     "pack_run": "--unshuffled",
     "phantom_shoe": "--phantom-shoe",
     "earlier_shoe": "--shoe-reopened",
+    "notice_missing": "--unnotified-change",
 }
 
 
@@ -171,6 +172,8 @@ NO_PLACE = {
     "pack_run": "no second manual-shuffle banking table in the night",
     "phantom_shoe": "no mini-baccarat or punto banco table in the night",
     "earlier_shoe": "no mini-baccarat or punto banco table in the night",
+    "notice_missing": "no NJ mini-baccarat or punto banco pit changing procedure in the night "
+                      "(with --lying, a second one: the first carries the lies' change)",
 }
 # Why a pattern placed did not show, when the night ended first.
 NOT_SHOWN = {

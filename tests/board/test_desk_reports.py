@@ -142,3 +142,51 @@ def test_a_report_rendered_on_the_board_is_the_report_commands_bytes(
         assert page.status_code == 200 and page.headers["content-type"] == "application/pdf"
         assert page.headers["content-disposition"] == 'inline; filename="2026-11-28_grave.pdf"'
     assert page.content == out.read_bytes()
+
+
+@pytest.mark.slow
+def test_the_archives_versions_are_listed_though_another_database_filed_them(
+    filed: tuple[Path, Path], night_copy: Path, tmp_path: Path
+) -> None:
+    """A database that filed nothing (a new one, or the board of another machine) given the
+    archive lists its versions as the nightly job numbers them, each with the SHA-256 of the
+    file and what changed as the PDFs themselves say; it serves them and does not sign them
+    off. Only the archive's own files are read: a link out of it, a file of another day's
+    name, a folder that is not a gaming day are not listed."""
+    _, filed_archive = filed
+    archive = tmp_path / "archive"
+    shutil.copytree(filed_archive, archive, symlinks=True)
+    day = archive / "2026-11-28"
+    outside = tmp_path / "outside.pdf"
+    outside.write_bytes(b"%PDF-1.4 not the archive's\n")
+    (day / "2026-11-28_swing.pdf").symlink_to(outside)
+    shutil.copy2(day / "2026-11-28_grave.pdf", day / "2026-11-27_grave.pdf")
+    (archive / "notes").mkdir()
+    shutil.copy2(day / "2026-11-28_grave.pdf", archive / "notes" / "2026-11-28_day.pdf")
+    v1, v2 = day / "2026-11-28_grave.pdf", day / "2026-11-28_grave.v2.pdf"
+    sha1, sha2 = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (v1, v2))
+    with desk_client(night_copy, archive=archive) as c:
+        text = words(c.get("/reports").text)
+        assert f"every other version the archive ( {archive} ) holds" in text
+        assert text.count("in the archive, not filed from this database") == 2
+        assert f"2026-11-28_grave v1 (superseded) 2026-11-28_grave.pdf {sha1[:16]}…" in text
+        assert f"2026-11-28_grave v2 2026-11-28_grave.v2.pdf {sha2[:16]}…" in text
+        assert "0 added, 0 withdrawn, 1 acknowledged" in text
+        for name in ("2026-11-28_swing", "2026-11-27_grave", "2026-11-28_day"):
+            assert name not in text
+        page = c.get("/reports/2026-11-28_grave/v2")
+        text = words(page.text)
+        assert f"SHA-256 {sha2}" in text and "Findings 21" in text
+        assert "no run of this database filed it" in text
+        assert "This database did not file this version" in text
+        assert "Sign off version" not in text
+        assert c.get("/reports/2026-11-28_grave/v2/pdf").content == v2.read_bytes()
+        assert c.get("/reports/2026-11-28_swing/v1").status_code == 404
+        token = csrf(c, "/")  # the version's page has no form to take it from
+        refused = c.post("/reports/2026-11-28_grave/v2/signoff", headers=ORIGIN, data={
+            "csrf": token, "by": "J. Rivera", "title": "Compliance Officer"})
+        assert refused.status_code == 400
+        assert "not a version of a report this database filed" in words(refused.text)
+    # Without the archive, the same database lists nothing.
+    with desk_client(night_copy) as c:
+        assert "No report was filed from this database yet" in c.get("/reports").text

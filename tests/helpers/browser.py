@@ -4,7 +4,9 @@ browser downloads are not used), and a page that records what went wrong on it."
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,3 +34,12 @@ def watched_page(pw: Any, **options: Any) -> tuple[Any, Any, list[str], list[str
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url))
     return browser, page, problems, asked
+
+
+def screenshot_folder() -> Path | None:
+    """BACC_SCREENSHOTS, the folder the browser tests save their screenshots in (none when
+    unset); a relative one is read from the checkout's root, whatever folder a test is in."""
+    folder = os.environ.get("BACC_SCREENSHOTS")
+    if not folder:
+        return None
+    return Path(__file__).resolve().parents[2] / folder

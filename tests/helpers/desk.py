@@ -39,9 +39,11 @@ def role_settings() -> BoardSettings:
 
 
 @contextmanager
-def desk_client(path: Path, login: str | None = None) -> Iterator[TestClient]:
+def desk_client(path: Path, login: str | None = None,
+                archive: Path | None = None) -> Iterator[TestClient]:
     """A test client of a board over the database at `path`: without a login (this
-    machine), or with `login` (v.watcher, the viewer; j.rivera, the officer) logged in.
+    machine), or with `login` (v.watcher, the viewer; j.rivera, the officer) logged in;
+    with `archive`, the reports' archive it lists.
     Its reports print the ledger check `bacc-audit report` prints, as under `watch`."""
     from auditor.jobs.verify import report_check
 
@@ -49,7 +51,7 @@ def desk_client(path: Path, login: str | None = None) -> Iterator[TestClient]:
     settings = role_settings() if login else None
     app = create_app(path, property_config=conf,
                      auth=Auth.for_host(settings) if settings else None, settings=settings,
-                     report_check=lambda cur: report_check(cur)[0])
+                     report_check=lambda cur: report_check(cur)[0], archive=archive)
     with TestClient(app, base_url=LOCAL, follow_redirects=False) as c:
         if login is not None:
             token = csrf(c, "/login")

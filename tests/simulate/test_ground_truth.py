@@ -146,3 +146,37 @@ def test_a_detectable_dealer_is_promised_and_found(tmp_path):
     assert r.not_planted == [] and len(lines) == 1
     found = _found(tmp_path / "sim", tmp_path / "a.duckdb")
     assert found[("dealer.error_rate", None, None, None)] == 1
+
+
+def test_an_unnotified_change_has_no_notice_and_is_promised_at_each_table(tmp_path):
+    """--unnotified-change: pit P1's half-time change is logged at both its tables and nobody
+    was given notice of it (no procedure_notice line anywhere), so each table's change is a
+    procedure.notice_missing in the ground truth; the audit's finding of it is checked by the
+    README's command above."""
+    r = simulate(tmp_path / "sim", 2, 1, seed=7, games=("mini_baccarat",),
+                 unnotified_change=True)
+    events = [json.loads(x) for f in r.files for x in f.read_text().splitlines()]
+    assert [(e["table"], e["procedure"]) for e in events if e["type"] == "procedure_change"] == [
+        ("MB-01", 2), ("MB-02", 2)]
+    assert [e for e in events if e["type"] == "procedure_notice"] == []
+    assert [f.name for f in r.files] == ["2026-12-01_MB-01.jsonl", "2026-12-01_MB-02.jsonl"]
+    assert r.deviations == [
+        {"code": "procedure.notice_missing", "table": t, "shoe": None, "round": None,
+         "kind": "notice_missing"} for t in ("MB-01", "MB-02")]
+    assert r.not_planted == []
+
+
+def test_an_unnotified_change_with_no_pit_to_make_it_is_said(tmp_path, monkeypatch, capsys):
+    """A night of chemin de fer alone has no pit changing procedure: said, not promised."""
+    r = run_cli(monkeypatch, capsys, "simulate", "--out", str(tmp_path / "sim"), "--tables",
+                "1", "--hours", "0.5", "--games", "chemin_de_fer", "--unnotified-change")
+    assert r.code == 0, r
+    planted, gaps = _truth(tmp_path / "sim")
+    assert planted == Counter()
+    assert gaps == [{"not_planted": "procedure.notice_missing", "kind": "notice_missing",
+                     "option": "--unnotified-change", "table": None,
+                     "reason": "no NJ mini-baccarat or punto banco pit changing procedure in "
+                               "the night (with --lying, a second one: the first carries the "
+                               "lies' change)"}]
+    assert r.err == f"not planted: --unnotified-change (procedure.notice_missing): " \
+                    f"{gaps[0]['reason']}\n"

@@ -38,11 +38,28 @@
     } else {
       round.remove();
     }
+    // A reader scrolled into the list keeps the rows on screen where they were: the page
+    // is scrolled by what the new row added above them (done here, not left to the
+    // browser's scroll anchoring, which not every tablet's browser has).
+    const anchor = window.scrollY > 0 ? firstOnScreen() : null;
+    const before = anchor ? anchor.getBoundingClientRect().top : 0;
     list.prepend(li);
+    if (anchor) {
+      window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+    }
     const empty = document.getElementById("empty");
     if (empty) {
       empty.remove();
     }
+  }
+
+  function firstOnScreen() {
+    for (const li of list.querySelectorAll("li.item")) {
+      if (li.getBoundingClientRect().bottom > 0) {
+        return li;
+      }
+    }
+    return null;
   }
 
   function withdrawn(f) {
@@ -54,6 +71,7 @@
     }
   }
 
+  document.documentElement.classList.add("no-anchoring");  // the scroll is kept above
   const source = new EventSource(list.dataset.stream);
   source.onopen = function () {
     status.textContent = "live";

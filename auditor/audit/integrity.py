@@ -266,10 +266,14 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
     return orders
 
 
-def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:
+    """The shoes' codes end to end, and each shoe's first index then the total."""
     codes = np.fromiter((c for o in orders for c in o.codes), np.int64)
-    offsets = np.cumsum([0, *(len(o.codes) for o in orders)])
-    return rules.grams(codes, offsets, K)
+    return codes, np.cumsum([0, *(len(o.codes) for o in orders)])
+
+
+def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return rules.grams(*_laid_out(orders), K)
 
 
 # --- shoe.repeated_order --------------------------------------------------------------------
@@ -387,14 +391,18 @@ def _side(o: ShoeOrder, start: int, length: int) -> dict[str, Any]:
 
 
 def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder]) -> list[Finding]:
-    out: list[Finding] = []
-    for o in orders:
-        runs = rules.pack_runs(o.codes)
-        if runs:
-            out.append(_pack_finding(o, runs))
-    for previous, o in _pairs_to_test(con, orders):
-        decks = o.decks or previous.decks or 8
-        test = rules.kept_pairs(previous.codes, o.codes, decks)
+    """Both tests over all the touched shoes at once (numpy), then a finding per shoe
+    flagged, in the shoes' order: the pack runs first, then the kept pairs."""
+    codes, offsets = _laid_out(orders)
+    runs = rules.pack_runs_of_shoes(codes, offsets)
+    out = [_pack_finding(o, runs[i]) for i, o in enumerate(orders) if i in runs]
+    pairs = _pairs_to_test(con, orders)
+    tests = rules.kept_pairs_of_shoes(
+        [np.asarray(previous.codes, np.int64) for previous, _ in pairs],
+        [np.asarray(o.codes, np.int64) for _, o in pairs],
+        [o.decks or previous.decks or 8 for previous, o in pairs],
+    )
+    for (previous, o), test in zip(pairs, tests, strict=True):
         if test.flagged:
             out.append(_pairs_finding(previous, o, test))
     return out

@@ -78,7 +78,8 @@ def integrity_findings(
             con.execute("COMMIT")
             return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
         orders = _index(con, touched)
-        found = repeats(con, orders, config) + _unshuffled(con, orders)
+        laid = _laid_out(orders)  # the touched shoes' cards end to end, for both searches
+        found = repeats(con, orders, config, laid) + _unshuffled(con, orders, laid)
         new = 0
         if found:
             _locate(con, found)
@@ -280,13 +281,15 @@ def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def repeats(
-    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig
+    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig,
+    laid: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[Finding]:
     """Probe the index with every k-gram of the touched shoes; extend each seed hit along its
-    diagonal to the whole run; a run of MIN_REPEAT or more is a finding of the later shoe."""
+    diagonal to the whole run; a run of MIN_REPEAT or more is a finding of the later shoe.
+    `laid`: _laid_out(orders), if the caller has it."""
     if not orders:
         return []
-    shoe_ix, pos, gram = _grams(orders)
+    shoe_ix, pos, gram = rules.grams(*(laid or _laid_out(orders)), K)
     nos = np.array([o.shoe_no for o in orders], np.int64)
     con.register("_probe", pa.table({
         "gram": pa.array(gram, pa.int64()),
@@ -390,11 +393,11 @@ def _side(o: ShoeOrder, start: int, length: int) -> dict[str, Any]:
 # --- shoe.unshuffled --------------------------------------------------------------------------
 
 
-def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder]) -> list[Finding]:
+def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder],
+                laid: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
     """Both tests over all the touched shoes at once (numpy), then a finding per shoe
     flagged, in the shoes' order: the pack runs first, then the kept pairs."""
-    codes, offsets = _laid_out(orders)
-    runs = rules.pack_runs_of_shoes(codes, offsets)
+    runs = rules.pack_runs_of_shoes(*laid)
     out = [_pack_finding(o, runs[i]) for i, o in enumerate(orders) if i in runs]
     pairs = _pairs_to_test(con, orders)
     tests = rules.kept_pairs_of_shoes(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Any
 
 import duckdb
@@ -269,8 +270,10 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
 
 def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:
     """The shoes' codes end to end, and each shoe's first index then the total."""
-    codes = np.fromiter((c for o in orders for c in o.codes), np.int64)
-    return codes, np.cumsum([0, *(len(o.codes) for o in orders)])
+    offsets = np.cumsum([0, *(len(o.codes) for o in orders)])
+    codes = np.fromiter(chain.from_iterable(o.codes for o in orders), np.int64,
+                        count=int(offsets[-1]))
+    return codes, offsets
 
 
 def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Any
 
 import duckdb
@@ -78,7 +79,8 @@ def integrity_findings(
             con.execute("COMMIT")
             return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
         orders = _index(con, touched)
-        found = repeats(con, orders, config) + _unshuffled(con, orders)
+        laid = _laid_out(orders)  # the touched shoes' cards end to end, for both searches
+        found = repeats(con, orders, config, laid) + _unshuffled(con, orders, laid)
         new = 0
         if found:
             _locate(con, found)
@@ -266,23 +268,31 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
     return orders
 
 
-def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    codes = np.fromiter((c for o in orders for c in o.codes), np.int64)
+def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:
+    """The shoes' codes end to end, and each shoe's first index then the total."""
     offsets = np.cumsum([0, *(len(o.codes) for o in orders)])
-    return rules.grams(codes, offsets, K)
+    codes = np.fromiter(chain.from_iterable(o.codes for o in orders), np.int64,
+                        count=int(offsets[-1]))
+    return codes, offsets
+
+
+def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return rules.grams(*_laid_out(orders), K)
 
 
 # --- shoe.repeated_order --------------------------------------------------------------------
 
 
 def repeats(
-    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig
+    con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder], config: PropertyConfig,
+    laid: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[Finding]:
     """Probe the index with every k-gram of the touched shoes; extend each seed hit along its
-    diagonal to the whole run; a run of MIN_REPEAT or more is a finding of the later shoe."""
+    diagonal to the whole run; a run of MIN_REPEAT or more is a finding of the later shoe.
+    `laid`: _laid_out(orders), if the caller has it."""
     if not orders:
         return []
-    shoe_ix, pos, gram = _grams(orders)
+    shoe_ix, pos, gram = rules.grams(*(laid or _laid_out(orders)), K)
     nos = np.array([o.shoe_no for o in orders], np.int64)
     con.register("_probe", pa.table({
         "gram": pa.array(gram, pa.int64()),
@@ -386,15 +396,19 @@ def _side(o: ShoeOrder, start: int, length: int) -> dict[str, Any]:
 # --- shoe.unshuffled --------------------------------------------------------------------------
 
 
-def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder]) -> list[Finding]:
-    out: list[Finding] = []
-    for o in orders:
-        runs = rules.pack_runs(o.codes)
-        if runs:
-            out.append(_pack_finding(o, runs))
-    for previous, o in _pairs_to_test(con, orders):
-        decks = o.decks or previous.decks or 8
-        test = rules.kept_pairs(previous.codes, o.codes, decks)
+def _unshuffled(con: duckdb.DuckDBPyConnection, orders: list[ShoeOrder],
+                laid: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
+    """Both tests over all the touched shoes at once (numpy), then a finding per shoe
+    flagged, in the shoes' order: the pack runs first, then the kept pairs."""
+    runs = rules.pack_runs_of_shoes(*laid)
+    out = [_pack_finding(o, runs[i]) for i, o in enumerate(orders) if i in runs]
+    pairs = _pairs_to_test(con, orders)
+    tests = rules.kept_pairs_of_shoes(
+        [np.asarray(previous.codes, np.int64) for previous, _ in pairs],
+        [np.asarray(o.codes, np.int64) for _, o in pairs],
+        [o.decks or previous.decks or 8 for previous, o in pairs],
+    )
+    for (previous, o), test in zip(pairs, tests, strict=True):
         if test.flagged:
             out.append(_pairs_finding(previous, o, test))
     return out

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
-from auditor.replay.tables import RoundOrder, order_facts, round_order
+from auditor.replay.tables import RoundOrder, order_facts, paid_round
 from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
@@ -297,39 +297,36 @@ def load_round_orders(
     if not tables:
         return []
     these_e = table_range_sql(tables_in, "e.table_id")
+    # One row per round (its payments' types and seats in seq order, the first one's seq,
+    # time and source), not one per payment: a Python loop per pay event was the most of it.
     rows = con.execute(
         f"""
         WITH r AS ({_rounds_sql(tables_in)})
-        SELECT e.table_id, e.shoe, e.round, r.first_seq, e.type, e.seat, e.seq, e.ts,
-               s.path || ':' || e.line_no
+        SELECT e.table_id, e.shoe, e.round, r.first_seq,
+               list(e.type ORDER BY e.seq), list(coalesce(e.seat, 0) ORDER BY e.seq),
+               min(e.seq), arg_min(e.ts, e.seq), arg_min(s.path || ':' || e.line_no, e.seq)
         FROM events e JOIN r USING (table_id, shoe, round)
         JOIN sources s ON s.id = e.source_id
         ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
         WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-        ORDER BY e.table_id, r.first_seq, e.seq
+        GROUP BY e.table_id, e.shoe, e.round, r.first_seq
+        ORDER BY e.table_id, r.first_seq
         """,
         [tables],
     ).fetchall()
-    keys: list[tuple[str, str, int, int]] = []  # (table, shoe, round, first seq)
-    moves: list[list[tuple[str, int, int, dt.datetime, str]]] = []
-    for table, shoe, rnd, first_seq, kind, seat, seq, ts, source in rows:
-        k = (table, shoe, rnd, first_seq)
-        if not keys or k != keys[-1]:
-            keys.append(k)
-            moves.append([])
-        moves[-1].append((kind, seat or 0, seq, ts, source))
     out: list[RoundOrder] = []
-    for table, group in itertools.groupby(range(len(keys)), key=lambda i: keys[i][0]):
+    for table, group in itertools.groupby(rows, key=lambda row: row[0]):
         charged = vig_charged(table)
         if charged is None:
             continue
         at = list(group)
-        declared = declared_at(timeline.declared[table], np.array([keys[i][3] for i in at]))
-        for i, d in zip(at, declared.tolist(), strict=True):
-            _, shoe, rnd, first_seq = keys[i]
-            r = round_order(table, shoe, rnd, first_seq, moves[i], None if d < 0 else d, charged)
-            if r is not None:
-                out.append(r)
+        declared = declared_at(timeline.declared[table], np.array([r[3] for r in at]))
+        for (_, shoe, rnd, first_seq, kinds, seats, seq, ts, source), d in zip(
+            at, declared.tolist(), strict=True
+        ):
+            out.append(paid_round(table, shoe, rnd, first_seq,
+                                  tuple(zip(kinds, seats, strict=True)), (seq, ts, source),
+                                  None if d < 0 else d, charged))
     return out
 
 

@@ -14,9 +14,9 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -226,11 +226,13 @@ def _batch_step(i: int, n: int) -> str:
 class Known:
     """What the batches of one audit share: table contexts (or why a round cannot be
     audited), rule packs, and the verdict's Terms by (jurisdiction, game, variant,
-    procedure, side bets), each worked out once."""
+    procedure, side bets) and their tables by outcome_key, each worked out once."""
 
     contexts: dict[tuple, TableContext | str] = field(default_factory=dict)
     packs: PackCache = field(default_factory=PackCache)
     terms: dict[tuple, verdict.Terms | str] = field(default_factory=dict)
+    # their per-outcome tables, by verdict.outcome_key: the same for every procedure
+    outcomes: dict[tuple, verdict.OutcomeTables | str] = field(default_factory=dict)
     zone: dt.tzinfo | None = None  # the property's, for the findings' sentences
 
     def zone_of(self, con: duckdb.DuckDBPyConnection, config: PropertyConfig) -> dt.tzinfo:
@@ -392,7 +394,10 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
         if not isinstance(ctx, str) and ctx.game != CHEMIN and hashed[(table, ch)] == 1:
             tk = (jurisdiction, game, variant, procedure, tuple(side_bets or ()))
             if tk not in known.terms:
-                known.terms[tk] = verdict.terms(ctx)
+                ok = verdict.outcome_key(ctx)
+                if ok not in known.outcomes:
+                    known.outcomes[ok] = verdict.outcome_tables(ctx)
+                known.terms[tk] = verdict.terms(ctx, known.outcomes[ok])
             if tk not in index:
                 t = known.terms[tk]
                 index[tk] = None if isinstance(t, str) else len(all_terms)
@@ -427,9 +432,10 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
 
 def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
     """The Event with the fields only chemin de fer events carry (option, bank_pass)."""
-    base = event_at(cols, i)
-    return CheminEvent(
-        **{f.name: getattr(base, f.name) for f in fields(Event)},
+    return _event(
+        CheminEvent,
+        cols,
+        i,
         hand=cols["hand"][i],
         choice=cols["choice"][i],
         from_seat=cols["from_seat"][i],
@@ -440,8 +446,17 @@ def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
 def event_at(cols: dict[str, list], i: int) -> Event:
     """Row `i` of a batch's event columns as the replay's Event (the verdict's witness in
     tests/replay/test_verdict.py builds its rounds the same way)."""
+    return _event(Event, cols, i)
+
+
+_E = TypeVar("_E", bound=Event)
+
+
+def _event(cls: type[_E], cols: dict[str, list], i: int, **extra: Any) -> _E:
+    """Row `i` as `cls`, built once: a chemin de fer round's events went through an Event
+    copied field by field first (dataclasses.fields per event: most of that replay's time)."""
     amount = cols["amount"][i]
-    return Event(
+    return cls(
         seq=cols["seq"][i],
         type=cols["type"][i],
         ts=cols["ts"][i],
@@ -461,6 +476,7 @@ def event_at(cols: dict[str, list], i: int) -> Event:
         disposition=cols["disposition"][i],
         shoe=cols["shoe"][i],
         round=cols["round"][i],
+        **extra,
     )
 
 

@@ -199,6 +199,39 @@ def pack_runs(codes: Sequence[int], min_len: int = MIN_PACK_RUN) -> list[Run]:
     return sorted(out, key=lambda r: r.start)
 
 
+def pack_runs_of_shoes(
+    codes: np.ndarray, offsets: np.ndarray, min_len: int = MIN_PACK_RUN
+) -> dict[int, list[Run]]:
+    """pack_runs of several shoes' codes laid end to end (`offsets` as in `grams`), at once:
+    shoe index -> its runs, for the shoes that have any. A night's shoes in a few numpy
+    passes instead of one call each."""
+    c = np.asarray(codes, np.int64)
+    starts_of = np.asarray(offsets, np.int64)
+    if len(c) < 2:
+        return {}
+    rank, suit = c // len(SUITS), c % len(SUITS)
+    joined = np.ones(len(c) - 1, bool)  # pair (i, i + 1) within one shoe
+    inner = starts_of[(starts_of > 0) & (starts_of < len(c))]
+    joined[inner - 1] = False
+    same = (suit[1:] == suit[:-1]) & joined
+    step = rank[1:] - rank[:-1]
+    found: list[tuple[int, int, int, int]] = []  # (shoe, direction order, start, length)
+    for order, direction in enumerate((1, -1)):
+        ok = same & (step == direction)
+        edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
+        s, e = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        long = e - s + 1 >= min_len
+        s, e = s[long], e[long]
+        shoe = np.searchsorted(starts_of, s, side="right") - 1
+        found += zip(shoe.tolist(), [order] * len(s), (s - starts_of[shoe]).tolist(),
+                     (e - s + 1).tolist(), strict=True)
+    out: dict[int, list[Run]] = {}
+    # as pack_runs: up runs then down runs, each in order, then sorted (stably) by start
+    for shoe_i, order, start, length in sorted(found, key=lambda f: (f[0], f[1])):
+        out.setdefault(shoe_i, []).append(Run(start, length, 1 if order == 0 else -1))
+    return {k: sorted(v, key=lambda r: r.start) for k, v in out.items()}
+
+
 # --- how much of the previous shoe's order a shoe kept ----------------------------------------
 
 # One-sided normal tail of 6 sd: about 1e-9 per shoe; measured on fairly shuffled shoes in
@@ -242,3 +275,59 @@ def kept_pairs(previous: Sequence[int], current: Sequence[int], decks: int) -> P
     p = min(p, 1.0)
     expected = pairs * p
     return PairTest(pairs, kept, expected, math.sqrt(pairs * p * (1 - p)))
+
+
+PAIR_CODES = FACES * FACES  # a neighbouring pair (x, y) as x * 52 + y
+_SAME_CARD = np.arange(FACES) * (FACES + 1)  # the pairs (x, x)
+PAIRS_CHUNK = 2048  # tests held in one membership matrix (2048 x 2704 bytes)
+
+
+def kept_pairs_of_shoes(
+    previous: Sequence[np.ndarray], current: Sequence[np.ndarray], decks: Sequence[int]
+) -> list[PairTest]:
+    """kept_pairs(previous[i], current[i], decks[i]) for every i, the same PairTests, with
+    the pairs counted in numpy a chunk of tests at a time: a set per shoe in Python was
+    most of the pass."""
+    out: list[PairTest] = []
+    for lo in range(0, len(current), PAIRS_CHUNK):
+        hi = min(lo + PAIRS_CHUNK, len(current))
+        out += _kept_pairs_chunk(previous[lo:hi], current[lo:hi], decks[lo:hi])
+    return out
+
+
+def _pair_codes(shoes: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every neighbouring pair of each shoe as (test index, pair code)."""
+    tests, codes = [], []
+    for i, c in enumerate(shoes):
+        c = np.asarray(c, np.int64)
+        if len(c) > 1:
+            codes.append(c[:-1] * FACES + c[1:])
+            tests.append(np.full(len(c) - 1, i, np.int64))
+    if not codes:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(tests), np.concatenate(codes)
+
+
+def _kept_pairs_chunk(
+    previous: Sequence[np.ndarray], current: Sequence[np.ndarray], decks: Sequence[int]
+) -> list[PairTest]:
+    n_tests = len(current)
+    before = np.zeros((n_tests, PAIR_CODES), bool)
+    t, code = _pair_codes(previous)
+    before[t, code] = True
+    distinct = before.sum(axis=1)
+    same = before[:, _SAME_CARD].sum(axis=1)
+    t, code = _pair_codes(current)
+    kept = np.bincount(t, weights=before[t, code], minlength=n_tests).astype(np.int64)
+    out = []
+    for i in range(n_tests):
+        d = int(decks[i])
+        pairs = max(len(current[i]) - 1, 0)
+        n = FACES * d
+        if n < 2 or pairs == 0:
+            out.append(PairTest(pairs, int(kept[i]), 0.0, 0.0))
+            continue
+        # as kept_pairs: the sum of d * (d - [x = y]) over the distinct pairs, exactly
+        p = min((d * d * int(distinct[i]) - d * int(same[i])) / (n * (n - 1)), 1.0)
+        out.append(PairTest(pairs, int(kept[i]), pairs * p, math.sqrt(pairs * p * (1 - p))))
+    return out

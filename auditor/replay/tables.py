@@ -244,23 +244,20 @@ def order_facts(
     return order_rules.consistent_procedures(pairs, vig_charged), informative
 
 
-def round_order(
+def paid_round(
     table: str,
     shoe: str,
     rnd: int,
     first_seq: int,
-    moves: Sequence[tuple[str, int, int, dt.datetime, str]],
+    pairs: tuple[tuple[str, int], ...],
+    first_pay: tuple[int, dt.datetime, str],
     declared: int | None,
     vig_charged: bool,
-) -> RoundOrder | None:
-    """A RoundOrder from the round's pay/vig events (type, seat, seq, ts, source) in seq order;
-    None for a round without payments."""
-    if not moves:
-        return None
-    fits, informative = order_facts(
-        tuple((kind, seat) for kind, seat, _, _, _ in moves), vig_charged
-    )
-    _, _, seq, ts, source = moves[0]
+) -> RoundOrder:
+    """A round's RoundOrder from its pay/vig events: their (type, seat) in seq order and the
+    first one's (seq, ts, source), what one aggregate per round reads (auditor.audit.load)."""
+    fits, informative = order_facts(pairs, vig_charged)
+    seq, ts, source = first_pay
     return RoundOrder(table, shoe, rnd, first_seq, seq, ts, source, declared, fits, informative)
 
 

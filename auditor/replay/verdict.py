@@ -106,9 +106,20 @@ class Terms:
     steps: tuple[int, ...]  # per step code (seat * 2 + kind, kind 1 vigorish): its place
 
 
-def terms(ctx: TableContext) -> Terms | str:
+# What the per-outcome tables of Terms depend on: the pack, the variant, the side bets; not
+# the procedure (the steps alone). OutcomeTables of one key serve each procedure's Terms.
+OutcomeTables = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def outcome_key(ctx: TableContext) -> tuple:
+    return (ctx.jurisdiction, ctx.game, ctx.variant, tuple(ctx.side_bets))
+
+
+def terms(ctx: TableContext, tables: OutcomeTables | str | None = None) -> Terms | str:
     """The Terms of a table context, or why the verdict leaves its rounds to check_round (a
-    pack it does not encode: another first deal, odds beyond its integers)."""
+    pack it does not encode: another first deal, odds beyond its integers). `tables`: what
+    outcome_tables gave for a context of the same outcome_key, if known (6,400 settlement
+    calls each: an audit's fixed cost, once per procedure otherwise)."""
     pack, v = ctx.pack, ctx.rules
     if tuple(pack.deal_order) != PBPB:
         return "pack: initial deal other than Player, Banker, Player, Banker"
@@ -118,7 +129,42 @@ def terms(ctx: TableContext) -> Terms | str:
     checked = ctx.procedure is not None and ctx.procedure in pack.procedures
     if checked and ctx.procedure not in PROCEDURES:
         return f"pack: procedure {ctx.procedure} is not one the verdict encodes"
+    if tables is None:
+        tables = outcome_tables(ctx)
+    if isinstance(tables, str):
+        return tables
+    due, how, num, den = tables
     charged = bool(v.vig_charged.value)
+    rate = v.vigorish_rate
+    rounding = v.vig_rounding.value if v.vig_rounding else "exact_cents"
+    add = {"exact_cents": rate.denominator, "down_to_cent": 0}.get(
+        rounding, 2 * rate.denominator - 2
+    )
+    return Terms(
+        natural=tuple(pack.draw.natural),
+        player=tuple(pack.draw.player),
+        banker=tuple(pack.draw.banker),
+        vig_charged=charged,
+        vig_num=rate.numerator,
+        vig_den=rate.denominator,
+        vig_add=add,
+        due=due,
+        how=how,
+        num=num,
+        den=den,
+        steps=tuple(
+            _step_key(ctx.procedure, code)
+            if checked and ctx.procedure and (charged or code % 2 == 0)
+            else NOT_A_STEP
+            for code in range(64)
+        ),
+    )
+
+
+def outcome_tables(ctx: TableContext) -> OutcomeTables | str:
+    """Per outcome: the announcements due, and per bet code how it settles at what odds; or
+    why the verdict cannot hold them."""
+    pack, v = ctx.pack, ctx.rules
     rate = v.vigorish_rate
     due: list[int] = []
     how: list[int] = []
@@ -150,29 +196,7 @@ def terms(ctx: TableContext) -> Terms | str:
         return f"pack: {e}"
     if any(f.numerator >= LIMIT_ODDS or f.denominator >= LIMIT_ODDS for f in odds):
         return "pack: odds or a vigorish rate beyond the verdict's integers"
-    rounding = v.vig_rounding.value if v.vig_rounding else "exact_cents"
-    add = {"exact_cents": rate.denominator, "down_to_cent": 0}.get(
-        rounding, 2 * rate.denominator - 2
-    )
-    return Terms(
-        natural=tuple(pack.draw.natural),
-        player=tuple(pack.draw.player),
-        banker=tuple(pack.draw.banker),
-        vig_charged=charged,
-        vig_num=rate.numerator,
-        vig_den=rate.denominator,
-        vig_add=add,
-        due=tuple(due),
-        how=tuple(how),
-        num=tuple(num),
-        den=tuple(den),
-        steps=tuple(
-            _step_key(ctx.procedure, code)
-            if checked and ctx.procedure and (charged or code % 2 == 0)
-            else NOT_A_STEP
-            for code in range(64)
-        ),
-    )
+    return tuple(due), tuple(how), tuple(num), tuple(den)
 
 
 def _step_key(procedure: int, code: int) -> int:

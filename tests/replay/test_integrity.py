@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from auditor.audit.run import audit
@@ -140,6 +141,53 @@ def test_kept_pairs_catches_two_riffles_and_an_unshuffled_shoe():
     t = I.kept_pairs(same[:400], same[:400], 8)
     assert t.kept == 399  # every pair kept
     assert t.z > 40
+
+
+def _mixed_shoes(rng: random.Random) -> list[list[int]]:
+    """Shoes the pass meets: fair, riffled twice, with a new pack's run up or down (at the
+    very start and at the very end), cut short, one card, none; 6 and 8 decks."""
+    spades = [I.card_code(r + "s") for r in RANKS]
+    shoes: list[list[int]] = []
+    for i in range(40):
+        shoe = _shoe(rng, 6 if i % 3 == 0 else 8)[: rng.choice((400, 312, 20))]
+        if i % 4 == 1:
+            shoe = _riffle(_riffle(shoe, rng), rng)
+        if i % 5 == 2:
+            shoe = spades[:9] + shoe
+        if i % 7 == 3:
+            shoe = shoe + list(reversed(spades))
+        shoes.append(shoe)
+    return [*shoes, [], [5], spades[:8], spades[:7]]
+
+
+def test_pack_runs_of_shoes_equals_pack_runs_shoe_by_shoe():
+    shoes = _mixed_shoes(random.Random(11))
+    codes = np.array([c for s in shoes for c in s], np.int64)
+    offsets = np.cumsum([0, *(len(s) for s in shoes)])
+    got = I.pack_runs_of_shoes(codes, offsets)
+    want = {i: I.pack_runs(s) for i, s in enumerate(shoes) if I.pack_runs(s)}
+    assert got == want
+    assert len(want) >= 10  # the planted runs are there, at both ends of shoes too
+    # a run across two shoes' boundary is no run: the end of one, the start of the next
+    ends = [spades for spades in ([I.card_code(r + "h") for r in RANKS[:5]],
+                                  [I.card_code(r + "h") for r in RANKS[5:10]])]
+    assert I.pack_runs_of_shoes(np.array(ends[0] + ends[1]), np.array([0, 5, 10])) == {}
+
+
+def test_kept_pairs_of_shoes_equals_kept_pairs_pair_by_pair(monkeypatch):
+    rng = random.Random(12)
+    shoes = _mixed_shoes(rng)
+    previous = [shoes[i - 1] for i in range(1, len(shoes))] + [shoes[3]]
+    # every fourth shoe riffled twice from its previous one: those are caught
+    current = [_riffle(_riffle(p, rng), rng) if i % 4 == 0 else c
+               for i, (p, c) in enumerate(zip(previous[:-1], shoes[1:], strict=True))] + [shoes[3]]
+    decks = [6 if i % 3 == 0 else 8 for i in range(len(current))]
+    want = [I.kept_pairs(p, c, d) for p, c, d in zip(previous, current, decks, strict=True)]
+    monkeypatch.setattr(I, "PAIRS_CHUNK", 7)  # several chunks, one short
+    got = I.kept_pairs_of_shoes([np.array(p, np.int64) for p in previous],
+                                [np.array(c, np.int64) for c in current], decks)
+    assert got == want  # the same floats, not just close ones
+    assert sum(t.flagged for t in got) >= 10 and got[-1].kept == len(shoes[3]) - 1
 
 
 # --- the audit ---------------------------------------------------------------------------------

@@ -278,6 +278,16 @@ def latest_head(con: duckdb.DuckDBPyConnection) -> Head | None:
     return Head(*rows[0]) if rows else None
 
 
+def _count_and_head(con: duckdb.DuckDBPyConnection) -> tuple[int, Head | None]:
+    """The leaves the ledger holds and its latest head, in one statement."""
+    rows = con.execute(
+        f"SELECT (SELECT count(*) FROM ledger), {_HEAD_COLUMNS} FROM (SELECT 1) "
+        "LEFT JOIN (SELECT * FROM ledger_heads ORDER BY size DESC LIMIT 1) ON true"
+    ).fetchall()
+    counted, *head = rows[0]
+    return int(counted), (Head(*head) if head[0] is not None else None)
+
+
 def head_covering(con: duckdb.DuckDBPyConnection, index: int) -> Head | None:
     """The first head whose tree holds leaf `index`."""
     rows = con.execute(
@@ -351,19 +361,19 @@ def _seal_once(
     note: str,
     types: dict[str, dict[str, str]] | None,
 ) -> Sealed:
-    last = latest_head(con)
+    # One statement for the head and the count, one INSERT for every kind's leaves: a
+    # seal's fixed cost is its statements (a `watch` seals every second), not its rows.
+    counted, last = _count_and_head(con)
     frontier = last.frontier() if last else merkle.Frontier()
     start = frontier.size
-    if since is None:  # (a poll's seal leaves this to the run's last one)
-        counted = con.execute("SELECT count(*) FROM ledger").fetchall()[0][0]
-        if counted != start:
-            raise LedgerBroken(
-                f"the ledger holds {counted} leaves but its latest head says {start}; "
-                "run `bacc-audit verify`"
-            )
+    if since is None and counted != start:  # (a poll's seal leaves this to the run's last)
+        raise LedgerBroken(
+            f"the ledger holds {counted} leaves but its latest head says {start}; "
+            "run `bacc-audit verify`"
+        )
     types = types or column_types(con)
-    size = start
-    for c in COVERED:
+    selects = []
+    for rank, c in enumerate(COVERED):
         if c.table not in types or (since is not None and c.since is None):
             continue
         where = "true" if run_id is None else f"{c.run} = {int(run_id)}"
@@ -381,20 +391,23 @@ def _seal_once(
                 continue
             ledger_rows.fill_digests(con, ledger_rows.digests(con, pieces))
             unsealed = "true"  # the pieces digested are exactly those
-        n = con.execute(
-            f"""
-            INSERT INTO ledger
-            SELECT {size} + rn - 1, {quote(c.kind)}, {quote(c.table)}, record_key,
-                   record_run, sha256(unhex('00') || encode(data)), data, {int(sealer)}, now()
-            FROM ({records_sql(c, types[c.table], unsealed)})
-            """
-        ).fetchall()[0][0]
-        size += int(n)
+        selects.append(
+            f"SELECT {rank} AS k, rn, {quote(c.kind)} AS kind, {quote(c.table)} AS tab, "
+            f"record_key, record_run, data FROM ({records_sql(c, types[c.table], unsealed)})"
+        )
+    made = con.execute(
+        f"""
+        INSERT INTO ledger
+        SELECT {start} + row_number() OVER (ORDER BY k, rn) - 1, kind, tab, record_key,
+               record_run, sha256(unhex('00') || encode(data)), data, {int(sealer)}, now()
+        FROM ({" UNION ALL ".join(selects)})
+        RETURNING idx, leaf_hash
+        """
+    ).fetchall() if selects else []
+    size = start + len(made)
     if size == start:
         return Sealed(start, None)
-    hashes = [bytes.fromhex(h) for (h,) in con.execute(
-        "SELECT leaf_hash FROM ledger WHERE idx >= ? ORDER BY idx", [start]
-    ).fetchall()]
+    hashes = [bytes.fromhex(h) for _, h in sorted(made)]
     frontier.keep_level = CACHE_LEVEL
     frontier.extend(hashes)
     if frontier.made:

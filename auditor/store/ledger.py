@@ -212,15 +212,15 @@ def canonical_sql(c: Covered, types: dict[str, str], extra: Sequence[str] = ()) 
     return f"json_object({', '.join(parts)})"
 
 
-def records_sql(c: Covered, types: dict[str, str], where: str = "true") -> str:
+def records_sql(
+    c: Covered, types: dict[str, str], where: str = "true", digests: str = "piece_digests"
+) -> str:
     """rn (the order of a seal), key, run, data of the table's records that are `ready`
-    and match `where`; a piece's digests come from the temp table `piece_digests`
-    (ledger_rows.fill_digests)."""
+    and match `where`; a piece's digests come from `digests`: the temp table
+    `piece_digests` (ledger_rows.fill_digests), or SQL giving them (`digests_sql`)."""
     if c.kind == PIECE:
         data = canonical_sql(c, types, ledger_rows.DIGEST_FIELDS)
-        source = (
-            f"{c.table} JOIN piece_digests USING (source_id, start_byte, end_byte)"
-        )
+        source = f"{c.table} JOIN {digests} USING (source_id, start_byte, end_byte)"
     else:
         data, source = canonical_sql(c, types), c.table
     return (
@@ -299,6 +299,7 @@ def head_covering(con: duckdb.DuckDBPyConnection, index: int) -> Head | None:
 
 # --- sealing --------------------------------------------------------------------------------
 
+INLINE_PIECES = 64  # a seal's pieces up to this many: their digests go in its SQL
 SEAL_TRIES = 8  # a seal that meets another's commit starts again: about 2.5 s in all
 
 
@@ -385,15 +386,21 @@ def _seal_once(
             + ("" if run_id is None else f" AND l.record_run = {int(run_id)}")
             + ")"
         )
+        digests = "piece_digests"
         if c.kind == PIECE:
             pieces = ledger_rows.pieces(con, unsealed)
             if not pieces:
                 continue
-            ledger_rows.fill_digests(con, ledger_rows.digests(con, pieces))
+            table = ledger_rows.digests(con, pieces, counted=True)
+            if len(pieces) <= INLINE_PIECES:  # a poll's few: no temp table to make
+                digests = ledger_rows.digests_sql(table)
+            else:
+                ledger_rows.fill_digests(con, table)
             unsealed = "true"  # the pieces digested are exactly those
+        records = records_sql(c, types[c.table], unsealed, digests)
         selects.append(
             f"SELECT {rank} AS k, rn, {quote(c.kind)} AS kind, {quote(c.table)} AS tab, "
-            f"record_key, record_run, data FROM ({records_sql(c, types[c.table], unsealed)})"
+            f"record_key, record_run, data FROM ({records})"
         )
     made = con.execute(
         f"""

@@ -40,6 +40,7 @@ class Piece:
     first_line: int
     last_line: int
     rows: int  # events + quarantined, as ingest counted them: the batch's size
+    quarantined: int = -1  # as ingest counted them
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -49,10 +50,11 @@ class Piece:
 def pieces(con: duckdb.DuckDBPyConnection, where: str) -> list[Piece]:
     """The `source_extents` rows matching `where`, in the seal's order."""
     return [
-        Piece(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5] or 0))
+        Piece(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5] or 0),
+              -1 if r[6] is None else int(r[6]))
         for r in con.execute(
             "SELECT source_id, start_byte, end_byte, first_line, last_line, "
-            f"events + quarantined FROM source_extents WHERE {where} "
+            f"events + quarantined, quarantined FROM source_extents WHERE {where} "
             "ORDER BY source_id, start_byte, end_byte"
         ).fetchall()
     ]
@@ -187,8 +189,14 @@ def _add(out: list[_Digest], rb: pa.RecordBatch, which: np.ndarray) -> None:
             col.add(rb.column(j + 2).slice(s, e - s))
 
 
-def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
-    """The digests of `found` (DIGEST_FIELDS), keyed by (source_id, start_byte, end_byte)."""
+def digests(
+    con: duckdb.DuckDBPyConnection, found: Sequence[Piece], counted: bool = False
+) -> pa.Table:
+    """The digests of `found` (DIGEST_FIELDS), keyed by (source_id, start_byte, end_byte).
+
+    `counted` (a seal): pieces ingest counted no quarantined line in are not looked for in
+    `quarantine` (the digest of no rows). A row added there before the seal is then not
+    sealed but found by `verify`, which always reads the rows."""
     rows: list[tuple[Piece, _Digest, _Digest]] = []
     batch: list[Piece] = []
     size = 0
@@ -197,7 +205,11 @@ def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
         if not batch:
             return
         ev = _digest_rows(con, "events", EVENT_DIGEST, (False, True), batch)
-        qu = _digest_rows(con, "quarantine", QUARANTINE_DIGEST, (False, True, True, True), batch)
+        text = (False, True, True, True)
+        if counted and all(p.quarantined == 0 for p in batch):
+            qu = [_Digest(len(QUARANTINE_DIGEST), text) for _ in batch]
+        else:
+            qu = _digest_rows(con, "quarantine", QUARANTINE_DIGEST, text, batch)
         rows.extend(zip(batch, ev, qu, strict=True))
         batch.clear()
 
@@ -217,6 +229,17 @@ def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
         "quarantine_stored": pa.array([q.rows for _, _, q in rows], pa.int64()),
         "quarantine_sha256": pa.array([q.hexdigest() for _, _, q in rows], pa.string()),
     })
+
+
+def digests_sql(table: pa.Table) -> str:
+    """`digests`' rows as SQL (VALUES), for a seal of a few pieces."""
+    cols = ("source_id", "start_byte", "end_byte", *DIGEST_FIELDS)
+    rows = ", ".join(
+        "(" + ", ".join(str(int(r[c])) if isinstance(r[c], int) else f"'{r[c]}'"
+                        for c in cols) + ")"
+        for r in table.to_pylist()
+    )
+    return f"(SELECT * FROM (VALUES {rows}) AS d({', '.join(cols)}))"
 
 
 def fill_digests(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:

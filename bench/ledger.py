@@ -86,7 +86,7 @@ class Clock:
         return out
 
 
-def day(tables: int, every_column: bool) -> dict[str, float]:
+def day(tables: int, with_every_column: bool) -> dict[str, float]:
     logs = OUT / f"ledger-bulk-{tables}"
     if not (logs / "ground_truth.ndjson").exists():
         shutil.rmtree(logs, ignore_errors=True)
@@ -115,7 +115,7 @@ def day(tables: int, every_column: bool) -> dict[str, float]:
         clock.lap()
         ledger_rows.digests(con, pieces)
         raw_digest, raw_digest_cpu = clock.lap()
-        every_column = _every_column_digest(con)[0] if every_column else None
+        every_column = _every_column_digest(con)[0] if with_every_column else None
         clock.lap()
         full = verifying.verify(con)
         full_s, full_cpu = clock.lap()

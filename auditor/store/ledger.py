@@ -212,15 +212,15 @@ def canonical_sql(c: Covered, types: dict[str, str], extra: Sequence[str] = ()) 
     return f"json_object({', '.join(parts)})"
 
 
-def records_sql(c: Covered, types: dict[str, str], where: str = "true") -> str:
+def records_sql(
+    c: Covered, types: dict[str, str], where: str = "true", digests: str = "piece_digests"
+) -> str:
     """rn (the order of a seal), key, run, data of the table's records that are `ready`
-    and match `where`; a piece's digests come from the temp table `piece_digests`
-    (ledger_rows.fill_digests)."""
+    and match `where`; a piece's digests come from `digests`: the temp table
+    `piece_digests` (ledger_rows.fill_digests), or SQL giving them (`digests_sql`)."""
     if c.kind == PIECE:
         data = canonical_sql(c, types, ledger_rows.DIGEST_FIELDS)
-        source = (
-            f"{c.table} JOIN piece_digests USING (source_id, start_byte, end_byte)"
-        )
+        source = f"{c.table} JOIN {digests} USING (source_id, start_byte, end_byte)"
     else:
         data, source = canonical_sql(c, types), c.table
     return (
@@ -278,6 +278,16 @@ def latest_head(con: duckdb.DuckDBPyConnection) -> Head | None:
     return Head(*rows[0]) if rows else None
 
 
+def _count_and_head(con: duckdb.DuckDBPyConnection) -> tuple[int, Head | None]:
+    """The leaves the ledger holds and its latest head, in one statement."""
+    rows = con.execute(
+        f"SELECT (SELECT count(*) FROM ledger), {_HEAD_COLUMNS} FROM (SELECT 1) "
+        "LEFT JOIN (SELECT * FROM ledger_heads ORDER BY size DESC LIMIT 1) ON true"
+    ).fetchall()
+    counted, *head = rows[0]
+    return int(counted), (Head(*head) if head[0] is not None else None)
+
+
 def head_covering(con: duckdb.DuckDBPyConnection, index: int) -> Head | None:
     """The first head whose tree holds leaf `index`."""
     rows = con.execute(
@@ -289,6 +299,7 @@ def head_covering(con: duckdb.DuckDBPyConnection, index: int) -> Head | None:
 
 # --- sealing --------------------------------------------------------------------------------
 
+INLINE_PIECES = 64  # a seal's pieces up to this many: their digests go in its SQL
 SEAL_TRIES = 8  # a seal that meets another's commit starts again: about 2.5 s in all
 
 
@@ -351,19 +362,19 @@ def _seal_once(
     note: str,
     types: dict[str, dict[str, str]] | None,
 ) -> Sealed:
-    last = latest_head(con)
+    # One statement for the head and the count, one INSERT for every kind's leaves: a
+    # seal's fixed cost is its statements (a `watch` seals every second), not its rows.
+    counted, last = _count_and_head(con)
     frontier = last.frontier() if last else merkle.Frontier()
     start = frontier.size
-    if since is None:  # (a poll's seal leaves this to the run's last one)
-        counted = con.execute("SELECT count(*) FROM ledger").fetchall()[0][0]
-        if counted != start:
-            raise LedgerBroken(
-                f"the ledger holds {counted} leaves but its latest head says {start}; "
-                "run `bacc-audit verify`"
-            )
+    if since is None and counted != start:  # (a poll's seal leaves this to the run's last)
+        raise LedgerBroken(
+            f"the ledger holds {counted} leaves but its latest head says {start}; "
+            "run `bacc-audit verify`"
+        )
     types = types or column_types(con)
-    size = start
-    for c in COVERED:
+    selects = []
+    for rank, c in enumerate(COVERED):
         if c.table not in types or (since is not None and c.since is None):
             continue
         where = "true" if run_id is None else f"{c.run} = {int(run_id)}"
@@ -375,26 +386,35 @@ def _seal_once(
             + ("" if run_id is None else f" AND l.record_run = {int(run_id)}")
             + ")"
         )
+        digests = "piece_digests"
         if c.kind == PIECE:
             pieces = ledger_rows.pieces(con, unsealed)
             if not pieces:
                 continue
-            ledger_rows.fill_digests(con, ledger_rows.digests(con, pieces))
+            table = ledger_rows.digests(con, pieces, counted=True)
+            if len(pieces) <= INLINE_PIECES:  # a poll's few: no temp table to make
+                digests = ledger_rows.digests_sql(table)
+            else:
+                ledger_rows.fill_digests(con, table)
             unsealed = "true"  # the pieces digested are exactly those
-        n = con.execute(
-            f"""
-            INSERT INTO ledger
-            SELECT {size} + rn - 1, {quote(c.kind)}, {quote(c.table)}, record_key,
-                   record_run, sha256(unhex('00') || encode(data)), data, {int(sealer)}, now()
-            FROM ({records_sql(c, types[c.table], unsealed)})
-            """
-        ).fetchall()[0][0]
-        size += int(n)
+        records = records_sql(c, types[c.table], unsealed, digests)
+        selects.append(
+            f"SELECT {rank} AS k, rn, {quote(c.kind)} AS kind, {quote(c.table)} AS tab, "
+            f"record_key, record_run, data FROM ({records})"
+        )
+    made = con.execute(
+        f"""
+        INSERT INTO ledger
+        SELECT {start} + row_number() OVER (ORDER BY k, rn) - 1, kind, tab, record_key,
+               record_run, sha256(unhex('00') || encode(data)), data, {int(sealer)}, now()
+        FROM ({" UNION ALL ".join(selects)})
+        RETURNING idx, leaf_hash
+        """
+    ).fetchall() if selects else []
+    size = start + len(made)
     if size == start:
         return Sealed(start, None)
-    hashes = [bytes.fromhex(h) for (h,) in con.execute(
-        "SELECT leaf_hash FROM ledger WHERE idx >= ? ORDER BY idx", [start]
-    ).fetchall()]
+    hashes = [bytes.fromhex(h) for _, h in sorted(made)]
     frontier.keep_level = CACHE_LEVEL
     frontier.extend(hashes)
     if frontier.made:

@@ -40,6 +40,7 @@ class Piece:
     first_line: int
     last_line: int
     rows: int  # events + quarantined, as ingest counted them: the batch's size
+    quarantined: int = -1  # as ingest counted them
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -49,10 +50,11 @@ class Piece:
 def pieces(con: duckdb.DuckDBPyConnection, where: str) -> list[Piece]:
     """The `source_extents` rows matching `where`, in the seal's order."""
     return [
-        Piece(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5] or 0))
+        Piece(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5] or 0),
+              -1 if r[6] is None else int(r[6]))
         for r in con.execute(
             "SELECT source_id, start_byte, end_byte, first_line, last_line, "
-            f"events + quarantined FROM source_extents WHERE {where} "
+            f"events + quarantined, quarantined FROM source_extents WHERE {where} "
             "ORDER BY source_id, start_byte, end_byte"
         ).fetchall()
     ]
@@ -118,39 +120,63 @@ def _digest_rows(
 ) -> list[_Digest]:
     out = [_Digest(len(columns), text) for _ in batch]
     cols = ", ".join(f"t.{c}" for c in columns)
-    lo_sid = min(p.source_id for p in batch)
-    hi_sid = max(p.source_id for p in batch)
+    sids = sorted({p.source_id for p in batch})
     lo_line = min(p.first_line for p in batch)
     hi_line = max(p.last_line for p in batch)
-    # the constant ranges let DuckDB skip the row groups of other sources and older lines;
-    # no ORDER BY: the rows are put in line order here, cheaper than DuckDB's sort
+    # A plain scan (no join): the constant ranges let DuckDB skip the row groups of other
+    # sources and older lines; the rows are given their piece here (np.searchsorted), and
+    # put in line order here too, cheaper than DuckDB's sort.
+    which_sources = (f"IN ({', '.join(map(str, sids))})" if len(sids) <= 512
+                     else f"BETWEEN {sids[0]} AND {sids[-1]}")
     sql = (
-        f"SELECT p.i, t.line_no AS _line, {cols} FROM {table} t JOIN digest_pieces p "
-        "ON t.source_id = p.source_id AND t.line_no BETWEEN p.first_line AND p.last_line "
-        f"WHERE t.source_id BETWEEN {lo_sid} AND {hi_sid} "
-        f"AND t.line_no BETWEEN {lo_line} AND {hi_line}"
+        f"SELECT t.source_id, t.line_no AS _line, {cols} FROM {table} t "
+        f"WHERE t.source_id {which_sources} AND t.line_no BETWEEN {lo_line} AND {hi_line}"
     )
+    order = sorted(range(len(batch)), key=lambda i: (batch[i].source_id, batch[i].first_line))
+    starts = np.array([(batch[i].source_id << 32) + batch[i].first_line for i in order],
+                      dtype=np.int64)
+    ends = np.array([(batch[i].source_id << 32) + batch[i].last_line for i in order],
+                    dtype=np.int64)
+    piece_of = np.array(order, dtype=np.int64)
     if sum(p.rows for p in batch) > BATCH_ROWS:  # one piece bigger than a batch: streamed
-        for rb in con.sql(sql + " ORDER BY p.i, t.line_no").to_arrow_reader(BATCH_ROWS // 4):
-            _add(out, rb, len(columns))
+        for rb in con.sql(sql + " ORDER BY t.source_id, t.line_no").to_arrow_reader(
+                BATCH_ROWS // 4):
+            rb, which, _ = _placed(rb, starts, ends, piece_of)
+            _add(out, rb, which)
         return out
     rows = con.sql(sql).to_arrow_table()
     if not rows.num_rows:
         return out
-    which = np.asarray(rows.column(0), dtype=np.int64)
-    lines = np.asarray(rows.column(1), dtype=np.int64)
+    rb = pa.record_batch([rows.column(j).combine_chunks() for j in range(rows.num_columns)],
+                         names=rows.column_names)
+    rb, which, lines = _placed(rb, starts, ends, piece_of)
     if np.any(np.diff(which) < 0) or np.any((np.diff(lines) <= 0) & (np.diff(which) == 0)):
-        order = np.lexsort((lines, which))
-        rows = rows.take(pa.array(order))
-        which = which[order]
-    _add(out, pa.record_batch([rows.column(j).combine_chunks() for j in range(rows.num_columns)],
-                              names=rows.column_names), len(columns))
+        at = np.lexsort((lines, which))
+        rb, which = rb.take(pa.array(at)), which[at]
+    _add(out, rb, which)
     return out
 
 
-def _add(out: list[_Digest], rb: pa.RecordBatch, n: int) -> None:
-    """Rows in piece and line order (piece, line, the digest's columns) into their digests."""
-    which = np.asarray(rb.column(0), dtype=np.int64)
+def _placed(
+    rb: pa.RecordBatch, starts: np.ndarray, ends: np.ndarray, piece_of: np.ndarray
+) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
+    """The rows of `rb` (source_id, line, ...) that fall in a piece of the batch (other
+    pieces of the same sources are not the batch's), with the index of each one's piece
+    and its line."""
+    sid = np.asarray(rb.column(0), dtype=np.int64)
+    lines = np.asarray(rb.column(1), dtype=np.int64)
+    key = (sid << 32) + lines
+    at = np.searchsorted(starts, key, side="right") - 1
+    inside = (at >= 0) & (key <= ends[np.maximum(at, 0)])
+    if not inside.all():
+        keep = np.flatnonzero(inside)
+        rb, at, lines = rb.take(pa.array(keep)), at[keep], lines[keep]
+    return rb, piece_of[at], lines
+
+
+def _add(out: list[_Digest], rb: pa.RecordBatch, which: np.ndarray) -> None:
+    """Rows in piece and line order (source, line, the digest's columns) into their
+    digests; `which`: each row's piece."""
     if not len(which):
         return
     cuts = np.flatnonzero(np.diff(which)) + 1
@@ -161,11 +187,16 @@ def _add(out: list[_Digest], rb: pa.RecordBatch, n: int) -> None:
         d.rows += e - s
         for j, col in enumerate(d.columns):
             col.add(rb.column(j + 2).slice(s, e - s))
-    assert len(out[int(which[0])].columns) == n
 
 
-def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
-    """The digests of `found` (DIGEST_FIELDS), keyed by (source_id, start_byte, end_byte)."""
+def digests(
+    con: duckdb.DuckDBPyConnection, found: Sequence[Piece], counted: bool = False
+) -> pa.Table:
+    """The digests of `found` (DIGEST_FIELDS), keyed by (source_id, start_byte, end_byte).
+
+    `counted` (a seal): pieces ingest counted no quarantined line in are not looked for in
+    `quarantine` (the digest of no rows). A row added there before the seal is then not
+    sealed but found by `verify`, which always reads the rows."""
     rows: list[tuple[Piece, _Digest, _Digest]] = []
     batch: list[Piece] = []
     size = 0
@@ -173,16 +204,13 @@ def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
     def flush() -> None:
         if not batch:
             return
-        fill_table(con, "digest_pieces", pa.table({
-            "i": pa.array(range(len(batch)), pa.int64()),
-            "source_id": pa.array([p.source_id for p in batch], pa.int64()),
-            "first_line": pa.array([p.first_line for p in batch], pa.int64()),
-            "last_line": pa.array([p.last_line for p in batch], pa.int64()),
-        }))
         ev = _digest_rows(con, "events", EVENT_DIGEST, (False, True), batch)
-        qu = _digest_rows(con, "quarantine", QUARANTINE_DIGEST, (False, True, True, True), batch)
+        text = (False, True, True, True)
+        if counted and all(p.quarantined == 0 for p in batch):
+            qu = [_Digest(len(QUARANTINE_DIGEST), text) for _ in batch]
+        else:
+            qu = _digest_rows(con, "quarantine", QUARANTINE_DIGEST, text, batch)
         rows.extend(zip(batch, ev, qu, strict=True))
-        con.execute("DROP TABLE IF EXISTS digest_pieces")
         batch.clear()
 
     for p in found:
@@ -201,6 +229,17 @@ def digests(con: duckdb.DuckDBPyConnection, found: Sequence[Piece]) -> pa.Table:
         "quarantine_stored": pa.array([q.rows for _, _, q in rows], pa.int64()),
         "quarantine_sha256": pa.array([q.hexdigest() for _, _, q in rows], pa.string()),
     })
+
+
+def digests_sql(table: pa.Table) -> str:
+    """`digests`' rows as SQL (VALUES), for a seal of a few pieces."""
+    cols = ("source_id", "start_byte", "end_byte", *DIGEST_FIELDS)
+    rows = ", ".join(
+        "(" + ", ".join(str(int(r[c])) if isinstance(r[c], int) else f"'{r[c]}'"
+                        for c in cols) + ")"
+        for r in table.to_pylist()
+    )
+    return f"(SELECT * FROM (VALUES {rows}) AS d({', '.join(cols)}))"
 
 
 def fill_digests(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:

@@ -20,7 +20,7 @@ from helpers.db import AuditDb
 
 from auditor import merkle
 from auditor.jobs import verify as verifying
-from auditor.store import acks, db, ledger, runs
+from auditor.store import acks, db, ledger, ledger_rows, runs
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
@@ -104,6 +104,27 @@ def test_a_pieces_digests_are_re_derived_from_its_rows_as_the_docs_say(
             cols.append(hashlib.sha256(b"".join(v for v in vals if v)).digest())
         assert piece["quarantine_sha256"] == hashlib.sha256(b"".join(cols)).hexdigest()
     assert night.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 1
+
+
+def test_a_seals_digests_are_those_read_back_from_every_row_however_they_were_read(
+    night: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seal put its few pieces' digests in its SQL and did not look in `quarantine` for
+    pieces ingest counted none in; read back from every row, in one batch or streamed a
+    few rows at a time, each piece's digests are still the ones sealed."""
+    sealed = {}
+    for (data,) in night.execute("SELECT data FROM ledger WHERE kind = 'piece'").fetchall():
+        piece = json.loads(data)
+        sealed[(piece["source_id"], piece["start_byte"], piece["end_byte"])] = tuple(
+            piece[f] for f in ledger_rows.DIGEST_FIELDS)
+    assert len(sealed) <= ledger.INLINE_PIECES  # the sample's pieces went inline
+    found = ledger_rows.pieces(night, "true")
+    assert sorted(p.quarantined for p in found)[-1] == 1  # one piece has its quarantined line
+    for batch in (ledger_rows.BATCH_ROWS, 7):
+        monkeypatch.setattr(ledger_rows, "BATCH_ROWS", batch)
+        again = ledger_rows.digests(night, found).to_pylist()
+        assert {(r["source_id"], r["start_byte"], r["end_byte"]):
+                tuple(r[f] for f in ledger_rows.DIGEST_FIELDS) for r in again} == sealed
 
 
 def test_a_run_killed_before_its_seal_is_sealed_by_the_next_run(tmp_path: Path) -> None:

@@ -249,6 +249,8 @@ def main() -> None:
                   if any(k in r for r in rs)} for name, rs in runs.items()}
     for k in keys:
         cells = [f"{name} {med[name][k]:.3g}" for name, _ in trees if k in med[name]]
+        if not cells:
+            continue
         ratio = ""
         if len(trees) == 2 and all(k in med[n] for n, _ in trees) and med["against"][k]:
             ratio = f"  (this/against {med['this tree'][k] / med['against'][k]:.2f})"

@@ -141,10 +141,16 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
     base = f"http://127.0.0.1:{port}"
     out: dict[str, float] = {}
     print(f"{binary.parent.parent.parent}: {load()}", flush=True)
+    if binary == BIN and os.environ.get("PYTHONPATH"):
+        print(f"  (its code from PYTHONPATH={os.environ['PYTHONPATH']})")
+    # The other tree's own code, not a PYTHONPATH this run was given (a frozen copy of
+    # this tree, measured while it is edited).
+    env = os.environ.copy() if binary == BIN else {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     watch = subprocess.Popen(
         [str(binary), "watch", "--spool", str(spool), "--db", str(work / "live.duckdb"),
          "--web", f"127.0.0.1:{port}", "--poll", str(args.poll)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     try:
         wait_healthy(base)

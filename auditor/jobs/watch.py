@@ -212,11 +212,15 @@ class Watch:
         """Look for new files, load what the followed files gained, audit the rounds that
         ended, and sweep if one is due and allowed. Returns the events loaded."""
         with self.writing:
-            self._committed = False
             loaded = self._step()
+            self._tell_board()
+        return loaded
+
+    def _tell_board(self) -> None:
+        """Nudge the board (`on_commit`) if rows were committed since the last nudge."""
         if self._committed and self.on_commit is not None:
             self.on_commit()
-        return loaded
+        self._committed = False
 
     def _step(self) -> int:
         now = time.monotonic()
@@ -227,6 +231,7 @@ class Watch:
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
+        self._committed = self._committed or bool(poll.files)
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
         self._note(poll)
@@ -239,9 +244,9 @@ class Watch:
         ):
             self._sweep_due = True
         if self._sweep_due and time.monotonic() >= self._sweep_after:
+            self._tell_board()  # the rounds' findings shown before the sweep, not after it
             self.sweep()
         self._wrote = self._wrote or bool(poll.files)
-        self._committed = self._committed or bool(poll.files)
         if self._wrote and time.monotonic() - self._last_seal >= self.options.seal_every:
             self.seal()
         return poll.events

@@ -209,11 +209,11 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
                   "(target: under 0.25)")
         # Under load the watcher may not keep up: the CPU it took to take the whole feed in
         # (until it idles) is the measure of its work that a busy machine does not bend.
+        fed = time.monotonic()
         idle_at = caught_up(watch.pid)
         out["cpu_total"] = cpu_seconds(watch.pid) - cpu0
-        print(f"  the whole feed taken in {idle_at - wall1:.1f} s after phase 1 "
-              f"({'and phase 2 ' if rest else ''}ended); watcher CPU from phase 1's start: "
-              f"{out['cpu_total']:.1f} s")
+        print(f"  idle {max(0.0, idle_at - fed):.1f} s after the last line was written; "
+              f"watcher CPU from phase 1's start to then: {out['cpu_total']:.1f} s")
         print(f"  {load()}", flush=True)
     finally:
         watch.send_signal(signal.SIGTERM)

@@ -292,7 +292,11 @@ class FilingThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(raise_error=exc[0] is None)
+        if exc[0] is None:
+            self.close()
+        else:  # the watch failed: no filing after it, and its own error goes up
+            self._asks.put(False)
+            self._thread.join()
 
     def request(self) -> None:
         self._raise()
@@ -307,12 +311,11 @@ class FilingThread:
             return self._done.wait_for(
                 lambda: self._answered >= self._asked or not self._thread.is_alive(), timeout)
 
-    def close(self, raise_error: bool = True) -> None:
+    def close(self) -> None:
         self._asks.put(True)
         self._asks.put(False)
         self._thread.join()
-        if raise_error:
-            self._raise()
+        self._raise()
 
     def _raise(self) -> None:
         if self.error is not None:

@@ -56,3 +56,11 @@ def test_a_filing_that_fails_stops_the_watch_where_it_asks_next():
         thread.request()
     thread.close()  # raised once: the watch's own stop does not raise it again
     assert filer.calls == 1
+
+
+def test_a_watch_that_fails_files_nothing_after_it_and_its_error_goes_up():
+    filer = _Filer()
+    filer.release.set()
+    with pytest.raises(RuntimeError, match="poll failed"), FilingThread(filer.file):
+        raise RuntimeError("poll failed")
+    assert filer.calls == 0

@@ -194,8 +194,10 @@ class Watch:
             if not self.step() and not self._last_poll_files:
                 break
         self.sweep()
-        if self._wrote:
-            self.seal()
+        with self.writing:
+            self._tell_board()
+            if self._wrote:
+                self.seal()
         return self.stats
 
     def next_wait(self, loaded: int, took: float) -> float:

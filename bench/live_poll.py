@@ -25,11 +25,12 @@ from typing import Any, BinaryIO
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from live import night  # noqa: E402  (bench/live.py, beside this script)
+
 from auditor import config  # noqa: E402
 from auditor.jobs.watch import Watch, WatchOptions  # noqa: E402
 from auditor.simulate.feed import schedule  # noqa: E402
 from auditor.store import db, runs, serving  # noqa: E402
-from bench.live import night  # noqa: E402
 
 calls: collections.Counter[str] = collections.Counter()
 spent: dict[str, float] = collections.defaultdict(float)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import sys
 import tempfile
 import time
@@ -97,6 +98,7 @@ def main() -> None:
     for fh in handles.values():
         fh.close()
     con.close()
+    shutil.rmtree(work, ignore_errors=True)
     n = args.polls
     walls.sort()
     cpus.sort()

@@ -210,6 +210,14 @@ class BoardServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    def nudge(self) -> None:
+        """Have the board read the new findings now (Hub.nudge), from any thread: what
+        the writer calls after a commit that stored findings."""
+        board: Board = self.app.state.board
+        if board.loop is not None and not board.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop ended between check and call
+                board.loop.call_soon_threadsafe(board.hub.nudge)
+
     def stop(self, timeout: float = 10.0) -> None:
         board: Board = self.app.state.board
         if board.loop is not None and not board.loop.is_closed():

@@ -305,12 +305,20 @@ class Hub:
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             if self._closed:
                 return
+            self._wake.clear()
             try:
                 await self.poll()
             except Exception as e:  # a busy or briefly failing database must not end the board
                 self.error = f"poll failed: {e}"
                 log.exception("board: poll failed")
                 await asyncio.sleep(1.0)
+
+    def nudge(self) -> None:
+        """Read now, not at the next interval: the writer just committed findings (`watch`
+        says so after each commit that stored some). On the event loop: from another
+        thread, through loop.call_soon_threadsafe (app.BoardServer.nudge)."""
+        if self._wake is not None:
+            self._wake.set()
 
     def subscribe(self, filters: Filter) -> Subscriber:
         sub = Subscriber(filters, self.head, self.queue_size)

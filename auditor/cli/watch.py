@@ -42,7 +42,9 @@ def watch_cmd(
         ),
     ] = None,
     poll: Annotated[
-        float, typer.Option(help="Seconds from one look at the files to the next.")
+        float,
+        typer.Option(help="The longest wait, in seconds, from one look at the files to the "
+                     "next; sooner while lines arrive (docs/live.md)."),
     ] = 0.2,
     file_reports: Annotated[
         bool,

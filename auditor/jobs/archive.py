@@ -11,10 +11,10 @@ import datetime as dt
 import hashlib
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -23,6 +23,7 @@ from auditor.errors import WRITE_ERRNOS, UserError, cannot_write, private_files
 from auditor.ingest.reader import sha256_of
 from auditor.jobs.evidence import Say
 from auditor.report import attached, render, signing
+from auditor.report.basis import Scope
 from auditor.report.gather import gather, scope_for
 from auditor.rules.codes import SEVERITIES
 from auditor.store import db, signoffs, versions
@@ -162,26 +163,32 @@ def archived(con: duckdb.DuckDBPyConnection, first: Path, slug: str) -> list[Arc
     return sorted(found, key=lambda a: a.number)
 
 
-def report_shift(
+class _ToFile(NamedTuple):
+    """A version to render and file, as read (report_shift)."""
+
+    scope: Scope
+    rounds: int
+    number: int
+    first: Path  # the first version's path
+    context: dict[str, Any]
+    record: attached.Attached  # the version record attached to the PDF
+    content: str  # _content_sha of the context
+    now: versions.Findings  # what it shows of its findings (versions.snapshot)
+
+
+def _read_shift(
     con: duckdb.DuckDBPyConnection,
     conf: PropertyConfig,
     day: dt.date,
     name: str,
     folder: Path,
     epoch: dt.datetime,
-    say: Say,
-    run_id: int | None = None,
-    key: signing.SigningKey | None = None,
-    check: dict[str, Any] | None = None,
-) -> ShiftReport:
-    """File the shift's report, signed with `key` when there is one. A report once filed is
-    never rewritten (someone may have signed it): if what it would show changed, the new one
-    is the next version beside the last in the archive, ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose
-    first page says what changed since that version, gives its SHA-256 and lists the
-    sign-offs of the versions before it. Unchanged means rendering it again as the latest
-    version shows what that version shows (`_content_sha`). `check` is what the check of
-    the ledger found before filing: a failed one is printed on the cover, in red, and a
-    report that said otherwise before is filed again as the next version."""
+    run_id: int | None,
+    key: signing.SigningKey | None,
+    check: dict[str, Any] | None,
+) -> ShiftReport | _ToFile:
+    """What report_shift reads: its answer when there is nothing to write (no rounds, or
+    the last version unchanged), else the version to render and file."""
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -214,6 +221,38 @@ def report_shift(
             scope.slug, number, content, now,
             (filed[-1].number, filed[-1].sha256) if filed else None,
         )
+    return _ToFile(scope, rounds, number, first, this, record, content, now)
+
+
+def report_shift(
+    con: duckdb.DuckDBPyConnection,
+    conf: PropertyConfig,
+    day: dt.date,
+    name: str,
+    folder: Path,
+    epoch: dt.datetime,
+    say: Say,
+    run_id: int | None = None,
+    key: signing.SigningKey | None = None,
+    check: dict[str, Any] | None = None,
+    reading: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
+) -> ShiftReport:
+    """File the shift's report, signed with `key` when there is one. A report once filed is
+    never rewritten (someone may have signed it): if what it would show changed, the new one
+    is the next version beside the last in the archive, ARCHIVE/DAY/DAY_SHIFT.v2.pdf, whose
+    first page says what changed since that version, gives its SHA-256 and lists the
+    sign-offs of the versions before it. Unchanged means rendering it again as the latest
+    version shows what that version shows (`_content_sha`). `check` is what the check of
+    the ledger found before filing: a failed one is printed on the cover, in red, and a
+    report that said otherwise before is filed again as the next version. What it reads of
+    the database is read inside `reading()` (`watch` reads between two polls there), the
+    render and the signature outside it."""
+    with reading():
+        got = _read_shift(con, conf, day, name, folder, epoch, run_id, key, check)
+    if isinstance(got, ShiftReport):
+        return got
+    scope, rounds, number, first, this, record, content, now = got
+    with _report_epoch(epoch):
         data = render.render_pdf(this, render.render_html(this), [record])
         data = render.sign_if(data, key, conf)
     path = first if number == 1 else first.with_name(f"{scope.slug}.v{number}.pdf")

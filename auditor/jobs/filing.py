@@ -15,14 +15,23 @@ filed when its own logs say so. A shift once filed is filed again (the next vers
 nothing when it would show the same) when a finding in it is recorded or withdrawn later: a
 late line, a table's log end judged at the day's close.
 
-The filing runs right after a sweep (the table, pit and shoe checks just decided), in the
-watch's thread: the polls wait for its renders, never the other way round.
+The filing is asked for right after a sweep (the table, pit and shoe checks just decided). A
+served watch (auditor.jobs.service) files in a thread of its own (`FilingThread`), on a cursor
+of its own: the polls go on while a report renders (14-25 s for a busy shift), so a finding
+still reaches the board within its poll. The filing cannot see half a poll: it decides what
+is due, records a day closed, seals and opens its read snapshot while holding the watch's
+`writing` lock, which every poll holds from its first statement to its last; then it renders
+from that snapshot, which later polls do not change, and records the versions filed in the
+same transaction. One connection writes (the watch's), through its cursors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +101,9 @@ class ShiftFiler:
     reports: list[ShiftReport] = field(default_factory=list)  # every filing, in order
     problems: list[str] = field(default_factory=list)
     key: signing.SigningKey | None = None
+    # The watch's (Watch.writing): held while deciding, sealing and opening the snapshot.
+    writing: threading.RLock = field(default_factory=threading.RLock)
+    _upto: int = 0  # the last findings row when the report being filed was read
 
     def __post_init__(self) -> None:
         """Open the signing key and make the archive now: a key that will not open or an
@@ -135,15 +147,34 @@ class ShiftFiler:
                 self.filed[(when, name)] = Filed(when, name, int(upto), None)
 
     def after_sweep(self) -> list[ShiftReport]:
-        """File what is due now; returns the reports of this filing (none most times)."""
-        latest = load_latest_ts(self.con)
-        if latest is None:
-            return []
-        zone = self.config.zone_for(self.con)
-        due = self._due(latest, zone) + self._changed(zone)
-        if not due:
-            return []
-        return self._file(due)
+        """File what is due now; returns the reports of this filing (none most times).
+
+        What is due, the days closed for it, the seal and the check of the ledger are done
+        between two polls (`writing` held), and so is what each report reads; its render
+        is not, so the polls go on meanwhile when the filing has a thread of its own."""
+        with self.writing:
+            latest = load_latest_ts(self.con)
+            if latest is None:
+                return []
+            zone = self.config.zone_for(self.con)
+            due = self._due(latest, zone) + self._changed(zone)
+            if not due:
+                return []
+            self.seal()
+            checked = verifying.verify(self.con, fast=True)
+            if checked.ok:
+                verifying.record(self.con, checked, self.run_id)
+            epoch = data_changed_at(self.con)
+        return self._file(due, checked, epoch)
+
+    @contextlib.contextmanager
+    def _between_polls(self) -> Iterator[None]:
+        """What a report reads, read between two polls (`writing` held), and the last
+        findings row then: a finding recorded after it files the shift again."""
+        with self.writing:
+            self._upto = int(self.con.execute(
+                "SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
+            yield
 
     def _due(self, latest: dt.datetime, zone: dt.tzinfo) -> list[ShiftKey]:
         """The shifts over in the logs by the grace (a day's last shift: its day closed)
@@ -200,29 +231,25 @@ class ShiftFiler:
         ).fetchall()
         return [windows[i][0] for (i,) in sorted(rows)]
 
-    def _file(self, keys: list[ShiftKey]) -> list[ShiftReport]:
-        """Seal, check the ledger as `nightly` does before filing, then file each shift."""
-        self.seal()
-        checked = verifying.verify(self.con, fast=True)
-        if checked.ok:
-            verifying.record(self.con, checked, self.run_id)
-        else:
+    def _file(self, keys: list[ShiftKey], checked: verifying.Verification,
+              epoch: dt.datetime) -> list[ShiftReport]:
+        """File each shift, after the check of the ledger (`checked`, done as `nightly`
+        does before filing; a failed one is said, and printed on the covers)."""
+        if not checked.ok:
             self._problem(f"the audit database failed verification "
                           f"({checked.problems[0].sentence()}); the reports filed say so on "
                           "their cover; `bacc-audit verify` lists every record that differs")
-        epoch = data_changed_at(self.con)
         done = []
         for day, name in keys:
-            upto = int(self.con.execute(
-                "SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
             try:
                 r = report_shift(self.con, self.config, day, name, self.options.archive, epoch,
-                                 self.say, self.run_id, self.key, checked.cover())
+                                 self.say, self.run_id, self.key, checked.cover(),
+                                 reading=self._between_polls)
             except UserError as e:  # an archive gone unwritable: said, tried again later
                 self._problem(str(e))
                 continue
             again = (day, name) in self.filed
-            self.filed[(day, name)] = Filed(day, name, upto, r)
+            self.filed[(day, name)] = Filed(day, name, self._upto, r)
             if r.status != "skipped" and not (again and r.status == "unchanged"):
                 self.reports.append(r)
             done.append(r)
@@ -241,3 +268,79 @@ class ShiftFiler:
             "problems": self.problems,
         }
 
+
+
+class FilingThread:
+    """A ShiftFiler's filings (its after_sweep) in a thread of their own, so that the polls
+    go on while a report renders. `request` (the watch's after_sweep) asks for a filing and
+    returns at once; asks that come while one runs make one more. `close` files once more
+    (what the watch's last sweep decided), then ends the thread. A filing that fails ends
+    the thread and is raised where the watch asks next, or at `close`: the watch then
+    stops, as it did when it filed in its own thread."""
+
+    def __init__(self, file: Callable[[], object]) -> None:
+        self.file = file  # a ShiftFiler's after_sweep
+        self.error: BaseException | None = None
+        self._asks: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: file; False: end
+        self._done = threading.Condition()
+        self._asked = self._answered = 0  # filings asked for, and those a filing answered
+        self._thread = threading.Thread(target=self._loop, name="bacc-audit-filing",
+                                        daemon=True)
+
+    def __enter__(self) -> FilingThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # the watch failed: no filing after it, and its own error goes up
+            self._asks.put(False)
+            self._thread.join()
+
+    def request(self) -> None:
+        self._raise()
+        with self._done:
+            self._asked += 1
+        self._asks.put(True)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every filing asked for so far is done (or the thread ended); whether
+        it is, within `timeout` seconds (tests, and a caller that must see the archive)."""
+        with self._done:
+            return self._done.wait_for(
+                lambda: self._answered >= self._asked or not self._thread.is_alive(), timeout)
+
+    def close(self) -> None:
+        self._asks.put(True)
+        self._asks.put(False)
+        self._thread.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                asks = [self._asks.get()]
+                while not self._asks.empty():  # asks made meanwhile: one filing answers them
+                    asks.append(self._asks.get())
+                if any(asks):
+                    with self._done:
+                        asked = self._asked
+                    try:
+                        self.file()
+                    except BaseException as e:  # raised in the watch's thread
+                        self.error = e
+                        return
+                    with self._done:
+                        self._answered = asked
+                        self._done.notify_all()
+                if not all(asks):
+                    return
+        finally:
+            with self._done:
+                self._done.notify_all()

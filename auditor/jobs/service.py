@@ -10,22 +10,26 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from auditor.board.settings import BoardSettings
 from auditor.config import PropertyConfig
 from auditor.errors import DatabaseBusy
-from auditor.jobs.filing import FilingOptions, ShiftFiler
+from auditor.jobs.filing import FilingOptions, FilingThread, ShiftFiler
 from auditor.jobs.watch import Say, Watch, WatchOptions, WatchStats
 from auditor.store import config_record, db, outcome, runs
 
+if TYPE_CHECKING:  # the board is imported only when it is served
+    from auditor.board.app import BoardServer
+
 # A service starting while a command reads the database waits for it this long.
 BUSY_WAIT_SECONDS = 60.0
-# The board looks for new findings every 50 ms: a cheap query, and a finding should reach the
-# page within a poll of the audit that stored it.
-BOARD_POLL_SECONDS = 0.05
+# The board reads the new findings as soon as the watch has committed some (it nudges the
+# board: Watch.on_commit), and besides every second (rows stored by anything else; the
+# health check). Polling every 50 ms instead cost a tenth of a core with nothing to read.
+BOARD_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,10 +65,10 @@ def connect_waiting(
 @contextlib.contextmanager
 def board_served(
     con: duckdb.DuckDBPyConnection, conf: PropertyConfig, at: BoardAt | None, say: Say
-) -> Iterator[None]:
-    """The live board on `at` for the block (nothing when None), stopped when it ends."""
+) -> Iterator[BoardServer | None]:
+    """The live board on `at` for the block (None when `at` is), stopped when it ends."""
     if at is None:
-        yield
+        yield None
         return
     from auditor.board.app import create_app, serve
     from auditor.board.auth import Auth
@@ -76,7 +80,7 @@ def board_served(
     server = serve(app, at.host, at.port)
     say(f"the board is at {server.url}")
     try:
-        yield
+        yield server
     finally:
         server.stop()
 
@@ -115,17 +119,26 @@ def run_watch(
     filer = None
     try:
         args = {**args, **config_record.run_args(conf)}
-        with runs.recorded(con, "watch", args) as run:
+        with runs.recorded(con, "watch", args) as run, contextlib.ExitStack() as stack:
             config_record.check_unchanged(con, conf, "watch")  # as `audit` and `nightly` do
             watch = Watch(con, spool, conf, run.id, WatchOptions(poll=poll), say=say)
+            filing_thread: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
             if filing is not None:
-                filer = ShiftFiler(con, conf, run.id, filing, watch.seal, say)
-                watch.after_sweep = filer.after_sweep
+                # Its own cursor and thread: the polls go on while a report renders.
+                cursor = stack.enter_context(contextlib.closing(con.cursor()))
+                cursor.execute("SET TimeZone = 'UTC'")  # a cursor's own setting (db.connect)
+                filer = ShiftFiler(cursor, conf, run.id, filing, watch.seal, say,
+                                   writing=watch.writing)
+                filing_thread = thread = FilingThread(filer.after_sweep)
+                watch.after_sweep = thread.request
                 say(f"filing each shift's report into {filing.archive} once the logs are "
                     f"{filing.grace.total_seconds() / 60:g} minutes past its end")
-            with board_served(con, conf, board, say), stopped_by_signals(stop):
+            with board_served(con, conf, board, say) as server, stopped_by_signals(stop):
+                if server is not None:
+                    watch.on_commit = server.nudge
                 say(f"following {spool} into {path} (stop with Ctrl-C or SIGTERM)")
-                stats = watch.run(stop)
+                with filing_thread:  # its last filing done before the run ends
+                    stats = watch.run(stop)
             summary = stats.summary() | ({"filing": filer.summary()} if filer else {})
             run.done(outcome.exit_code(), summary)  # a clean stop: findings or none
     finally:

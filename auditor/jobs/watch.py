@@ -64,10 +64,13 @@ TELL_AT_MOST = 20
 
 @dataclass
 class WatchOptions:
-    # Seconds from one poll's start to the next's: a poll costs a few transactions whatever
-    # it loads, so this sets the watcher's floor of CPU against the wait for a finding
-    # (docs/benchmarks.md has both at 500 tables).
+    # The poll rate follows what arrives (`next_wait`, docs/live.md): after a poll that
+    # loaded lines the next one starts `poll_busy` seconds after it ended (a table's lines
+    # come in bursts: the rest of a round is usually being written); after one that found
+    # nothing the wait doubles, up to `poll` seconds from one poll's start to the next. So
+    # a busy floor is looked at often, a quiet one costs a stat per file every `poll`.
     poll: float = 0.2
+    poll_busy: float = 0.05
     rescan: float = 1.0  # seconds between looks for new files in the spool
     sweep_share: float = 0.05  # the sweeps' share of the time, at most
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
@@ -159,8 +162,20 @@ class Watch:
         self._last_seal = -1e9
         self._types: dict[str, dict[str, str]] | None = None
         # Run after each sweep, in this thread: `watch --file-reports` files the shift
-        # reports then (auditor.jobs.filing.ShiftFiler.after_sweep).
+        # reports then (auditor.jobs.filing.ShiftFiler.after_sweep), or, served
+        # (auditor.jobs.service), hands them to the filing's own thread.
         self.after_sweep: Callable[[], object] | None = None
+        # Held by each step from its first statement to its last: whoever else writes
+        # through this connection's cursors and must not interleave with a poll (the
+        # filing's decision, seal and snapshot) takes it. Reentrant: a filing run inside a
+        # step (tests, --file-reports without its thread) holds it already.
+        self.writing = threading.RLock()
+        # Called after each step that committed rows (lines loaded, with their `log.*`
+        # findings, or findings of an audit or a sweep): the board reads the new findings
+        # at once (auditor.board.app.BoardServer.nudge) instead of polling for them.
+        self.on_commit: Callable[[], object] | None = None
+        self._committed = False  # this step committed rows
+        self._wait = self.options.poll_busy  # after the last poll (`next_wait`)
         # The findings row up to which the new ones were told (`_tell_new`).
         self._told = int(con.execute("SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
 
@@ -171,24 +186,45 @@ class Watch:
         whole, at most DRAIN_POLLS polls) and sweep, so what came in is decided before the
         run ends."""
         while not stop.is_set():
-            # One poll per tick, whatever came: a poll's cost is mostly fixed (a few
-            # transactions), so under a steady stream of lines polling again at once would
-            # spend a core to save a fraction of a tick.
             started = time.monotonic()
-            self.step()
-            stop.wait(max(0.0, self.options.poll - (time.monotonic() - started)))
+            loaded = self.step()
+            stop.wait(self.next_wait(loaded, time.monotonic() - started))
         self._last_scan = -1e9  # look for new files once more
         for _ in range(DRAIN_POLLS):
             if not self.step() and not self._last_poll_files:
                 break
         self.sweep()
-        if self._wrote:
-            self.seal()
+        with self.writing:
+            self._tell_board()
+            if self._wrote:
+                self.seal()
         return self.stats
+
+    def next_wait(self, loaded: int, took: float) -> float:
+        """Seconds to rest after a poll that loaded `loaded` events in `took` seconds:
+        `poll_busy` after one that loaded lines (never more than `poll` from one poll's
+        start to the next), twice the last rest after one that loaded none, the whole
+        stretch from one poll's start to the next at most `poll`."""
+        o = self.options
+        busy = min(o.poll_busy, o.poll)
+        self._wait = busy if loaded else min(self._wait * 2, o.poll)
+        return max(0.0, min(self._wait, o.poll - took))
 
     def step(self) -> int:
         """Look for new files, load what the followed files gained, audit the rounds that
         ended, and sweep if one is due and allowed. Returns the events loaded."""
+        with self.writing:
+            loaded = self._step()
+            self._tell_board()
+        return loaded
+
+    def _tell_board(self) -> None:
+        """Nudge the board (`on_commit`) if rows were committed since the last nudge."""
+        if self._committed and self.on_commit is not None:
+            self.on_commit()
+        self._committed = False
+
+    def _step(self) -> int:
         now = time.monotonic()
         if now - self._last_scan >= self.options.rescan:
             self._scan()
@@ -197,6 +233,7 @@ class Watch:
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
+        self._committed = self._committed or bool(poll.files)
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
         self._note(poll)
@@ -209,6 +246,7 @@ class Watch:
         ):
             self._sweep_due = True
         if self._sweep_due and time.monotonic() >= self._sweep_after:
+            self._tell_board()  # the rounds' findings shown before the sweep, not after it
             self.sweep()
         self._wrote = self._wrote or bool(poll.files)
         if self._wrote and time.monotonic() - self._last_seal >= self.options.seal_every:
@@ -220,6 +258,10 @@ class Watch:
         sources and the findings of the polls since, so the ledger is never more than
         `seal_every` behind the database. Only rows newer than the last seal are looked
         at."""
+        with self.writing:
+            self._seal()
+
+    def _seal(self) -> None:
         started = time.monotonic()
         if self._types is None:
             self._types = ledger.column_types(self.con)
@@ -233,6 +275,13 @@ class Watch:
     def sweep(self) -> AuditResult:
         """The rounds that can get no more events and are not audited yet, then the table,
         pit and shoe pass: what `audit` does, short of judging a round still being dealt."""
+        with self.writing:
+            result = self._sweep()
+        if self.after_sweep is not None:  # the shift reports due (auditor.jobs.filing)
+            self.after_sweep()
+        return result
+
+    def _sweep(self) -> AuditResult:
         started = time.monotonic()
         latest = load_latest_ts(self.con)
         days = self._gaming_days()
@@ -257,8 +306,6 @@ class Watch:
             took * (1 - share) / share, self.options.sweep_every
         )
         self._last_sweep = time.monotonic()
-        if self.after_sweep is not None:  # the shift reports due (auditor.jobs.filing)
-            self.after_sweep()
         return result
 
     # -- pieces ---------------------------------------------------------------------------
@@ -331,7 +378,8 @@ class Watch:
         """The rounds that ended in this poll, those that ended before but could still
         get events then (chemin de fer: the bank's passing follows the round_end), once
         their table has gone on, and those that ended before and got events now (`late`)."""
-        waiting = [k for k in self._unclosed if k[0] in self._tables_moved(poll)]
+        moved = self._tables_moved(poll)
+        waiting = [k for k in self._unclosed if k[0] in moved]
         ended = list(dict.fromkeys([*poll.rounds_ended, *waiting, *sorted(late)]))
         if not ended:
             return
@@ -373,9 +421,10 @@ class Watch:
         return {t for s in poll.types if (t := stream_name("table", s)) is not None}
 
     def _count(self, result: AuditResult, also_tables: bool = False) -> None:
-        self._wrote = self._wrote or bool(
-            result.findings_new or result.findings_withdrawn or result.passes_new
-            or result.passes_withdrawn)
+        wrote = bool(result.findings_new or result.findings_withdrawn or result.passes_new
+                     or result.passes_withdrawn)
+        self._wrote = self._wrote or wrote
+        self._committed = self._committed or wrote
         new = result.findings_new + (result.passes_new if also_tables else 0)
         gone = result.findings_withdrawn + (result.passes_withdrawn if also_tables else 0)
         self.stats.findings_new += new

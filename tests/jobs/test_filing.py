@@ -20,7 +20,7 @@ from helpers.pdfs import pdf_text, without_generation_time
 
 from auditor.cli.watch import FILE_GRACE_MINUTES
 from auditor.config import PropertyConfig, Shift
-from auditor.jobs.filing import FILE_GRACE, FilingOptions, ShiftFiler
+from auditor.jobs.filing import FILE_GRACE, FilingOptions, FilingThread, ShiftFiler
 from auditor.jobs.nightly import run_nightly
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.report import attached
@@ -42,11 +42,13 @@ ZONE = CONF.zone()
 STEP = dt.timedelta(minutes=20)  # of the logs, written before each poll
 
 
-def _fed_step_by_step(lines: list[Line], spool: Path, w: Watch,
-                      archive: Path) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+def _fed_step_by_step(lines: list[Line], spool: Path, w: Watch, archive: Path,
+                      settle: Callable[[], object] = lambda: None,
+                      ) -> dict[str, tuple[dt.datetime, dt.datetime]]:
     """Write the night's lines STEP of log time at a time, a poll after each: no clock, so
-    the test waits for nothing. Returns, for each PDF filed, how far the logs written reached
-    at the poll before it appeared and at the poll it appeared."""
+    the test waits for nothing (`settle`: until the filings asked for are done). Returns,
+    for each PDF filed, how far the logs written reached at the poll before it appeared and
+    at the poll it appeared."""
     first = dt.datetime.fromisoformat(json.loads(lines[0].data)["ts"])
     spool.mkdir()
     handles: dict[str, BinaryIO] = {}
@@ -67,6 +69,7 @@ def _fed_step_by_step(lines: list[Line], spool: Path, w: Watch,
             for fh in handles.values():
                 fh.flush()
             w.step()
+            settle()
             _note_filed(archive, spool, seen, (before, reached))
             before = reached
     finally:
@@ -75,6 +78,7 @@ def _fed_step_by_step(lines: list[Line], spool: Path, w: Watch,
     done = threading.Event()
     done.set()
     w.run(done)  # what is left, the last sweep and its filing
+    settle()
     _note_filed(archive, spool, seen, (before, reached))
     return seen
 
@@ -99,9 +103,15 @@ def test_a_watched_night_files_the_shift_reports_a_nightly_files(tmp_path: Path)
     run_id = runs.start(con, "watch", {})
     w = Watch(con, spool, CONF, run_id,
               WatchOptions(rescan=0, sweep_every=0, sweep_share=1.0, seal_every=0))
-    filer = ShiftFiler(con, CONF, run_id, FilingOptions(archive), w.seal)
-    w.after_sweep = filer.after_sweep
-    seen = _fed_step_by_step(lines, spool, w, archive)
+    # As `watch --file-reports` files (auditor.jobs.service): on a cursor and in a thread of
+    # its own, reading between two polls.
+    cursor = con.cursor()
+    cursor.execute("SET TimeZone = 'UTC'")
+    filer = ShiftFiler(cursor, CONF, run_id, FilingOptions(archive), w.seal, writing=w.writing)
+    with FilingThread(filer.after_sweep) as filing:
+        w.after_sweep = filing.request
+        seen = _fed_step_by_step(lines, spool, w, archive, settle=filing.drain)
+    cursor.close()
 
     early, late = f"{DAY}_early.pdf", f"{DAY}_late.pdf"
     # Filed by the watch as the logs went (a poll each 20 minutes of them): `early`

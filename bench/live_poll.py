@@ -1,0 +1,117 @@
+"""What one poll of `watch` costs, statement by statement, without a clock.
+
+    python bench/live_poll.py [--tables 500] [--log-seconds 2] [--polls 30]
+
+Takes bench/live.py's night (`--tables` tables, cached under bench/out/), writes its first 60 s
+of log into a spool and lets a Watch load them (the first pieces), then before each of
+`--polls` polls writes the next `--log-seconds` of log (2 s: a poll every 0.2 s at ten times
+real speed; 0.2 s: at real speed) and times the poll (`Watch.step`, sweeps held off): wall and
+CPU time (the process's, DuckDB's threads included), and every statement through the
+connection, grouped by its text. So the fixed part of a poll (what it costs whatever it
+loads) can be told from the part that follows the lines; bench/live.py measures the whole
+watcher. Record the figures with the machine and the command in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from live import night  # noqa: E402  (bench/live.py, beside this script)
+
+from auditor import config  # noqa: E402
+from auditor.jobs.watch import Watch, WatchOptions  # noqa: E402
+from auditor.simulate.feed import schedule  # noqa: E402
+from auditor.store import db, runs, serving  # noqa: E402
+
+calls: collections.Counter[str] = collections.Counter()
+spent: dict[str, float] = collections.defaultdict(float)
+_execute = serving.OwnedConnection.execute
+
+
+def _timed(self: serving.OwnedConnection, *args: Any, **kwargs: Any) -> serving.OwnedConnection:
+    started = time.perf_counter()
+    try:
+        return _execute(self, *args, **kwargs)
+    finally:
+        key = " ".join(str(args[0]).split())[:90]
+        calls[key] += 1
+        spent[key] += time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--tables", type=int, default=500)
+    ap.add_argument("--log-seconds", type=float, default=2.0)
+    ap.add_argument("--polls", type=int, default=30)
+    args = ap.parse_args()
+    files = night(args.tables, 0.28, 11, 0.1)
+    lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
+    opens = min(line.at for line in lines if "notices" not in line.name)
+    work = Path(tempfile.mkdtemp(prefix="bench-live-poll-"))
+    spool = work / "spool"
+    spool.mkdir()
+    handles: dict[str, BinaryIO] = {}
+    i = 0
+
+    def write_until(t: float) -> None:
+        nonlocal i
+        while i < len(lines) and lines[i].at - opens < t:
+            line = lines[i]
+            fh = handles.get(line.name) or handles.setdefault(
+                line.name, (spool / line.name).open("ab"))
+            fh.write(line.data)
+            i += 1
+        for fh in handles.values():
+            fh.flush()
+
+    serving.OwnedConnection.execute = _timed  # type: ignore[method-assign]
+    con = db.connect(work / "live.duckdb")
+    walls, cpus = [], []
+    with runs.recorded(con, "watch", {}) as run:
+        w = Watch(con, spool, config.load(None), run.id,
+                  WatchOptions(sweep_every=1e9, idle_sweep=1e9))
+        t = 60.0
+        write_until(t)
+        w.step()  # the first pieces, and the first sweep
+        w.step()
+        calls.clear()
+        spent.clear()
+        events = w.stats.events
+        for _ in range(args.polls):
+            t += args.log_seconds
+            write_until(t)
+            cpu, wall = time.process_time(), time.perf_counter()
+            w.step()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        run.done(0, {})
+    for fh in handles.values():
+        fh.close()
+    con.close()
+    shutil.rmtree(work, ignore_errors=True)
+    n = args.polls
+    walls.sort()
+    cpus.sort()
+    print(f"command: python bench/live_poll.py --tables {args.tables} "
+          f"--log-seconds {args.log_seconds:g} --polls {n}")
+    print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
+          f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
+          f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "
+          f"{sum(calls.values()) / n:.1f} statements a poll, "
+          f"{sum(spent.values()) / n * 1e3:.0f} ms in them")
+    for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"  {s / n * 1e3:7.1f} ms  {calls[key] / n:5.1f} a poll  {key}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""How often `watch` polls and when it tells the board (issue 32, docs/live.md "What happens
+in a poll"): 0.05 s after a poll that loaded lines, the rest doubling after each poll that
+found nothing, never past --poll from one poll's start to the next; and the board told after
+each step that committed rows, before a sweep and not when nothing was written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from auditor import config
+from auditor.jobs.watch import Watch, WatchOptions
+from auditor.simulate.feed import schedule
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
+CONF = config.load(SAMPLE / "property.toml")
+
+
+def test_the_rest_after_a_poll_follows_what_it_loaded(
+    con: duckdb.DuckDBPyConnection, run_id: int, tmp_path: Path
+) -> None:
+    w = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=0.2, poll_busy=0.05))
+    # Lines came: back soon; then quiet polls: 0.1, 0.2, and 0.2 from start to start.
+    assert w.next_wait(12, 0.01) == pytest.approx(0.05)
+    assert [w.next_wait(0, 0.01) for _ in range(4)] == pytest.approx([0.1, 0.19, 0.19, 0.19])
+    assert w.next_wait(0, 0.5) == 0.0  # a poll longer than --poll: the next at once
+    assert w.next_wait(3, 0.01) == pytest.approx(0.05)  # lines again: soon again
+    slow = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=2.0))
+    assert [slow.next_wait(0, 0.0) for _ in range(7)] == pytest.approx(
+        [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0])
+    quick = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=0.02))
+    assert quick.next_wait(5, 0.0) == pytest.approx(0.02)  # --poll below poll_busy: --poll
+
+
+@pytest.mark.slow  # a table's three rounds ingested and audited
+def test_the_board_is_told_after_each_step_that_committed(
+    con: duckdb.DuckDBPyConnection, run_id: int, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    told: list[int] = []
+    w = Watch(con, spool, CONF, run_id,
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9, seal_every=1e9))
+    w.on_commit = lambda: told.append(int(
+        con.execute("SELECT count(*) FROM findings").fetchall()[0][0]))
+    lines = schedule(sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl")), 1.0)
+    w.step()  # an empty spool (its first sweep finds nothing): nothing committed, nothing told
+    assert told == []
+    ends = [i for i, line in enumerate(lines) if line.round_end is not None]
+    with (spool / lines[0].name).open("ab") as fh:
+        fh.write(b"".join(line.data for line in lines[: ends[2] + 1]))  # three rounds
+    w.step()
+    assert len(told) == 1
+    assert w.stats.rounds_live == 3
+    # What the board reads when told: the three rounds' findings, already committed.
+    assert told[0] == con.execute("SELECT count(*) FROM findings").fetchall()[0][0]
+    w.step()  # nothing new
+    assert len(told) == 1

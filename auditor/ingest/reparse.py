@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import duckdb
 
-from auditor.ingest.validate import staging_select
+from auditor.ingest.validate import present_types, staging_select
 from auditor.store.events import FIELDS
 
 COLUMNS = ("stream", "seq", "ts", "ts_offset_min", "type", *(f.column for f in FIELDS.values()))
@@ -37,7 +37,7 @@ def differing(
                     for c in cols)
     rows = con.execute(
         f"""
-        WITH r AS ({staging_select(chunk, "source_id")})
+        WITH r AS ({staging_select(chunk, "source_id", present_types(con, chunk))})
         SELECT e.source_id, e.line_no,
                CASE WHEN r.rejected IS NOT NULL THEN 'raw' {which} END,
                CASE WHEN r.rejected IS NOT NULL THEN e.raw {stored} END,

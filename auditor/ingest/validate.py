@@ -194,10 +194,9 @@ def _id_message(f: FieldSpec, form: str, allowed: str = "false") -> str:
     r, name = raw(f.name), quote(f.name)
     most = ID_MAX if f.kind == ID else NAME_MAX
     rule = f"1-{most} characters of {ID_CHARS_TEXT}"
-    text = f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} END"
-    bad = f"regexp_extract({text}, {quote(f'[^{ID_CHARS}]')})"
-    at = f"instr({text}, {bad})"
-    return (
+    # The decoded text, its first bad character and where it is are each written once.
+    text, bad, at = "t", "b", "instr(t, b)"
+    message = (
         f"CASE WHEN {text} IS NULL AND NOT {allowed} THEN {name} || "
         f"{quote(f' must be {form} of {rule}, not ')} || {_shown(r)} "
         f"WHEN {text} = '' THEN {name} || {quote(f' is empty: an id is {rule}')} "
@@ -210,6 +209,15 @@ def _id_message(f: FieldSpec, form: str, allowed: str = "false") -> str:
         f"ELSE {name} || {quote(f' must be {rule}, written without escapes, not ')} || "
         f"{_shown(r)} END"
     )
+    decoded = f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} END"
+    first_bad = f"regexp_extract(t, {quote(f'[^{ID_CHARS}]')})"
+    return _let(decoded, "t", _let(first_bad, "b", message))
+
+
+def _let(value: str, name: str, body: str) -> str:
+    """`body` with `name` bound to `value`: an expression used many times in a message is
+    then written (and bound by DuckDB) once."""
+    return f"list_transform([{value}], lambda {name}: {body})[1]"
 
 
 def _ts_message(name: str, r: str) -> str:

@@ -20,8 +20,11 @@ from auditor.ingest.lines import line_ends, lines_table
 from auditor.ingest.validate import present_types, staging_select
 from auditor.store.events import EVENT_TYPES
 
-# Lines whose type is read in an odd way: escaped, given twice, not a string, absent.
-ODD_TYPES = [
+# Lines whose type is read in an odd way (escaped, given twice, not a string, absent), and
+# ids written with an escape or with a character outside the alphabet first.
+ODD_LINES = [
+    line(changed(VALID_EVENTS["wager"], table="MB\\u002d07")).replace("\\\\", "\\"),
+    line(changed(VALID_EVENTS["wager"], shoe="\u00e9" * 70)),
     line(VALID_EVENTS["wager"]).replace('"type":"wager"', '"type":"wag\\u0065r"'),
     line(VALID_EVENTS["card"])[:-1] + ',"type":"pay"}',
     line(changed(VALID_EVENTS["pay"], type=7)),
@@ -41,7 +44,7 @@ def _corpus() -> list[bytes]:
     return [
         *(line(e).encode("utf-8") for e in events),
         *(make(rng) for make in line_kinds(4_096).values()),
-        *(x.encode("utf-8") for x in ODD_TYPES),
+        *(x.encode("utf-8") for x in ODD_LINES),
     ]
 
 
@@ -74,6 +77,10 @@ def test_the_corpus_holds_every_type_good_and_bad(judged: tuple[list[bytes], lis
     assert good == set(EVENT_TYPES)
     assert {r[7] for r in rows if r[2] is not None} >= {"wager", "card", "burn", None}
     assert len(rows) == len(judged[0]) - 2  # the blank lines give no row
+    reasons = " ".join(r[2] for r in rows if r[2] is not None)
+    for words in ("has U+200B at character 11", "has U+00E9 at character 1:",
+                  "characters long", "is empty", "not among", "is given twice"):
+        assert (words in reasons) == (words != "not among"), words
 
 
 def test_the_statement_for_the_types_present_gives_the_same_rows(

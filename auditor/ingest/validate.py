@@ -390,8 +390,8 @@ def _field_whens(
     `event_type` None: the field is checked on every type of `types` that defines it.
     """
     has = _has(f.name, types) if event_type is None else f"{raw(f.name)} IS NOT NULL"
-    cond, msg = field_check(f)
-    whens = [f"WHEN {has} AND NOT ({cond}) THEN {msg}"]
+    cond, _ = field_check(f)
+    whens = [f"WHEN {has} AND NOT ({cond}) THEN {quote(_MARK + f.name)}"]
     values = _enum_values(event_type or "*", f.name)
     if values:
         whens.append(
@@ -400,6 +400,26 @@ def _field_whens(
             f"{_shown(raw(f.name))}"
         )
     return whens
+
+
+# A field whose check fails is named after this mark; its message (`field_check`) is then
+# written once in the statement, however many of its types check the field.
+_MARK = chr(1)
+
+
+def _messages_sql(why: str, types: tuple[str, ...]) -> str:
+    """The reason `why` with a mark replaced by the message of the field it names."""
+    checked = set(ANY_EVENT) | {"table"}
+    for t in types:
+        checked |= fields_of(t)
+    names = sorted(checked, key=list(FIELDS).index)
+    cases = " ".join(
+        f"WHEN {quote(_MARK + n)} THEN {field_check(FIELDS[n])[1]}" for n in names
+    )
+    return (
+        f"CASE WHEN left({why}, 1) = {quote(_MARK)} THEN (CASE {why} {cases} END) "
+        f"ELSE {why} END"
+    )
 
 
 def _type_reason_sql(event_type: str) -> str:
@@ -519,9 +539,12 @@ def staging_select(
     return f"""{_fields_sql(chunk, source_id_sql)},
          {amounts}
   FROM fields
+), judged AS (
+  SELECT *,
+    CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql(types)} END AS why
+  FROM typed
 )
-SELECT source_id, line_no,
-  CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql(types)} END AS rejected,
+SELECT source_id, line_no, {_messages_sql("why", types)} AS rejected,
   CASE WHEN type IN ({pit_types}) THEN {stream_key_sql("pit", field_value(FIELDS["pit"]))}
        ELSE {stream_key_sql("table", field_value(FIELDS["table"]))} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
@@ -530,5 +553,5 @@ SELECT source_id, line_no,
   type,
   {values},
   line AS raw
-FROM typed
+FROM judged
 """

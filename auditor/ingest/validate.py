@@ -5,6 +5,11 @@ Each line is parsed once (`json_transform` to raw JSON texts per field) and its 
 yields, per line, either a reason (the first rule it breaks, in words a user can act on) or
 the typed values for the events table. Checking a few million lines a second this way is
 what lets ingest keep pace with DuckDB's own loader.
+
+DuckDB's cost to parse and bind the statement grows with its text, and it is paid again
+each time a chunk is staged (a file or block of one bad line included): so the statement
+is written for the event types the chunk holds (`present_types`), a failing field's message
+once however many types check that field, and an id message's repeated parts bound once.
 """
 
 from __future__ import annotations

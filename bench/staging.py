@@ -5,7 +5,8 @@
 Three files (made once under bench/out/ from the simulator's table nights, the bad lines
 written in place of wagers' amounts): one of a single bad line among 200 good ones; one of
 1,000 lines, 1% bad; one of `--big` lines with a bad line every 2,000, so the per-line path
-runs in every block of a big file. Each is ingested into a fresh database by a child
+runs in every block of a big file; and the big file once more with the fast path off, every
+line through the per-line path (its speed in bulk, the parity tests' way). Each is ingested into a fresh database by a child
 process of each tree (this one, and `--against`: another checkout with its own .venv),
 the two trees taking turns, `--repeat` times. A child times, in CPU seconds (user + sys,
 DuckDB's threads included), the whole `auditor.ingest.run.ingest` call and, within it, the
@@ -73,12 +74,13 @@ def files(big: int) -> dict[str, Path]:
     return made
 
 
-def child(path: Path, tree: Path) -> dict[str, Any]:
-    """One ingest of `path` by the `auditor` this interpreter imports; CPU seconds."""
+def child(path: Path, tree: Path, per_line: bool) -> dict[str, Any]:
+    """One ingest of `path` by the `auditor` this interpreter imports; CPU seconds.
+    `per_line`: every line through the per-line path (the fast path off)."""
     import resource
 
     import auditor
-    from auditor.ingest import stage
+    from auditor.ingest import fast, stage
     from auditor.ingest.run import ingest
     from auditor.store import db, runs
 
@@ -97,6 +99,7 @@ def child(path: Path, tree: Path) -> dict[str, Any]:
         staged[0] += cpu() - c
 
     stage.Staging.insert = insert  # type: ignore[method-assign]
+    fast.ENABLED = not per_line
     with tempfile.TemporaryDirectory() as d:
         # A first file of one good line loads DuckDB's JSON extension and the like.
         warm = Path(d) / "warm.jsonl"
@@ -115,10 +118,11 @@ def child(path: Path, tree: Path) -> dict[str, Any]:
             "quarantined": sum(f.quarantined for f in result.files)}
 
 
-def run_child(tree: Path, path: Path) -> dict[str, Any]:
+def run_child(tree: Path, path: Path, per_line: bool) -> dict[str, Any]:
     python = tree / ".venv" / "bin" / "python"
+    cmd = [str(python), str(Path(__file__).resolve()), "--child", str(path), "--tree", str(tree)]
     out = subprocess.run(
-        [str(python), str(Path(__file__).resolve()), "--child", str(path), "--tree", str(tree)],
+        cmd + (["--per-line"] if per_line else []),
         cwd=tree, capture_output=True, text=True, check=True,
     )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -135,22 +139,27 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=200_000)
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--per-line", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.tree)))
+        print(json.dumps(child(args.child, args.tree, args.per_line)))
         return
 
     trees = {"before": args.against, "after": ROOT}
     made = files(args.big)
+    # The big file again with the fast path off: the per-line path's own speed in bulk.
+    big = list(made)[-1]
+    cases = [(name, path, False) for name, path in made.items()]
+    cases.append((f"{big}, every line by the per-line path", made[big], True))
     print(f"vm: {os.cpu_count()} cores, python {platform.python_version()}; "
           f"before = {args.against}, after = {ROOT}")
     print(f"load average at the start: {load()}")
-    for name, path in made.items():
+    for name, path, per_line in cases:
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
         for i in range(args.repeat):
             # Take turns, starting each round with the other tree.
             for label in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
-                runs[label].append(run_child(trees[label], path))
+                runs[label].append(run_child(trees[label], path, per_line))
         counts = {(r["events"], r["quarantined"]) for rs in runs.values() for r in rs}
         assert len(counts) == 1, f"the trees disagree on {name}: {counts}"
         ((events, quarantined),) = counts

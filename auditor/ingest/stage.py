@@ -233,7 +233,8 @@ class Staging:
         if slow:
             chunk = pa.concat_tables(slow)
             self.con.register("chunk", chunk)
-            select = staging_select("chunk", sid, present_types(self.con, "chunk"))
+            types = present_types(self.con, "chunk", chunk.num_rows)
+            select = staging_select("chunk", sid, types)
             self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
             self.con.unregister("chunk")
             self._keep_bytes([chunk], source_id)

@@ -17,7 +17,7 @@ from helpers.events import ACCEPTED, REJECTED, VALID_EVENTS, changed, line
 from helpers.hostile import line_kinds
 
 from auditor.ingest.lines import line_ends, lines_table
-from auditor.ingest.validate import present_types, staging_select
+from auditor.ingest.validate import ALL_TYPES_LINES, present_types, staging_select
 from auditor.store.events import EVENT_TYPES
 
 # Lines whose type is read in an odd way (escaped, given twice, not a string, absent), and
@@ -119,3 +119,10 @@ def test_a_line_of_a_type_left_out_stops_the_statement() -> None:
         _rows(con, chunk, ("wager",))
     with pytest.raises(duckdb.Error, match="not among the staged types: pay"):
         _rows(con, chunk, ())
+
+
+def test_a_chunk_past_the_bulk_size_is_given_every_type_unread() -> None:
+    con = duckdb.connect()
+    con.register("chunk", _chunk([line(VALID_EVENTS["pay"]).encode("utf-8")]))
+    assert present_types(con, "chunk", ALL_TYPES_LINES) == ("pay",)
+    assert present_types(con, "chunk", ALL_TYPES_LINES + 1) == EVENT_TYPES

@@ -8,11 +8,12 @@ written in place of wagers' amounts): one of a single bad line among 200 good on
 runs in every block of a big file; and the big file once more with the fast path off, every
 line through the per-line path (its speed in bulk, the parity tests' way). Each is ingested
 into a fresh database by a child process of each tree (this one, and `--against`: another
-checkout with its own .venv), the two trees taking turns, `--repeat` times. A child times, in CPU seconds (user + sys,
-DuckDB's threads included), the whole `auditor.ingest.run.ingest` call and, within it, the
-staging of rows (`Staging.insert`, where the per-line path's statement runs); it counts the
-events and quarantined lines so both trees are seen to agree. Prints the median of each and
-the ratio, with the load average before and after.
+checkout with its own .venv), the two trees taking turns, `--repeat` times. A child times,
+in CPU seconds (user + sys, DuckDB's threads included), the whole
+`auditor.ingest.run.ingest` call and, within it, the staging of rows (`Staging.insert`,
+where the per-line path's statement runs); it counts the events and quarantined lines so
+both trees are seen to agree. Prints the median of each and the ratio, with the load
+average before and after.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import duckdb
 
-from auditor.ingest.validate import staging_select
+from auditor.ingest.validate import present_types, staging_select
+from auditor.store.db import one
 from auditor.store.events import FIELDS
 
 COLUMNS = ("stream", "seq", "ts", "ts_offset_min", "type", *(f.column for f in FIELDS.values()))
@@ -35,9 +36,11 @@ def differing(
                       for c in cols)
     read = " ".join(f"WHEN e.{c} IS DISTINCT FROM r.{c} THEN CAST(r.{c} AS VARCHAR)"
                     for c in cols)
+    (lines,) = one(con, f"SELECT count(*) FROM events WHERE {where}") or (0,)
+    types = present_types(con, chunk, int(lines))
     rows = con.execute(
         f"""
-        WITH r AS ({staging_select(chunk, "source_id")})
+        WITH r AS ({staging_select(chunk, "source_id", types)})
         SELECT e.source_id, e.line_no,
                CASE WHEN r.rejected IS NOT NULL THEN 'raw' {which} END,
                CASE WHEN r.rejected IS NOT NULL THEN e.raw {stored} END,

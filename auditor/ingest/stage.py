@@ -20,7 +20,7 @@ import pyarrow as pa
 from auditor.ingest import fast
 from auditor.ingest.lines import Rows
 from auditor.ingest.reader import LongLine
-from auditor.ingest.validate import names_its_event_sql, staging_select
+from auditor.ingest.validate import names_its_event_sql, present_types, staging_select
 from auditor.store.db import one
 from auditor.store.events import FIELDS
 
@@ -233,7 +233,8 @@ class Staging:
         if slow:
             chunk = pa.concat_tables(slow)
             self.con.register("chunk", chunk)
-            select = staging_select("chunk", sid)
+            types = present_types(self.con, "chunk", chunk.num_rows)
+            select = staging_select("chunk", sid, types)
             self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
             self.con.unregister("chunk")
             self._keep_bytes([chunk], source_id)

@@ -5,9 +5,16 @@ Each line is parsed once (`json_transform` to raw JSON texts per field) and its 
 yields, per line, either a reason (the first rule it breaks, in words a user can act on) or
 the typed values for the events table. Checking a few million lines a second this way is
 what lets ingest keep pace with DuckDB's own loader.
+
+DuckDB's cost to parse and bind the statement grows with its text, and it is paid again
+each time a chunk is staged (a file or block of one bad line included): so the statement
+is written for the event types the chunk holds (`present_types`), a failing field's message
+once however many types check that field, and an id message's repeated parts bound once.
 """
 
 from __future__ import annotations
+
+import duckdb
 
 from auditor.rules.cards import CARD_PATTERN_SQL
 from auditor.store.events import (
@@ -192,10 +199,9 @@ def _id_message(f: FieldSpec, form: str, allowed: str = "false") -> str:
     r, name = raw(f.name), quote(f.name)
     most = ID_MAX if f.kind == ID else NAME_MAX
     rule = f"1-{most} characters of {ID_CHARS_TEXT}"
-    text = f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} END"
-    bad = f"regexp_extract({text}, {quote(f'[^{ID_CHARS}]')})"
-    at = f"instr({text}, {bad})"
-    return (
+    # The decoded text, its first bad character and where it is are each written once.
+    text, bad, at = "t", "b", "instr(t, b)"
+    message = (
         f"CASE WHEN {text} IS NULL AND NOT {allowed} THEN {name} || "
         f"{quote(f' must be {form} of {rule}, not ')} || {_shown(r)} "
         f"WHEN {text} = '' THEN {name} || {quote(f' is empty: an id is {rule}')} "
@@ -208,6 +214,15 @@ def _id_message(f: FieldSpec, form: str, allowed: str = "false") -> str:
         f"ELSE {name} || {quote(f' must be {rule}, written without escapes, not ')} || "
         f"{_shown(r)} END"
     )
+    decoded = f"CASE WHEN left({r}, 1) = '\"' THEN {_json_string(r)} END"
+    first_bad = f"regexp_extract(t, {quote(f'[^{ID_CHARS}]')})"
+    return _let(decoded, "t", _let(first_bad, "b", message))
+
+
+def _let(value: str, name: str, body: str) -> str:
+    """`body` with `name` bound to `value`: an expression used many times in a message is
+    then written (and bound by DuckDB) once."""
+    return f"list_transform([{value}], lambda {name}: {body})[1]"
 
 
 def _ts_message(name: str, r: str) -> str:
@@ -292,8 +307,9 @@ def card_norm(s: str) -> str:
     )
 
 
-def _reason_sql() -> str:
-    """One CASE: the first rule the line breaks, or NULL."""
+def _reason_sql(types: tuple[str, ...]) -> str:
+    """One CASE: the first rule the line breaks, or NULL. Only the checks of `types` are
+    written: a line of another known type stops the statement (see `staging_select`)."""
     whens: list[str] = [
         "WHEN j IS NULL AND NOT json_valid(line) THEN 'not valid JSON'",
         "WHEN j IS NULL OR left(ltrim(line), 1) <> '{' THEN 'not a JSON object'",
@@ -315,9 +331,14 @@ def _reason_sql() -> str:
         "type || ' event has no \"table\"'",
     ]
     for name in (*ANY_EVENT, "table"):
-        whens += _field_whens(None, FIELDS[name])
-    per_type = " ".join(f"WHEN {quote(t)} THEN {_type_reason_sql(t)}" for t in EVENT_TYPES)
-    whens.append(f"ELSE (CASE type {per_type} END)")
+        whens += _field_whens(None, FIELDS[name], types)
+    # Reached only by a line of a known type (the WHENs above refuse any other).
+    unstaged = f"error({quote(_UNSTAGED)} || type)"
+    if types:
+        per_type = " ".join(f"WHEN {quote(t)} THEN {_type_reason_sql(t)}" for t in types)
+        whens.append(f"ELSE (CASE type {per_type} ELSE {unstaged} END)")
+    else:
+        whens.append(f"ELSE {unstaged}")
     return "CASE " + "\n  ".join(whens) + " END"
 
 
@@ -366,14 +387,16 @@ def _repeated_keys_message() -> str:
     )
 
 
-def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
+def _field_whens(
+    event_type: str | None, f: FieldSpec, types: tuple[str, ...] = EVENT_TYPES
+) -> list[str]:
     """WHENs for one present field: its kind's check, then its enumeration if it has one.
 
-    `event_type` None: the field is checked on every type that defines it.
+    `event_type` None: the field is checked on every type of `types` that defines it.
     """
-    has = _has(f.name) if event_type is None else f"{raw(f.name)} IS NOT NULL"
-    cond, msg = field_check(f)
-    whens = [f"WHEN {has} AND NOT ({cond}) THEN {msg}"]
+    has = _has(f.name, types) if event_type is None else f"{raw(f.name)} IS NOT NULL"
+    cond, _ = field_check(f)
+    whens = [f"WHEN {has} AND NOT ({cond}) THEN {quote(_MARK + f.name)}"]
     values = _enum_values(event_type or "*", f.name)
     if values:
         whens.append(
@@ -382,6 +405,26 @@ def _field_whens(event_type: str | None, f: FieldSpec) -> list[str]:
             f"{_shown(raw(f.name))}"
         )
     return whens
+
+
+# A field whose check fails is named after this mark; its message (`field_check`) is then
+# written once in the statement, however many of its types check the field.
+_MARK = chr(1)
+
+
+def _messages_sql(why: str, types: tuple[str, ...]) -> str:
+    """The reason `why` with a mark replaced by the message of the field it names."""
+    checked = set(ANY_EVENT) | {"table"}
+    for t in types:
+        checked |= fields_of(t)
+    names = sorted(checked, key=list(FIELDS).index)
+    cases = " ".join(
+        f"WHEN {quote(_MARK + n)} THEN {field_check(FIELDS[n])[1]}" for n in names
+    )
+    return (
+        f"CASE WHEN left({why}, 1) = {quote(_MARK)} THEN (CASE {why} {cases} END) "
+        f"ELSE {why} END"
+    )
 
 
 def _type_reason_sql(event_type: str) -> str:
@@ -403,15 +446,15 @@ def _type_reason_sql(event_type: str) -> str:
     return f"(CASE {' '.join(whens)} END)" if whens else "NULL"
 
 
-def _types_sql(name: str) -> str:
-    return _in_list(types_with(name), quoted=False)
-
-
-def _has(name: str) -> str:
-    """The field is present on a type that defines it (elsewhere it is an unknown extra)."""
+def _has(name: str, types: tuple[str, ...] = EVENT_TYPES) -> str:
+    """The field is present on a type that defines it (elsewhere it is an unknown extra);
+    of the types that define it, only those of `types` are named."""
     if len(types_with(name)) == len(EVENT_TYPES):
         return f"{raw(name)} IS NOT NULL"
-    return f"{raw(name)} IS NOT NULL AND type IN ({_types_sql(name)})"
+    on = tuple(t for t in types_with(name) if t in types)
+    if not on:
+        return "false"
+    return f"{raw(name)} IS NOT NULL AND type IN ({_in_list(on, quoted=False)})"
 
 
 def _no_field(event_type: str, name: str) -> str:
@@ -438,23 +481,16 @@ def names_its_event_sql(stream: str = "stream", seq: str = "seq", raw_line: str 
 
 
 STRUCT_SPEC = "{" + ", ".join(f'"{n}": "JSON"' for n in ("v", "ts", "type", "seq", *FIELDS)) + "}"
+_UNSTAGED = "a line's event type was not among the staged types: "
 
 
-def staging_select(chunk: str, source_id_sql: str) -> str:
-    """SELECT over a chunk(line_no, line, utf8_ok[, source_id]) giving the events' rows;
-    `source_id_sql` is a constant, or the chunk's column when it holds several files."""
+def _fields_sql(chunk: str, source_id_sql: str) -> str:
+    """The CTEs `parsed` and `fields` (each field's raw JSON text) and the start of `typed`
+    (each line's event type as written, NULL unless a string)."""
     raws = ", ".join(
         f"CAST(j.{n} AS VARCHAR) AS {raw(n)}"
         for n in ("v", "ts", "type", "seq", *FIELDS)
     )
-    values = ",\n  ".join(
-        f"{field_value(f)} AS {f.column}"
-        if len(types_with(f.name)) == len(EVENT_TYPES)
-        else f"CASE WHEN {_has(f.name)} THEN {field_value(f)} END AS {f.column}"
-        for f in FIELDS.values()
-    )
-    pit_types = _in_list(PIT_EVENTS, quoted=False)
-    amounts = ", ".join(_written_sql(f.name) for f in FIELDS.values() if f.kind == AMOUNT)
     return f"""
 WITH parsed AS (
   SELECT {source_id_sql} AS source_id, line_no, rtrim(line, chr(13) || chr(10)) AS line,
@@ -466,12 +502,64 @@ WITH parsed AS (
   SELECT source_id, line_no, line, utf8_ok, j, {raws} FROM parsed
 ), typed AS (
   SELECT *, CASE WHEN left(r_type, 1) = '"' THEN substr(r_type, 2, length(r_type) - 2) END
-            AS type,
+            AS type"""
+
+
+def _column_sql(f: FieldSpec, types: tuple[str, ...]) -> str:
+    """A field's events column: its value where the line's type defines it, else NULL."""
+    has = _has(f.name, types)
+    if len(types_with(f.name)) == len(EVENT_TYPES):
+        return field_value(f)
+    if has == "false":
+        return f"CAST(NULL AS {f.sql_type})"
+    return f"CASE WHEN {has} THEN {field_value(f)} END"
+
+
+# Past this many lines, reading a chunk's types costs more than the shorter statement saves
+# (about 1 microsecond a line against about 0.2 s a statement, measured by bench/staging.py).
+ALL_TYPES_LINES = 100_000
+
+
+def present_types(
+    con: duckdb.DuckDBPyConnection, chunk: str, lines: int = 0
+) -> tuple[str, ...]:
+    """The event types the lines of `chunk` (as `staging_select` takes it) are of, read as
+    `staging_select` reads them: the types its statement must be written for. A chunk of
+    more than ALL_TYPES_LINES `lines` is given every type, unread."""
+    if lines > ALL_TYPES_LINES:
+        return EVENT_TYPES
+    found = {
+        r[0]
+        for r in con.execute(
+            f"{_fields_sql(chunk, 'NULL')} FROM fields) SELECT DISTINCT type FROM typed"
+        ).fetchall()
+    }
+    return tuple(t for t in EVENT_TYPES if t in found)
+
+
+def staging_select(
+    chunk: str, source_id_sql: str, types: tuple[str, ...] = EVENT_TYPES
+) -> str:
+    """SELECT over a chunk(line_no, line, utf8_ok[, source_id]) giving the events' rows;
+    `source_id_sql` is a constant, or the chunk's column when it holds several files.
+
+    Only the checks and columns of `types` are written (each type's own checks are most of
+    the statement, and DuckDB's cost to bind it grows with its length): given the types
+    present (`present_types`), the rows are those of the statement for every type. A line
+    of a known type left out of `types` stops the statement with an error, never a row
+    judged without its type's checks."""
+    values = ",\n  ".join(f"{_column_sql(f, types)} AS {f.column}" for f in FIELDS.values())
+    pit_types = _in_list(PIT_EVENTS, quoted=False)
+    amounts = ", ".join(_written_sql(f.name) for f in FIELDS.values() if f.kind == AMOUNT)
+    return f"""{_fields_sql(chunk, source_id_sql)},
          {amounts}
   FROM fields
+), judged AS (
+  SELECT *,
+    CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql(types)} END AS why
+  FROM typed
 )
-SELECT source_id, line_no,
-  CASE WHEN NOT utf8_ok THEN 'not valid UTF-8 text' ELSE {_reason_sql()} END AS rejected,
+SELECT source_id, line_no, {_messages_sql("why", types)} AS rejected,
   CASE WHEN type IN ({pit_types}) THEN {stream_key_sql("pit", field_value(FIELDS["pit"]))}
        ELSE {stream_key_sql("table", field_value(FIELDS["table"]))} END AS stream,
   TRY_CAST(r_seq AS BIGINT) AS seq,
@@ -480,5 +568,5 @@ SELECT source_id, line_no,
   type,
   {values},
   line AS raw
-FROM typed
+FROM judged
 """

@@ -136,15 +136,26 @@ def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
     assert any("draw.banker_missed" in line for line in pages["live"])
 
 
+# MB-01's planted round deviations (sample_logs/README.md): (shoe, round).
+MB01_PLANTED = {"draw.banker_missed": ("MB-01-1128-01", 72),
+                "vig.wrong_amount": ("MB-01-1128-03", 47)}
+
+
 @pytest.mark.slow
 def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
-    """Step by step: write lines up to a deviant round's round_end, one poll, and its finding
-    is stored; its round's later events are not needed. Once both planted rounds are found,
-    the rest of the night goes in one poll (stepping on through its 267 other rounds only
-    cost time), and each planted finding is still the one of its round."""
+    """Step by step: write lines up to a round's round_end, one poll, and its finding is
+    stored; its round's later events are not needed. The steps are the ends of the rounds
+    around each planted round (the three before it, itself, the one after): the rounds
+    between go in one poll each stretch, as stepping through each of the night's 269 rounds
+    only cost time (a poll each). Once both planted rounds are found, the rest of the night
+    goes in one poll, and each planted finding is still the one of its round."""
     files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
     lines = schedule(files, 1.0)
-    ends = [i for i, line in enumerate(lines) if line.round_end is not None]
+    every = [i for i, line in enumerate(lines) if line.round_end is not None]
+    planted = [k for k, i in enumerate(every)
+               if lines[i].round_end[1:] in MB01_PLANTED.values()]  # type: ignore[index]
+    assert len(planted) == 2
+    ends = [every[k] for k in sorted({k + d for k in planted for d in range(-3, 2)})]
     con = db.connect(tmp_path / "live.duckdb")
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -174,7 +185,7 @@ def test_a_rounds_findings_are_in_as_soon_as_its_round_end_is(tmp_path):
             "SELECT round FROM current_findings WHERE code = ?", [code]
         ).fetchall()
         key = lines[found_at[code]].round_end
-        assert key is not None and key[2] == rnd, code
+        assert key is not None and key[1:] == MB01_PLANTED[code] and key[2] == rnd, code
     # Whoever reads watch's log learns what each finding is and where, not "1 new finding".
     ids = dict(con.execute(
         "SELECT code, fingerprint FROM current_findings WHERE code IN "

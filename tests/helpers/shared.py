@@ -23,6 +23,8 @@ from typing import TypeVar
 
 import pytest
 
+DONE = ".built"  # in a folder whose build finished
+
 
 def shared_root(factory: pytest.TempPathFactory) -> Path:
     """The folder shared by every process of this pytest run (the workers' base temporary
@@ -36,19 +38,19 @@ def shared_root(factory: pytest.TempPathFactory) -> Path:
 
 def once(factory: pytest.TempPathFactory, key: str, build: Callable[[Path], object]) -> Path:
     """The folder `key`, made by `build(folder)` the first time any process of this run asks
-    for it; later callers wait for that build and get the same folder. A build that raises
-    leaves nothing behind, so the next caller tries again (and meets the same error)."""
+    for it; later callers wait for that build and get the same folder. The build runs in the
+    folder itself (paths it records stay true); a build that raises leaves the folder
+    unfinished, so the next caller starts it again (and meets the same error)."""
     root = shared_root(factory)
-    done = root / key
+    folder = root / key
     with (root / f"{key}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not done.is_dir():
-            work = root / f"{key}.building"
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir()
-            build(work)
-            work.rename(done)
-    return done
+        if not (folder / DONE).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / DONE).touch()
+    return folder
 
 
 T = TypeVar("T")

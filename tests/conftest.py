@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from helpers.cli import Run, in_process
-from helpers.db import AuditDb
+from helpers.db import AuditDb, new_database
 from helpers.shared import copy_of, once
 
 from auditor.audit import run as audit_run
@@ -52,7 +52,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def con(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    c = db.connect(db_path)
+    c = new_database(db_path)
     try:
         yield c
     finally:

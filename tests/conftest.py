@@ -12,13 +12,15 @@ their own way (a copy each). Helpers that are not fixtures live in tests/helpers
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 from helpers.cli import Run, in_process
-from helpers.db import AuditDb
+from helpers.db import AuditDb, new_database
+from helpers.shared import copy_of, once
 
 from auditor.audit import run as audit_run
 from auditor.config import PropertyConfig
@@ -50,7 +52,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def con(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    c = db.connect(db_path)
+    c = new_database(db_path)
     try:
         yield c
     finally:
@@ -80,37 +82,48 @@ def bacc_audit(
 @pytest.fixture(scope="session")
 def sample_audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, audit_run.AuditResult]:
     """sample_logs/ ingested, then audited under the default property config, and closed:
-    the database file (copy it before opening it) and the audit's result."""
-    path = tmp_path_factory.mktemp("sample") / "audit.duckdb"
-    c = db.connect(path)
-    try:
-        ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
-        result = audit_run.audit(c, runs.start(c, "audit", {}), PropertyConfig())
-    finally:
-        c.close()
-    return path, result
+    the database file (copy it before opening it) and the audit's result. Built once for
+    the whole run (tests/helpers/shared.py), whichever worker asks first."""
+
+    def make(folder: Path) -> None:
+        c = db.connect(folder / "audit.duckdb")
+        try:
+            ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
+            result = audit_run.audit(c, runs.start(c, "audit", {}), PropertyConfig())
+        finally:
+            c.close()
+        (folder / "result.pickle").write_bytes(pickle.dumps(result))
+
+    folder = once(tmp_path_factory, "sample-audited", make)
+    path = copy_of(folder / "audit.duckdb", tmp_path_factory.mktemp("sample") / "audit.duckdb")
+    return path, pickle.loads((folder / "result.pickle").read_bytes())
 
 
 @pytest.fixture(scope="session")
 def sample_ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """sample_logs/ ingested into a database, closed: copy it before opening it (~2 s of CPU
-    once a worker instead of once a test)."""
-    path = tmp_path_factory.mktemp("sample-ingested") / "audit.duckdb"
-    c = db.connect(path)
-    try:
-        ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
-    finally:
-        c.close()
-    return path
+    once a run instead of once a test)."""
+
+    def make(folder: Path) -> None:
+        c = db.connect(folder / "audit.duckdb")
+        try:
+            ingest(c, [SAMPLE], runs.start(c, "ingest", {}))
+        finally:
+            c.close()
+
+    folder = once(tmp_path_factory, "sample-ingested", make)
+    return copy_of(folder / "audit.duckdb",
+                   tmp_path_factory.mktemp("sample-ingested") / "audit.duckdb")
 
 
 @pytest.fixture(scope="session")
 def sample_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample night (MB-01's log too: 22 findings) ingested and audited under the sample
-    property config, once a session: the board's desk tests copy it (`night_copy`)."""
-    from helpers.sample import build
+    property config, once a run: the board's desk tests copy it (`night_copy`)."""
+    from helpers.sample import built  # Starlette's client with it: only where it is needed
 
-    return build(tmp_path_factory.mktemp("desk") / "full.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("desk") / "full.duckdb",
+                 with_mb01=True)
 
 
 @pytest.fixture

@@ -26,10 +26,9 @@ figures: 800 shoes (319,600 pairs) and 1,199 dealer-shifts, which catch chance m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from helpers.clean_nights import Tally, clean_nights
+from helpers.shared import value_once
 
 from auditor.simulate.kinds import LIE_KINDS
 
@@ -40,8 +39,9 @@ NIGHTS = 10
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> Tally:
-    base: Path = tmp_path_factory.mktemp("nights")
-    return clean_nights(base, NIGHTS)
+    """Audited once a run, even when this module's tests run on two workers."""
+    return value_once(tmp_path_factory, f"clean-nights-{NIGHTS}",
+                      lambda base: clean_nights(base, NIGHTS))
 
 
 def test_no_shoe_repeats_or_unshuffled_shoe_on_clean_nights(nights: Tally) -> None:

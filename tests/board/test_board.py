@@ -1,9 +1,10 @@
 """The live board (auditor/board): its pages over the sample night, the JSON Lines API and its
 exact cursor, the Server-Sent Events stream, acknowledgements from the form, CSRF and logins.
 
-The sample night is built twice per module: without MB-01's log (`night`, 20 findings), so a
-test can store MB-01's two planted findings (a missed Banker draw, round 72 of shoe
-MB-01-1128-01; a short vigorish) while the board runs, and with it (`full`, 22 findings).
+The sample night in two databases, each a copy of a build made once a run
+(helpers/sample.built): without MB-01's log (`night`, 20 findings), so a test can store
+MB-01's two planted findings (a missed Banker draw, round 72 of shoe MB-01-1128-01; a short
+vigorish) while the board runs, and with it (`full`, 22 findings).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import duckdb
 import httpx2
 import pypdf
 import pytest
-from helpers.sample import CONFIG, LOCAL, MB01, SHIFT, build, local_client, plain, store_mb01
+from helpers.sample import CONFIG, LOCAL, MB01, SHIFT, built, local_client, plain, store_mb01
 from starlette.testclient import TestClient
 
 from auditor import config
@@ -48,12 +49,14 @@ from auditor.store.filters import Filter
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("board") / "night.duckdb", with_mb01=False)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("board") / "night.duckdb",
+                 with_mb01=False)
 
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("board") / "full.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("board") / "full.duckdb",
+                 with_mb01=True)
 
 
 def copy(src: Path, tmp_path: Path) -> Path:

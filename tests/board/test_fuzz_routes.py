@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from helpers.fuzz import board_request, examples, tally
-from helpers.sample import CONFIG, build
+from helpers.sample import CONFIG, built
 from hypothesis import HealthCheck, example, given, settings
 
 from auditor import config
@@ -32,7 +32,8 @@ TOKEN = "tok-0f8e2d4c6b1a39578e0d2c4b6a8f1e3d"
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("fuzzboard") / "night.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("fuzzboard") / "night.duckdb",
+                 with_mb01=True)
 
 
 @pytest.fixture(scope="module", params=["local", "login"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from helpers.logins import PASSWORD, TOKEN, Guesser, csrf_of
-from helpers.sample import CONFIG, build
+from helpers.sample import CONFIG, built
 
 from auditor import config
 from auditor.board import throttle
@@ -25,7 +25,8 @@ from auditor.board.settings import settings_from_table
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("logins") / "full.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("logins") / "full.duckdb",
+                 with_mb01=True)
 
 
 @pytest.fixture

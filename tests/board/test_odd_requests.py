@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.sample import CONFIG, build, local_client, plain
+from helpers.sample import CONFIG, built, local_client, plain
 from starlette.testclient import TestClient
 
 from auditor import config
@@ -27,7 +27,8 @@ RANGE = "a gaming day must be from 1900-01-01 to 9998-12-31"
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("odd") / "full.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("odd") / "full.duckdb",
+                 with_mb01=True)
 
 
 @pytest.fixture(scope="module")

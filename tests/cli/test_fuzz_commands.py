@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import Run
 from helpers.fuzz import COMMANDS, Places, arguments, examples, odd_paths, run_bounded, tally
-from helpers.sample import CONFIG, MB01, SAMPLE, build
+from helpers.sample import CONFIG, MB01, SAMPLE, built
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,8 @@ BIN = Path(sys.executable).parent / "bacc-audit"
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("fuzz") / "night.duckdb", with_mb01=False)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("fuzz") / "night.duckdb",
+                 with_mb01=False)
 
 
 @pytest.fixture

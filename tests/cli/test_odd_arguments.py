@@ -19,7 +19,7 @@ import pytest
 from helpers.cli import Run
 from helpers.fuzz import run_bounded
 from helpers.mounts import run_mounted
-from helpers.sample import CONFIG, SHIFT, build
+from helpers.sample import CONFIG, SHIFT, built
 
 from auditor.store.findings import short_id
 
@@ -30,7 +30,8 @@ Cli = Callable[..., Run]
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("odd") / "night.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("odd") / "night.duckdb",
+                 with_mb01=True)
 
 
 def without_progress(err: str) -> str:

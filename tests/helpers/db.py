@@ -8,8 +8,11 @@ tests/conftest.py's `audit` fixture gives one per test; `open_audit` one per mod
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -99,9 +102,28 @@ class AuditDb:
         }
 
 
+_EMPTY: list[Path] = []  # this process's empty audit database, made on first use
+
+
+def new_database(path: Path) -> duckdb.DuckDBPyConnection:
+    """`db.connect(path)` of a new audit database: a copy of an empty one this process made
+    once (its schema created once), opened as a command opens an existing database. About
+    0.05 s of CPU less a test than creating the schema again; the same tables, empty."""
+    if not _EMPTY:
+        folder = Path(tempfile.mkdtemp(prefix="bacc-audit-empty-"))
+        atexit.register(shutil.rmtree, folder, True)
+        db.connect(folder / "audit.duckdb").close()
+        _EMPTY.append(folder / "audit.duckdb")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_EMPTY[0], path)
+        shutil.copymode(_EMPTY[0], path)  # 0600, as the product creates it
+    return db.connect(path)
+
+
 def open_audit(directory: Path) -> AuditDb:
     """A fresh audit database in `directory` (for module-scoped fixtures; close `.con`)."""
-    con = db.connect(directory / "audit.duckdb")
+    con = new_database(directory / "audit.duckdb")
     logs = directory / "logs"
     logs.mkdir()
     return AuditDb(logs, con, runs.start(con, "test", {"test": True}))

@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from starlette.testclient import TestClient
 
 from auditor import config
 from auditor.audit.run import audit
 from auditor.ingest.run import ingest
 from auditor.store import db, runs
+
+from .shared import copy_of, once
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
@@ -32,6 +35,14 @@ def build(path: Path, with_mb01: bool) -> Path:
     audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
     con.close()
     return path
+
+
+def built(factory: pytest.TempPathFactory, path: Path, with_mb01: bool) -> Path:
+    """`build`'s database at `path`: a copy of the one built once for the whole run
+    (tests/helpers/shared.py), not one ingest and audit per module and worker."""
+    key = "sample-full" if with_mb01 else "sample-night"
+    folder = once(factory, key, lambda d: build(d / "audit.duckdb", with_mb01))
+    return copy_of(folder / "audit.duckdb", path)
 
 
 def store_mb01(con: duckdb.DuckDBPyConnection) -> None:

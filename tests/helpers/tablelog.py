@@ -20,7 +20,9 @@ import duckdb
 from auditor.audit.table_pass import table_findings
 from auditor.config import PropertyConfig
 from auditor.ingest.run import ingest
-from auditor.store import db, runs
+from auditor.store import runs
+
+from .db import new_database
 
 TZ = dt.timezone(dt.timedelta(hours=-5))
 NIGHT = dt.date(2026, 11, 28)
@@ -164,7 +166,7 @@ class TablePassDb:
     def __init__(self, tmp_path: Path, config: PropertyConfig | None = None) -> None:
         self.dir = tmp_path
         tmp_path.mkdir(parents=True, exist_ok=True)
-        self.con: duckdb.DuckDBPyConnection = db.connect(tmp_path / "audit.duckdb")
+        self.con: duckdb.DuckDBPyConnection = new_database(tmp_path / "audit.duckdb")
         self.config = config or PropertyConfig()
         self.files = 0
 

@@ -11,15 +11,16 @@ from pathlib import Path
 import duckdb
 
 from auditor import config
-from auditor.audit.run import audit
+from auditor.audit.run import AuditResult, audit
 from auditor.ingest.run import ingest
 from auditor.store import db, runs
 
 
 def batch(files: list[Path], path: Path, conf: config.PropertyConfig,
-          later: list[Path] | None = None) -> duckdb.DuckDBPyConnection:
+          later: list[Path] | None = None,
+          audits: list[AuditResult] | None = None) -> duckdb.DuckDBPyConnection:
     """`ingest` + `audit` of the files; then of the `later` ones (a lying night's, delivered
-    after the night's audit), if any."""
+    after the night's audit), if any. Each audit's result is appended to `audits`."""
     con = db.connect(path)
     if later:  # under the names the spool gives them (tests/jobs/test_watch.py)
         folder = path.parent / f"{path.stem}-later"
@@ -32,7 +33,9 @@ def batch(files: list[Path], path: Path, conf: config.PropertyConfig,
     for delivery in (files, later or []):
         if delivery:
             ingest(con, delivery, runs.start(con, "ingest", {}))
-            audit(con, runs.start(con, "audit", {}), conf)
+            result = audit(con, runs.start(con, "audit", {}), conf)
+            if audits is not None:
+                audits.append(result)
     return con
 
 

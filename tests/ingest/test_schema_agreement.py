@@ -21,7 +21,6 @@ import copy
 import itertools
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from helpers.events import (
     docs_example_lines,
     event,
 )
+from helpers.shared import value_once
 
 Line = dict[str, Any] | str  # an event, or a line's exact text
 
@@ -125,9 +125,16 @@ def _source(audit: AuditDb, path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
-    """Ingest every case once (one file per group) and give each case's outcome."""
-    audit = open_audit(tmp_path_factory.mktemp("agreement"))
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Ingest every case once (one file per group) and give each case's outcome: once a run
+    (helpers/shared.py), though the module's cases land on both workers."""
+    return value_once(tmp_path_factory, "schema-agreement", _verdicts)
+
+
+def _verdicts(folder: Path) -> dict[str, dict[str, Any]]:
+    (folder / "agreement").mkdir()
+    (folder / "agreement_docs").mkdir()
+    audit = open_audit(folder / "agreement")
     out: dict[str, dict[str, Any]] = {}
     # Each group its own seqs: a rejected line naming an event already ingested with other
     # content (same stream and seq) would make its file an altered resend.
@@ -143,7 +150,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
             out[key] = got[n]
     # The examples as published, seq as written: the contract's and the docs' share table
     # MB-07's first seqs with other content, so each goes into a database of its own.
-    docs_db = open_audit(tmp_path_factory.mktemp("agreement_docs"))
+    docs_db = open_audit(folder / "agreement_docs")
     for db_, name, lines in (
         (audit, "contract", contract_lines()),
         (docs_db, "docs", docs_example_lines()),
@@ -151,9 +158,9 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         got = _ingest_lines(db_, f"{name}.jsonl", lines)
         for n in got:
             out[f"{name}:{n}"] = got[n]
-    yield out
     audit.con.close()
     docs_db.con.close()
+    return out
 
 
 def _param(key: str) -> Any:

@@ -23,6 +23,7 @@ from helpers.nights import continue_streams
 from helpers.pdfs import pdf_text
 from helpers.pdfs import without_generation_time as _without_generation_time
 from helpers.rules import panda8_rules
+from helpers.shared import once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -121,11 +122,13 @@ def house_rules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory, house_rules: Path) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("backfill")
-    logs = make_logs(base)
-    one = base / "one.duckdb"
-    one_machine(logs, one)
-    return {"base": base, "logs": logs, "one": one}
+    """The logs and their one-machine audit, made once a run (helpers/shared.py) even when
+    this module's tests run on both workers: read them, do not change them. `base` is this
+    worker's own folder, for the databases its tests write."""
+    base = once(tmp_path_factory, "backfill-nights",
+                lambda folder: one_machine(make_logs(folder), folder / "one.duckdb"))
+    return {"base": tmp_path_factory.mktemp("backfill"), "logs": base / "logs",
+            "one": base / "one.duckdb"}
 
 
 def _run(nights: dict[str, Any], name: str, **kw: Any) -> tuple[Path, backfill.BackfillResult, int]:

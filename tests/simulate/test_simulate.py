@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import run_cli
+from helpers.recall import audited_night
 from helpers.rules import panda8_rules
 
 from auditor import config
@@ -134,10 +135,18 @@ def _audit(result: SimulationResult, path: Path):
     if result.later:
         ingest(con, result.later, runs.start(con, "ingest", {}))
         audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    con.close()
+    return res, _findings(path)
+
+
+def _findings(path: Path) -> list[tuple]:
+    """The audit database's standing findings as (code, table, shoe, round), once each cites
+    its table's pack."""
+    con = db.connect(path)
     rows = con.execute("SELECT code, table_id, shoe, round FROM current_findings").fetchall()
     _assert_each_finding_cites_its_tables_pack(con)
     con.close()
-    return res, rows
+    return rows
 
 
 def _assert_each_finding_cites_its_tables_pack(con) -> None:
@@ -179,10 +188,14 @@ RECALL_RUNS = [
     [pytest.param(*run, marks=pytest.mark.slow) if run[1] == 16 else run for run in RECALL_RUNS],
 )
 def test_recall_every_planted_deviation_is_found_and_nothing_else(
-    tmp_path, house_rules, seed, tables, hours, rate, games
+    tmp_path, tmp_path_factory, house_rules, seed, tables, hours, rate, games
 ):
-    r = simulate(tmp_path / "logs", tables, hours, seed=seed, deviation_rate=rate, games=games)
-    res, rows = _audit(r, tmp_path / "a.duckdb")
+    """The night and its batch audit are made once a run (helpers/recall.py): the
+    every-code test of tests/jobs/test_watch.py feeds the same nights to a watch."""
+    audited = audited_night(tmp_path_factory, panda8=True, seed=seed, tables=tables,
+                            hours=hours, rate=rate, games=games)
+    r, res = audited.night, audited.result
+    rows = _findings(audited.database(tmp_path / "a.duckdb"))
     assert res.rounds == r.rounds and dict(res.skipped) == {}
     planted = Counter((d["code"], d["table"], d["shoe"], d["round"]) for d in r.deviations)
     assert planted
@@ -210,12 +223,12 @@ def test_recall_of_the_shoe_lies_among_a_nights_deviations(tmp_path, house_rules
 
 
 @pytest.mark.slow
-def test_every_code_is_planted_across_the_recall_runs(tmp_path, house_rules):
+def test_every_code_is_planted_across_the_recall_runs(tmp_path, tmp_path_factory, house_rules):
     """The recall runs between them plant every kind, and so every code of the registry."""
     kinds: set[str] = set()
-    for seed, tables, hours, rate, games in RECALL_RUNS:
-        r = simulate(tmp_path / str(seed), tables, hours, seed=seed, deviation_rate=rate,
-                     games=games)
+    for seed, tables, hours, rate, games in RECALL_RUNS:  # the recall test's own nights
+        r = audited_night(tmp_path_factory, panda8=True, seed=seed, tables=tables,
+                          hours=hours, rate=rate, games=games).night
         kinds |= {d["kind"] for d in r.deviations}
     # The dealer, seat and shoe-order patterns are planted only when asked (tests/replay/'s
     # test_dealers.py, test_sidebets.py and test_integrity.py find them).

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.sample import CONFIG, build
+from helpers.sample import CONFIG, built
 
 from auditor.store import db, serving, shared, wire
 
@@ -30,7 +30,8 @@ BIN = Path(sys.executable).parent / "bacc-audit"
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("limits") / "night.duckdb", with_mb01=True)
+    return built(tmp_path_factory, tmp_path_factory.mktemp("limits") / "night.duckdb",
+                 with_mb01=True)
 
 
 @pytest.fixture

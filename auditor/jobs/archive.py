@@ -176,19 +176,23 @@ class _ToFile(NamedTuple):
     now: versions.Findings  # what it shows of its findings (versions.snapshot)
 
 
-def _read_shift(
-    con: duckdb.DuckDBPyConnection,
-    conf: PropertyConfig,
-    day: dt.date,
-    name: str,
-    folder: Path,
-    epoch: dt.datetime,
-    run_id: int | None,
-    key: signing.SigningKey | None,
-    check: dict[str, Any] | None,
-) -> ShiftReport | _ToFile:
+class _Shift(NamedTuple):
+    """The shift report_shift files, and what it files it with."""
+
+    conf: PropertyConfig
+    day: dt.date
+    name: str
+    folder: Path
+    epoch: dt.datetime
+    run_id: int | None
+    key: signing.SigningKey | None
+    check: dict[str, Any] | None
+
+
+def _read_shift(con: duckdb.DuckDBPyConnection, shift: _Shift) -> ShiftReport | _ToFile:
     """What report_shift reads: its answer when there is nothing to write (no rounds, or
     the last version unchanged), else the version to render and file."""
+    conf, day, name, folder, epoch, run_id, key, check = shift
     scope = scope_for(conf, con, shift=f"{day:%Y-%m-%d}/{name}")
     rounds = db.single(
         con,
@@ -248,7 +252,7 @@ def report_shift(
     the database is read inside `reading()` (`watch` reads between two polls there), the
     render and the signature outside it."""
     with reading():
-        got = _read_shift(con, conf, day, name, folder, epoch, run_id, key, check)
+        got = _read_shift(con, _Shift(conf, day, name, folder, epoch, run_id, key, check))
     if isinstance(got, ShiftReport):
         return got
     scope, rounds, number, first, this, record, content, now = got

@@ -99,6 +99,11 @@ def record_staged(
     if not found:
         return
     cols = ("source_id", "start_byte", "end_byte", "events_stored", "events_sha256")
+    if len(found) <= 64:  # a poll's few: one statement (whole numbers and hex digits only)
+        con.execute(f"INSERT INTO {STAGED} VALUES " + ", ".join(
+            f"({int(s)}, {int(a)}, {int(b)}, {int(n)}, '{bytes.fromhex(h).hex()}')"
+            for s, a, b, n, h in found))
+        return
     table = pa.table({
         c: pa.array([f[i] for f in found], pa.string() if i == 4 else pa.int64())
         for i, c in enumerate(cols)

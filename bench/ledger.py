@@ -80,7 +80,9 @@ class Timed:
 
 class Spent:
     """Wall and CPU seconds in the methods `names` of `cls`, wherever they are called (those
-    a tree has: a tree from before the staged digests has none, and they cost 0)."""
+    a tree has: a tree from before the staged digests has none, and they cost 0). The CPU
+    seconds are the calling thread's: ingest's read-ahead thread parses the next block
+    meanwhile, and the process's CPU seconds would count its work here."""
 
     def __init__(self, cls: type, names: tuple[str, ...]) -> None:
         self.seconds = 0.0
@@ -92,12 +94,12 @@ class Spent:
 
     def _timed(self, f):
         def run(*args, **kw):
-            started, cpu = time.perf_counter(), time.process_time()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return f(*args, **kw)
             finally:
                 self.seconds += time.perf_counter() - started
-                self.cpu += time.process_time() - cpu
+                self.cpu += time.thread_time() - cpu
         return run
 
     def restore(self) -> None:

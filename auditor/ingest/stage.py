@@ -266,18 +266,26 @@ class Staging:
         if self._held_bytes > HOLD_BYTES:
             self._held = None
             return
-        line_no = t.column("line_no").combine_chunks()
-        text = raw.cast(pa.large_string()).combine_chunks()
+        # slices of the arrays inserted, no copy: the rows of a source are together (a
+        # batch's files one after the other), else put so first
+        rows = pa.table({"line_no": t.column("line_no"), "raw": raw})
         if source_id is not None:
-            self._held.setdefault(int(source_id), []).append((line_no, text))
+            self._add_held(int(source_id), rows)
             return
         sids = np.asarray(t.column("source_id"), dtype=np.int64)
-        order = np.argsort(sids, kind="stable")
-        cuts = np.flatnonzero(np.diff(sids[order])) + 1
-        for part in np.split(order, cuts):
-            at = pa.array(part)
-            self._held.setdefault(int(sids[part[0]]), []).append(
-                (line_no.take(at), text.take(at)))
+        if np.any(np.diff(sids) < 0):
+            order = np.argsort(sids, kind="stable")
+            rows, sids = rows.take(pa.array(order)), sids[order]
+        cuts = np.flatnonzero(np.diff(sids)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(sids)], strict=True):
+            self._add_held(int(sids[lo]), rows.slice(lo, hi - lo))
+
+    def _add_held(self, source_id: int, rows: pa.Table) -> None:
+        held = self._held
+        assert held is not None
+        for b in rows.to_batches():
+            if b.num_rows:
+                held.setdefault(source_id, []).append((b.column(0), b.column(1)))
 
     def record_digests(self, pieces: Sequence[tuple[int, int, int]]) -> None:
         """Before `keep`, once the checks are done: the events digest of each piece
@@ -592,5 +600,5 @@ def _in_line_order(
     if np.all(np.diff(every) > 0):
         return chunks
     order = pa.array(np.argsort(every, kind="stable"))
-    return [(pa.concat_arrays([c[0] for c in chunks]).take(order),
-             pa.concat_arrays([c[1] for c in chunks]).take(order))]
+    return [(pa.concat_arrays([c[0].cast(pa.int64()) for c in chunks]).take(order),
+             pa.concat_arrays([c[1].cast(pa.large_string()) for c in chunks]).take(order))]

@@ -56,7 +56,6 @@ class Piece:
     quarantined: int = -1  # as ingest counted them
     staged: tuple[int, str] | None = None  # events_stored, events_sha256 from ingest
 
-
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.source_id, self.start_byte, self.end_byte)

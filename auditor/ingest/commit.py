@@ -213,7 +213,8 @@ def finish(
     sources = [s for x, c in got if (s := x.source(c)) is not None]
     if sources:
         record_sources(con, sources, run_id)
-    record_pieces(con, [x.piece(c) for x, c in got], run_id)
+    pieces = [x.piece(c) for x, c in got]
+    record_pieces(con, pieces, run_id)
     if problems:
         rows.quarantine()
         for x, _ in got:
@@ -221,6 +222,7 @@ def finish(
                 log_findings.record_malformed(
                     con, run_id, x.resolved, x.file_key(con), rows.of_source(x.source_id)
                 )
+    rows.record_digests([(p.source_id, p.start, p.end) for p in pieces])
     rows.keep(bool(problems))
     if rows.staged:
         _extend_streams(con, run_id, rows)

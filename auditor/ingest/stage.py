@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.ingest import fast
 from auditor.ingest.lines import Rows
 from auditor.ingest.reader import LongLine
 from auditor.ingest.validate import names_its_event_sql, present_types, staging_select
+from auditor.store import ledger_rows
 from auditor.store.db import one
 from auditor.store.events import FIELDS
 
@@ -42,6 +45,9 @@ _LINE_BYTES_DDL = (
     "CREATE TEMP TABLE IF NOT EXISTS line_bytes (source_id BIGINT, line_no BIGINT, bytes BLOB)"
 )
 _GOOD = "rejected IS NULL"
+# The line numbers and text of the rows staged are held for the pieces' events digests up to
+# this many bytes of text a staging (a file bigger than that: its seal reads its rows back).
+HOLD_BYTES = 256 << 20
 
 
 def new_source_ids(con: duckdb.DuckDBPyConnection, n: int) -> list[int]:
@@ -182,6 +188,10 @@ class Staging:
         self._ranges: list[Range] | None = None  # as last computed, while the rows hold
         self._problems: dict[int, list[tuple[int, str]]] | None = None
         self._made: list[str] = []  # the temporary tables made, for `close`
+        # Per source, the (line_no, raw) of its rows as inserted, for `record_digests`;
+        # None once past HOLD_BYTES.
+        self._held: dict[int, list[tuple[pa.Array, pa.Array]]] | None = {}
+        self._held_bytes = 0
         if staged:
             self._make("staged", _STAGED_DDL)
         # The rows, as SQL: the staged table, or this staging's rows in `events`.
@@ -225,19 +235,78 @@ class Staging:
         cols = ", ".join((*EVENT_COLUMNS, "rejected"))
         typed = [r.typed for r in rows if r.typed is not None]
         if typed:
-            self.con.register("typed_chunk", pa.concat_tables(typed))
+            typed_chunk = pa.concat_tables(typed)
+            self.con.register("typed_chunk", typed_chunk)
             select = fast.typed_select("typed_chunk", sid)
             self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
             self.con.unregister("typed_chunk")
+            self.hold(typed_chunk, typed_chunk.column("raw"), source_id)
         slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
         if slow:
             chunk = pa.concat_tables(slow)
+            # the rows staging_select makes: a line less its line end, blank lines skipped
+            line = chunk.column("line")
+            chunk_rows = chunk.filter(
+                pc.greater(pc.binary_length(pc.utf8_rtrim(line, " \t\r\n")), 0))
+            self.hold(chunk_rows, pc.utf8_rtrim(chunk_rows.column("line"), "\r\n"),
+                       source_id)
             self.con.register("chunk", chunk)
             types = present_types(self.con, "chunk", chunk.num_rows)
             select = staging_select("chunk", sid, types)
             self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
             self.con.unregister("chunk")
             self._keep_bytes([chunk], source_id)
+
+    def hold(self, t: pa.Table, raw: pa.ChunkedArray, source_id: int | None) -> None:
+        """Keep the line numbers and text of rows just inserted (`t`, with `raw` their
+        text as `events` holds it), by source, for `record_digests`."""
+        if self._held is None or not t.num_rows:
+            return
+        self._held_bytes += raw.nbytes
+        if self._held_bytes > HOLD_BYTES:
+            self._held = None
+            return
+        # slices of the arrays inserted, no copy: the rows of a source are together (a
+        # batch's files one after the other), else put so first
+        rows = pa.table({"line_no": t.column("line_no"), "raw": raw})
+        if source_id is not None:
+            self._add_held(int(source_id), rows)
+            return
+        sids = np.asarray(t.column("source_id"), dtype=np.int64)
+        if np.any(np.diff(sids) < 0):
+            order = np.argsort(sids, kind="stable")
+            rows, sids = rows.take(pa.array(order)), sids[order]
+        cuts = np.flatnonzero(np.diff(sids)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(sids)], strict=True):
+            self._add_held(int(sids[lo]), rows.slice(lo, hi - lo))
+
+    def _add_held(self, source_id: int, rows: pa.Table) -> None:
+        held = self._held
+        assert held is not None
+        for b in rows.to_batches():
+            if b.num_rows:
+                held.setdefault(source_id, []).append((b.column(0), b.column(1)))
+
+    def record_digests(self, pieces: Sequence[tuple[int, int, int]]) -> None:
+        """Before `keep`, once the checks are done: the events digest of each piece
+        (source_id, start_byte, end_byte: the one piece of its source staged here), from
+        the rows held at insert less those `keep` will remove (rejected lines, duplicates),
+        into the ledger's STAGED table, which the seal takes instead of reading them back.
+        Nothing when the rows were too many to hold: the seal reads them."""
+        if self._held is None:
+            return
+        problems = self.problems()
+        dups = (np.array([r[0] for r in self.con.execute("SELECT line_no FROM dups").fetchall()],
+                         dtype=np.int64) if self.dups else None)
+        found = []
+        for sid, start, end in pieces:
+            chunks = self._held.get(sid, [])
+            removed = np.array([n for n, _ in problems.get(sid, [])], dtype=np.int64)
+            if dups is not None and self.ids == [sid]:
+                removed = np.concatenate((removed, dups))
+            found.append((sid, start, end, *ledger_rows.events_digest(
+                _in_line_order(chunks, removed))))
+        ledger_rows.record_staged(self.con, found)
 
     def insert_long_lines(self, source_id: int, long_lines: Iterable[LongLine]) -> None:
         """Long lines join the file's rejected rows, so quarantine, `log.malformed` and the
@@ -512,3 +581,24 @@ class Staging:
                 f"DELETE FROM events WHERE source_id {self._which} "
                 f"AND (rejected IS NOT NULL{dups})"
             )
+
+
+def _in_line_order(
+    chunks: list[tuple[pa.Array, pa.Array]], removed: np.ndarray
+) -> list[tuple[pa.Array, pa.Array]]:
+    """(line_no, raw) chunks without the lines `removed`, in line order: as they are when
+    each chunk is and they follow each other (a file's blocks, the fast path alone), else
+    put in order in one piece."""
+    chunks = sorted(chunks, key=lambda c: c[0][0].as_py())
+    lines = [np.asarray(c[0], dtype=np.int64) for c in chunks]
+    if len(removed):
+        keep = [~np.isin(n, removed) for n in lines]
+        chunks = [(c[0].filter(pa.array(k)), c[1].filter(pa.array(k)))
+                  for c, k in zip(chunks, keep, strict=True)]
+        lines = [n[k] for n, k in zip(lines, keep, strict=True)]
+    every = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
+    if np.all(np.diff(every) > 0):
+        return chunks
+    order = pa.array(np.argsort(every, kind="stable"))
+    return [(pa.concat_arrays([c[0].cast(pa.int64()) for c in chunks]).take(order),
+             pa.concat_arrays([c[1].cast(pa.large_string()) for c in chunks]).take(order))]

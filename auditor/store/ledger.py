@@ -168,6 +168,7 @@ DDL = [
       checked_at TIMESTAMPTZ NOT NULL,
       run_id BIGINT NOT NULL
     )""",
+    ledger_rows.STAGED_DDL,
 ]
 
 
@@ -176,8 +177,8 @@ DDL = [
 
 def column_types(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
     """The type of every column of the covered tables, by table (a table missing from an
-    older database is absent)."""
-    tables = ", ".join(quote(t) for t in {c.table for c in COVERED})
+    older database is absent), and of the events digests ingest kept for the seal."""
+    tables = ", ".join(quote(t) for t in {c.table for c in COVERED} | {ledger_rows.STAGED})
     out: dict[str, dict[str, str]] = {}
     for table, column, typ in con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() "
@@ -388,7 +389,7 @@ def _seal_once(
         )
         digests = "piece_digests"
         if c.kind == PIECE:
-            pieces = ledger_rows.pieces(con, unsealed)
+            pieces = ledger_rows.pieces(con, unsealed, staged=ledger_rows.STAGED in types)
             if not pieces:
                 continue
             table = ledger_rows.digests(con, pieces, counted=True)

@@ -31,6 +31,19 @@ QUARANTINE_DIGEST = ("line_no", "reason", "raw", "raw_bytes")
 DIGEST_FIELDS = ("events_stored", "events_sha256", "quarantine_stored", "quarantine_sha256")
 BATCH_ROWS = 1_000_000  # rows of one query, held at once; a piece is never split
 
+# The events digest of a piece as ingest computed it while staging (ingest/stage.py), from
+# the rows it had in hand: a seal takes it instead of reading the piece's events back
+# (`verify` never does: it always digests the rows). A cache for the seal, not evidence.
+STAGED = "ingest_digests"
+STAGED_DDL = f"""
+    CREATE TABLE IF NOT EXISTS {STAGED} (
+      source_id BIGINT NOT NULL,
+      start_byte BIGINT NOT NULL,
+      end_byte BIGINT NOT NULL,
+      events_stored BIGINT NOT NULL,
+      events_sha256 VARCHAR NOT NULL
+    )"""
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -41,23 +54,62 @@ class Piece:
     last_line: int
     rows: int  # events + quarantined, as ingest counted them: the batch's size
     quarantined: int = -1  # as ingest counted them
+    staged: tuple[int, str] | None = None  # events_stored, events_sha256 from ingest
 
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.source_id, self.start_byte, self.end_byte)
 
 
-def pieces(con: duckdb.DuckDBPyConnection, where: str) -> list[Piece]:
-    """The `source_extents` rows matching `where`, in the seal's order."""
+def pieces(con: duckdb.DuckDBPyConnection, where: str, staged: bool = False) -> list[Piece]:
+    """The `source_extents` rows matching `where`, in the seal's order; `staged` (a seal):
+    with the events digest ingest computed for each, where it did (STAGED)."""
+    digest = f"LEFT JOIN {STAGED} d USING (source_id, start_byte, end_byte)" if staged else ""
+    staged_cols = "d.events_stored, d.events_sha256" if staged else "NULL, NULL"
     return [
         Piece(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5] or 0),
-              -1 if r[6] is None else int(r[6]))
+              -1 if r[6] is None else int(r[6]),
+              None if r[7] is None else (int(r[7]), str(r[8])))
         for r in con.execute(
             "SELECT source_id, start_byte, end_byte, first_line, last_line, "
-            f"events + quarantined, quarantined FROM source_extents WHERE {where} "
+            f"events + quarantined, quarantined, {staged_cols} "
+            f"FROM (SELECT * FROM source_extents WHERE {where}) x {digest} "
             "ORDER BY source_id, start_byte, end_byte"
         ).fetchall()
     ]
+
+
+def events_digest(chunks: Sequence[tuple[pa.Array, pa.Array]]) -> tuple[int, str]:
+    """The events digest (EVENT_DIGEST) of rows given as (line_no, raw) arrays, in line
+    order, chunk after chunk: what a seal would compute from the same rows in `events`."""
+    d = _Digest(len(EVENT_DIGEST), (False, True))
+    for line_no, raw in chunks:
+        d.rows += len(line_no)
+        d.columns[0].add(line_no)
+        d.columns[1].add(raw)
+    return d.rows, d.hexdigest()
+
+
+def record_staged(
+    con: duckdb.DuckDBPyConnection, found: Sequence[tuple[int, int, int, int, str]]
+) -> None:
+    """Keep the events digests ingest computed: (source_id, start_byte, end_byte,
+    events_stored, events_sha256) a piece, in the caller's transaction (with its rows)."""
+    if not found:
+        return
+    cols = ("source_id", "start_byte", "end_byte", "events_stored", "events_sha256")
+    if len(found) <= 64:  # a poll's few: one statement (whole numbers and hex digits only)
+        con.execute(f"INSERT INTO {STAGED} VALUES " + ", ".join(
+            f"({int(s)}, {int(a)}, {int(b)}, {int(n)}, '{bytes.fromhex(h).hex()}')"
+            for s, a, b, n, h in found))
+        return
+    table = pa.table({
+        c: pa.array([f[i] for f in found], pa.string() if i == 4 else pa.int64())
+        for i, c in enumerate(cols)
+    })
+    con.register("new_digests", table)
+    con.execute(f"INSERT INTO {STAGED} SELECT {', '.join(cols)} FROM new_digests")
+    con.unregister("new_digests")
 
 
 class _Column:
@@ -189,6 +241,24 @@ def _add(out: list[_Digest], rb: pa.RecordBatch, which: np.ndarray) -> None:
             col.add(rb.column(j + 2).slice(s, e - s))
 
 
+def _events(con: duckdb.DuckDBPyConnection, batch: Sequence[Piece]) -> list[_Digest]:
+    """The events digests of `batch`: as ingest staged them where it did, else read."""
+    read = [p for p in batch if p.staged is None]
+    got = iter(_digest_rows(con, "events", EVENT_DIGEST, (False, True), read) if read else [])
+    return [next(got) if p.staged is None else _Staged(*p.staged) for p in batch]
+
+
+class _Staged(_Digest):
+    """A digest ingest computed (`Piece.staged`), as `digests` gives it."""
+
+    def __init__(self, rows: int, sha256: str) -> None:
+        self.rows = rows
+        self.sha256 = sha256
+
+    def hexdigest(self) -> str:
+        return self.sha256
+
+
 def digests(
     con: duckdb.DuckDBPyConnection, found: Sequence[Piece], counted: bool = False
 ) -> pa.Table:
@@ -204,7 +274,7 @@ def digests(
     def flush() -> None:
         if not batch:
             return
-        ev = _digest_rows(con, "events", EVENT_DIGEST, (False, True), batch)
+        ev = _events(con, batch)
         text = (False, True, True, True)
         if counted and all(p.quarantined == 0 for p in batch):
             qu = [_Digest(len(QUARANTINE_DIGEST), text) for _ in batch]
@@ -218,7 +288,7 @@ def digests(
             flush()
             size = 0
         batch.append(p)
-        size += p.rows
+        size += p.rows if p.staged is None else max(p.quarantined, 0)
     flush()
     return pa.table({
         "source_id": pa.array([p.source_id for p, _, _ in rows], pa.int64()),

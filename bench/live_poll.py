@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=500)
     ap.add_argument("--log-seconds", type=float, default=2.0)
     ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--top", type=int, default=25, help="the N costliest statements shown")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N costliest functions of the polls (cProfile, cumulative)")
     args = ap.parse_args()
@@ -118,7 +119,7 @@ def main() -> None:
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "
           f"{sum(calls.values()) / n:.1f} statements a poll, "
           f"{sum(spent.values()) / n * 1e3:.0f} ms in them")
-    for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:25]:
+    for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"  {s / n * 1e3:7.1f} ms  {calls[key] / n:5.1f} a poll  {key}")
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)

@@ -203,9 +203,10 @@ class Watch:
         whole, at most DRAIN_POLLS polls) and sweep, so what came in is decided before the
         run ends."""
         while not stop.is_set():
-            started = time.monotonic()
+            started, cpu = time.monotonic(), time.process_time()
             loaded = self.step()
-            stop.wait(self.next_wait(loaded, time.monotonic() - started))
+            stop.wait(self.next_wait(
+                loaded, time.monotonic() - started, time.process_time() - cpu))
         self._last_scan = self._last_walk = -1e9  # walk the spool once more
         for _ in range(DRAIN_POLLS):
             if not self.step() and not self._last_poll_files:
@@ -217,14 +218,18 @@ class Watch:
                 self.seal()
         return self.stats
 
-    def next_wait(self, loaded: int, took: float) -> float:
-        """Seconds to rest after a poll that loaded `loaded` events in `took` seconds:
+    def next_wait(self, loaded: int, took: float, cpu: float | None = None) -> float:
+        """Seconds to rest after a poll that loaded `loaded` events in `took` seconds of
+        wall time and `cpu` seconds of the process's CPU (`took` if not given):
         `poll_busy` after one that loaded lines, or more after a costly one (`poll_share`),
         twice the last rest after one that loaded none, the whole stretch from one poll's
-        start to the next at most `poll`."""
+        start to the next at most `poll`. The share is of CPU, not of wall time: on a
+        loaded machine a poll waits for a core, and resting for that wait too would leave
+        the watch behind a busy floor."""
         o = self.options
         share = min(max(o.poll_share, 0.01), 1.0)
-        busy = min(max(o.poll_busy, took * (1 - share) / share), o.poll)
+        spent = took if cpu is None else cpu
+        busy = min(max(o.poll_busy, spent * (1 - share) / share), o.poll)
         self._wait = busy if loaded else min(self._wait * 2, o.poll)
         return max(0.0, min(self._wait, o.poll - took))
 

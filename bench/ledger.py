@@ -20,8 +20,8 @@ CPU seconds beside wall seconds (the machine is shared: CPU time is distorted le
 2. `watch` over a night of `--watch-tables` tables (the planted simulator) written into its
    spool `--poll` simulated seconds at a time, one poll each, as fast as they go: the
    seals (and the ledger's whole cost, as above) against the polls' ingest + audit, sealing
-   after every poll that wrote
-   (`seal_every` 0) and at most once a second (its default).
+   after every poll that wrote (`seal_every` 0) and at most once a second (its default;
+   longer after a costly seal, `seal_share`).
 
 Prints the figures, the machine and the command; record them in docs/benchmarks.md.
 """

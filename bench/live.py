@@ -12,7 +12,9 @@ into its spool line by line as the table systems would (auditor.simulate.feed):
    `GET /api/findings` (polled every 20 ms with `?since=`); p50, p99 and the worst (targets:
    p50 under 200 ms, p99 under 1 s);
 2. at real speed for `--real-seconds`, with no client polling: the CPU time the watcher
-   used over the wall time (target: under a quarter of one core).
+   used over the wall time (target: under a quarter of one core); with `--settle`, once the
+   watcher has gone idle after phase 1 (on a loaded machine it may still be loading phase 1's
+   lines, which would count here).
 
 With `--against TREE` (another checkout with its own .venv, e.g. /work/wt/base), each of
 `--repeat` rounds runs both trees' `bacc-audit watch` one after the other on the same logs,
@@ -198,6 +200,11 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
         print(f"    watcher CPU {cpu1 - cpu0:.1f} s over {wall1 - wall0:.1f} s wall "
               f"({out['cpu_fast']:.2f} of one core)")
         poller.stop.set()  # the watcher's own cost, without a client asking 50 times a second
+        if rest and args.settle:  # phase 2 without phase 1's backlog
+            settled = time.monotonic()
+            caught_up(watch.pid)
+            print(f"  (settled: phase 2 starts {time.monotonic() - settled:.1f} s later, "
+                  "the watcher idle)")
         if rest:
             feed2 = Feed(rest, spool)
             cpu2, wall2 = cpu_seconds(watch.pid), time.monotonic()
@@ -237,6 +244,9 @@ def main() -> None:
     ap.add_argument("--against", type=Path, default=None,
                     help="another checkout (with .venv/) measured in the same sitting")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each tree")
+    ap.add_argument("--settle", action="store_true",
+                    help="start phase 2 once the watcher is idle (its CPU at real speed "
+                    "without what it had left of phase 1)")
     args = ap.parse_args()
     hours = max(0.25, args.seconds * args.speed / 3600 + args.real_seconds / 3600 + 0.1)
     files = night(args.tables, round(hours, 2), args.seed, args.rate)
@@ -258,7 +268,7 @@ def main() -> None:
     against = f" --against {args.against} --repeat {args.repeat}" if args.against else ""
     print(f"command: python bench/live.py --tables {args.tables} --speed {args.speed:g} "
           f"--seconds {args.seconds:g} --real-seconds {args.real_seconds:g} "
-          f"--poll {args.poll:g} --rate {args.rate:g}{against}")
+          f"--poll {args.poll:g} --rate {args.rate:g}{' --settle' if args.settle else ''}{against}")
     trees = [("this tree", BIN)]
     if args.against is not None:
         trees.insert(0, ("against", args.against.resolve() / ".venv" / "bin" / "bacc-audit"))

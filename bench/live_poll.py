@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import pstats
 import shutil
 import sys
 import tempfile
@@ -53,6 +55,9 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=500)
     ap.add_argument("--log-seconds", type=float, default=2.0)
     ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--top", type=int, default=25, help="the N costliest statements shown")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="print the N costliest functions of the polls (cProfile, cumulative)")
     args = ap.parse_args()
     files = night(args.tables, 0.28, 11, 0.1)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
@@ -87,11 +92,16 @@ def main() -> None:
         calls.clear()
         spent.clear()
         events = w.stats.events
+        profile = cProfile.Profile() if args.profile else None
         for _ in range(args.polls):
             t += args.log_seconds
             write_until(t)
             cpu, wall = time.process_time(), time.perf_counter()
+            if profile is not None:
+                profile.enable()
             w.step()
+            if profile is not None:
+                profile.disable()
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
         run.done(0, {})
@@ -109,8 +119,10 @@ def main() -> None:
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "
           f"{sum(calls.values()) / n:.1f} statements a poll, "
           f"{sum(spent.values()) / n * 1e3:.0f} ms in them")
-    for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:25]:
+    for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"  {s / n * 1e3:7.1f} ms  {calls[key] / n:5.1f} a poll  {key}")
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,10 @@ CHECK_BYTES = 64
 # ingested is caught within a round of the files (500 files of 10 MB: about 12 minutes at a
 # poll every 150 ms), for a bounded cost a poll. 0 turns it off.
 VERIFY_BYTES = 1 << 20
+# Each file opened for that check is charged as this many bytes: early in a night the files
+# are small, and a poll would otherwise open every followed file (500 opens, a poll's
+# largest cost when it loads nothing).
+VERIFY_OPEN = 64 << 10
 
 
 class Position(NamedTuple):
@@ -376,9 +380,10 @@ class Follower:
     # -- checking what was ingested ------------------------------------------------------
 
     def _verify_some(self) -> None:
-        """Hash again up to VERIFY_BYTES of what was ingested, going on with the check under
-        way or starting the next file's. A file that no longer hashes as ingested loses its
-        state: the poll judges it again whole, as `ingest` would (`log.altered`)."""
+        """Hash again up to VERIFY_BYTES of what was ingested (less VERIFY_OPEN for each
+        file opened), going on with the check under way or starting the next file's. A file
+        that no longer hashes as ingested loses its state: the poll judges it again whole, as
+        `ingest` would (`log.altered`)."""
         budget, started = VERIFY_BYTES, 0
         order: list[Path] | None = None
         while budget > 0:
@@ -398,7 +403,11 @@ class Follower:
                     if (now.st_dev, now.st_ino) != (v.state.device, v.state.inode):
                         self._verifying = None  # another file now: the poll sees it
                         continue
-                    block = os.pread(fh.fileno(), min(budget, v.target - v.pos), v.pos)
+                    budget -= VERIFY_OPEN
+                    want = min(budget, v.target - v.pos)
+                    if want <= 0 < v.target - v.pos:
+                        return  # the rest of this file's check at the next poll
+                    block = os.pread(fh.fileno(), want, v.pos)
             except OSError:
                 self._verifying = None  # gone or unreadable: the poll says so
                 continue

@@ -109,11 +109,14 @@ def discover(paths: Sequence[Path | str]) -> tuple[list[Path], list[str]]:
     return _once(found), errors
 
 
-def logs_in(top: Path) -> tuple[list[Path], list[str]]:
+def logs_in(
+    top: Path, folders: dict[str, tuple[int, int, int]] | None = None
+) -> tuple[list[Path], list[str]]:
     """The log files under `top` and a sentence for each entry named like one that is no
     file, and for each folder that cannot be listed or that a link leads back into. Past
     MAX_FOLDERS folders the walk stops with a UserError (exit 2): nothing is loaded from a
-    folder read in part."""
+    folder read in part. `folders`, if given, gets each folder walked with its device, inode
+    and mtime (ns): `watch` walks again only once one of them changes (`folders_changed`)."""
     logs: list[Path] = []
     errors: list[str] = []
     seen: set[tuple[int, int]] = set()
@@ -137,6 +140,8 @@ def logs_in(top: Path) -> tuple[list[Path], list[str]]:
             subfolders.clear()
             continue
         seen.add((st.st_dev, st.st_ino))
+        if folders is not None:
+            folders[folder] = (st.st_dev, st.st_ino, st.st_mtime_ns)
         for name in list(subfolders):
             sub = Path(folder, name)
             try:
@@ -157,6 +162,21 @@ def logs_in(top: Path) -> tuple[list[Path], list[str]]:
             else:
                 logs.append(path)
     return _once(sorted(logs)), errors
+
+
+def folders_changed(folders: dict[str, tuple[int, int, int]], settled_ns: int) -> bool:
+    """Whether a folder `logs_in` walked is gone, another, or changed (a name added, removed
+    or renamed in it) since, or was changed less than a second before `settled_ns` (the
+    time of that walk): a name added in the same tick of the clock as the walk leaves the
+    mtime as it was."""
+    for folder, was in folders.items():
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return True
+        if (st.st_dev, st.st_ino, st.st_mtime_ns) != was or st.st_mtime_ns > settled_ns - 10**9:
+            return True
+    return not folders
 
 
 def _once(files: list[Path]) -> list[Path]:

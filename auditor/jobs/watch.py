@@ -37,7 +37,7 @@ from auditor.audit.rounds import CONTEXT_EVENTS_SQL
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
-from auditor.ingest.paths import logs_in
+from auditor.ingest.paths import folders_changed, logs_in
 from auditor.replay.log_ends import GamingDays
 from auditor.store import ledger, notice_entry
 from auditor.store.closed_days import closed_days
@@ -58,6 +58,9 @@ DRAIN_POLLS = 1000
 # systems have had time to deliver the last lines of the night (a table closing a little
 # after the hour, a system that writes late). docs/live.md.
 CLOSE_GRACE = dt.timedelta(minutes=30)
+# The spool is walked whole at least this often (seconds), even when no folder of it
+# changed (`Watch._scan`).
+FULL_RESCAN = 30.0
 # New findings told one a line in a poll; a backlog (a night loaded at once) is counted.
 TELL_AT_MOST = 20
 
@@ -71,6 +74,11 @@ class WatchOptions:
     # a busy floor is looked at often, a quiet one costs a stat per file every `poll`.
     poll: float = 0.2
     poll_busy: float = 0.05
+    # ...but the rest after a poll that loaded lines is at least the poll's own time times
+    # (1 - poll_share) / poll_share (still never past `poll` from start to start): at real
+    # speed every poll finds a few lines, and back to back the polls' fixed cost would take
+    # a whole core; so they take about this share of it, however many tables write.
+    poll_share: float = 0.2
     rescan: float = 1.0  # seconds between looks for new files in the spool
     sweep_share: float = 0.05  # the sweeps' share of the time, at most
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
@@ -80,6 +88,9 @@ class WatchOptions:
     # every poll), and the run's end seals the rest: a seal costs a few statements
     # whatever it holds, and at a poll every 0.2 s they would be a fifth of the watcher.
     seal_every: float = 1.0
+    # ...and once a seal of `d` seconds is d * (1 - seal_share) / seal_share old, if more:
+    # a seal reads back the pieces it digests, tens of ms at 500 tables.
+    seal_share: float = 0.05
 
 
 @dataclass
@@ -142,6 +153,12 @@ class Watch:
         # The gaming days, in the property's zone once it is known (`_gaming_days`).
         self._days: GamingDays | None = None
         self._last_scan = -1e9
+        # The spool's folders at the last walk (`_scan`), when it was, and whether it met a
+        # problem.
+        self._folders: dict[str, tuple[int, int, int]] = {}
+        self._walked_ns = 0
+        self._last_walk = -1e9
+        self._reported_problems = False
         self._sweep_due = True  # the first sweep audits what a kill left unaudited
         self._sweep_after = 0.0  # monotonic time before which no sweep starts
         self._last_sweep = time.monotonic()
@@ -159,7 +176,7 @@ class Watch:
         self._wrote = False  # since the last seal
         self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
-        self._last_seal = -1e9
+        self._next_seal = -1e9  # monotonic time from which a poll that wrote seals
         self._types: dict[str, dict[str, str]] | None = None
         # Run after each sweep, in this thread: `watch --file-reports` files the shift
         # reports then (auditor.jobs.filing.ShiftFiler.after_sweep), or, served
@@ -186,10 +203,11 @@ class Watch:
         whole, at most DRAIN_POLLS polls) and sweep, so what came in is decided before the
         run ends."""
         while not stop.is_set():
-            started = time.monotonic()
+            started, cpu = time.monotonic(), time.process_time()
             loaded = self.step()
-            stop.wait(self.next_wait(loaded, time.monotonic() - started))
-        self._last_scan = -1e9  # look for new files once more
+            stop.wait(self.next_wait(
+                loaded, time.monotonic() - started, time.process_time() - cpu))
+        self._last_scan = self._last_walk = -1e9  # walk the spool once more
         for _ in range(DRAIN_POLLS):
             if not self.step() and not self._last_poll_files:
                 break
@@ -200,13 +218,18 @@ class Watch:
                 self.seal()
         return self.stats
 
-    def next_wait(self, loaded: int, took: float) -> float:
-        """Seconds to rest after a poll that loaded `loaded` events in `took` seconds:
-        `poll_busy` after one that loaded lines (never more than `poll` from one poll's
-        start to the next), twice the last rest after one that loaded none, the whole
-        stretch from one poll's start to the next at most `poll`."""
+    def next_wait(self, loaded: int, took: float, cpu: float | None = None) -> float:
+        """Seconds to rest after a poll that loaded `loaded` events in `took` seconds of
+        wall time and `cpu` seconds of the process's CPU (`took` if not given):
+        `poll_busy` after one that loaded lines, or more after a costly one (`poll_share`),
+        twice the last rest after one that loaded none, the whole stretch from one poll's
+        start to the next at most `poll`. The share is of CPU, not of wall time: on a
+        loaded machine a poll waits for a core, and resting for that wait too would leave
+        the watch behind a busy floor."""
         o = self.options
-        busy = min(o.poll_busy, o.poll)
+        share = min(max(o.poll_share, 0.01), 1.0)
+        spent = took if cpu is None else cpu
+        busy = min(max(o.poll_busy, spent * (1 - share) / share), o.poll)
         self._wait = busy if loaded else min(self._wait * 2, o.poll)
         return max(0.0, min(self._wait, o.poll - took))
 
@@ -249,7 +272,7 @@ class Watch:
             self._tell_board()  # the rounds' findings shown before the sweep, not after it
             self.sweep()
         self._wrote = self._wrote or bool(poll.files)
-        if self._wrote and time.monotonic() - self._last_seal >= self.options.seal_every:
+        if self._wrote and time.monotonic() >= self._next_seal:
             self.seal()
         return poll.events
 
@@ -269,8 +292,14 @@ class Watch:
         if sealed.head is not None:
             self._sealed_to = sealed.head.sealed_at
         self._wrote = False
-        self._last_seal = time.monotonic()
-        self.seal_seconds += self._last_seal - started
+        ended = time.monotonic()
+        took = ended - started
+        o = self.options
+        share = max(o.seal_share, 0.01)
+        # seal_every 0: after every poll that wrote (tests, bench/ledger.py), whatever it cost
+        spaced = max(o.seal_every, took * (1 - share) / share) if o.seal_every > 0 else 0.0
+        self._next_seal = ended + spaced
+        self.seal_seconds += took
 
     def sweep(self) -> AuditResult:
         """The rounds that can get no more events and are not audited yet, then the table,
@@ -323,7 +352,22 @@ class Watch:
         return days
 
     def _scan(self) -> None:
-        found, problems = logs_in(self.spool)
+        """Follow the log files new in the spool. The spool is walked again only when one of
+        its folders changed since the last walk (a file added, removed or renamed), when
+        that walk found a problem (a link to nothing may come to lead somewhere), or once
+        FULL_RESCAN has passed: at 500 tables a walk (a stat and a resolve per file) cost
+        more than the polls between two of them that loaded nothing."""
+        now = time.monotonic()
+        if (
+            self._folders
+            and not self._reported_problems
+            and now - self._last_walk < FULL_RESCAN
+            and not folders_changed(self._folders, self._walked_ns)
+        ):
+            return
+        self._folders, self._walked_ns, self._last_walk = {}, time.time_ns(), now
+        found, problems = logs_in(self.spool, self._folders)
+        self._reported_problems = bool(problems)
         for problem in problems:  # a link to nothing, a pipe: said once, as a bad file is
             if problem not in self._reported:
                 self._reported.add(problem)

@@ -697,17 +697,23 @@ def test_a_followed_file_that_shrinks_is_altered(audit: AuditDb) -> None:
     assert each_event_once(con) == list(range(1, 101))
 
 
+def followed_then_changed(audit: AuditDb, log: Path, seq: int) -> Follower:
+    """`log` of 100 lines loaded by a new follower, then line `seq`'s seq made 99 in place
+    (same size, same inode)."""
+    log.write_bytes(first(100))
+    follower = Follower(audit.run_id, [log])
+    follower.poll(audit.con)
+    with log.open("r+b") as fh:
+        fh.seek(first(100).index(b'"seq":%d,' % seq))
+        fh.write(b'"seq":99,')
+    return follower
+
+
 def test_the_follower_catches_ingested_bytes_changed_in_place(audit: AuditDb) -> None:
     """Same size, same inode, a seq changed in line 21: no stat tells, but the follower hashes
     again what it ingested, a few MiB a poll, and judges the file again whole."""
     con, log = audit.con, audit.dir / "MB-07.jsonl"
-    log.write_bytes(first(100))
-    follower = Follower(audit.run_id, [log])
-    follower.poll(con)
-    at = first(100).index(b'"seq":21,')
-    with log.open("r+b") as fh:
-        fh.seek(at)
-        fh.write(b'"seq":99,')
+    follower = followed_then_changed(audit, log, 21)
     p = follower.poll(con)
     [f] = p.files
     assert f.status == "refused_altered"
@@ -821,3 +827,23 @@ def test_nightly_over_a_log_still_being_written_then_complete(tmp_path: Path) ->
         assert con.execute(
             "SELECT count(*) FROM findings WHERE code = 'log.altered'"
         ).fetchall() == [(0,)]
+
+
+def test_the_check_of_ingested_bytes_charges_each_file_it_opens(
+    audit: AuditDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each file opened to hash again what was ingested costs VERIFY_OPEN of the poll's
+    VERIFY_BYTES (500 small files were 500 opens a poll): with 1,000 bytes a poll left after
+    the open, a change at line 90 is caught once the check reaches it, a poll at a time,
+    and not before."""
+    monkeypatch.setattr(follow_mod, "VERIFY_BYTES", follow_mod.VERIFY_OPEN + 1000)
+    con, log = audit.con, audit.dir / "MB-07.jsonl"
+    follower = followed_then_changed(audit, log, 90)
+    at = first(100).index(b'"seq":90,')
+    polls = 1
+    while not (files := follower.poll(con).files):
+        polls += 1
+        assert polls <= at // 1000 + 2
+    assert polls >= at // 1000  # a thousand bytes a poll, the first poll's included
+    assert [f.status for f in files] == ["refused_altered"]
+    assert [x["code"] for x in audit.findings()] == ["log.altered"]

@@ -5,6 +5,7 @@ each step that committed rows, before a sweep and not when nothing was written."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import duckdb
@@ -32,6 +33,66 @@ def test_the_rest_after_a_poll_follows_what_it_loaded(
         [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0])
     quick = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=0.02))
     assert quick.next_wait(5, 0.0) == pytest.approx(0.02)  # --poll below poll_busy: --poll
+
+
+def test_a_costly_poll_rests_for_its_share_but_never_past_poll(
+    con: duckdb.DuckDBPyConnection, run_id: int, tmp_path: Path
+) -> None:
+    """At real speed every poll loads a few lines: back to back (0.05 s apart) their fixed
+    cost took most of a core. A poll of 40 ms that loaded lines now rests 4 times that, so
+    polls take a fifth of the time (`poll_share`), still within --poll from start to start."""
+    w = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=0.2, poll_busy=0.05))
+    assert w.next_wait(30, 0.04) == pytest.approx(0.16)
+    assert w.next_wait(30, 0.02) == pytest.approx(0.08)
+    assert w.next_wait(30, 0.1) == pytest.approx(0.1)  # 0.4 s by its share: --poll caps it
+    assert w.next_wait(30, 0.005) == pytest.approx(0.05)  # cheap: poll_busy as before
+    half = Watch(con, tmp_path, CONF, run_id, WatchOptions(poll=1.0, poll_share=0.5))
+    assert half.next_wait(30, 0.3) == pytest.approx(0.3)
+    # On a loaded machine: 150 ms of wall for 20 ms of CPU rests by the CPU, within --poll.
+    assert w.next_wait(30, 0.15, 0.02) == pytest.approx(0.05)
+    assert w.next_wait(30, 0.05, 0.02) == pytest.approx(0.08)
+
+
+def test_the_spool_is_walked_again_only_when_a_folder_changed(
+    con: duckdb.DuckDBPyConnection, run_id: int, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A walk of 500 files cost more than the polls between two: the spool is walked again
+    once a folder of it changed (a file added, even in a subfolder), else every FULL_RESCAN."""
+    from auditor.jobs import watch as watch_mod
+
+    walks: list[int] = []
+    walk = watch_mod.logs_in
+
+    def counted(*args: object, **kwargs: object) -> object:
+        walks.append(1)
+        return walk(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(watch_mod, "logs_in", counted)
+    spool = tmp_path / "spool"
+    (spool / "pit-2").mkdir(parents=True)
+    (spool / "a.jsonl").write_bytes(b"")
+
+    def settled() -> None:  # the folders changed long ago: no clock tick to wait out
+        for folder in (spool, spool / "pit-2"):
+            os.utime(folder, ns=(10**18, 10**18))
+
+    settled()
+    w = Watch(con, spool, CONF, run_id, WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    w.step()
+    assert (len(walks), w.follower.paths) == (1, [spool / "a.jsonl"])
+    w.step()
+    assert len(walks) == 1  # nothing changed: not walked
+    (spool / "pit-2" / "b.jsonl").write_bytes(b"")
+    w.step()
+    assert (len(walks), w.follower.paths) == (2, [spool / "a.jsonl", spool / "pit-2" / "b.jsonl"])
+    settled()
+    w.step()
+    w.step()
+    assert len(walks) == 3  # changed since the walk (the utime): walked once, then not
+    monkeypatch.setattr(watch_mod, "FULL_RESCAN", 0.0)
+    w.step()
+    assert len(walks) == 4  # FULL_RESCAN passed: walked whatever
 
 
 @pytest.mark.slow  # a table's three rounds ingested and audited

@@ -100,7 +100,7 @@ def _plain_copies(tmp_path: Path) -> list[Path]:
 
 
 @pytest.mark.realtime
-def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
+def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path, bacc_audit):
     files = _plain_copies(tmp_path)
     batch = _batch(files, tmp_path / "batch.duckdb", CONF)
     live, w = _watch_fed(files, tmp_path / "spool", tmp_path / "live.duckdb", CONF,
@@ -124,12 +124,9 @@ def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path):
     pages = {}
     for name in ("batch", "live"):
         out = tmp_path / f"{name}.html"
-        r = subprocess.run(
-            [str(BIN), "report", "--db", str(tmp_path / f"{name}.duckdb"), "--config",
-             str(SAMPLE / "property.toml"), "--shift", "2026-11-28/grave", "--out", str(out)],
-            capture_output=True, text=True, timeout=300,
-        )
-        assert r.returncode == 0, r.stderr
+        r = bacc_audit("report", "--db", tmp_path / f"{name}.duckdb", "--config",
+                       SAMPLE / "property.toml", "--shift", "2026-11-28/grave", "--out", out)
+        assert r.code == 0, r.err
         text = out.read_text().replace(str(tmp_path / "logs") + "/", "")
         text = text.replace(str(tmp_path / "spool") + "/", "")
         pages[name] = [

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -495,21 +496,27 @@ def test_a_run_killed_anywhere_is_completed_by_the_next_to_what_one_clean_run_pr
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )
     assert server.stdin is not None and server.stdout is not None
-    for point, nth in CRASH_POINTS:
-        server.stdin.write(f"{point} {nth}\n")
-        server.stdin.flush()
-        code = int(server.stdout.readline() or "0")
-        err = tmp_path / f"{point}.err"
-        assert code == -signal.SIGKILL, (point, code, err.read_text() if err.exists() else "")
-        killed += 1
-        assert_consistent(db_path, archive)
-        if point == "render-half-written":
-            partials = list(archive.rglob(".*.partial"))
-            assert [p.name for p in partials] == [".2026-11-28_swing.pdf.partial"]
-            assert not (archive / "2026-11-28" / "2026-11-28_swing.pdf").exists()
-
-    server.stdin.close()
-    assert server.wait(60) == 0
+    try:
+        for point, nth in CRASH_POINTS:
+            server.stdin.write(f"{point} {nth}\n")
+            server.stdin.flush()
+            # One line an answer, read whole: nothing waits in the pipe's buffer meanwhile.
+            assert select.select([server.stdout], [], [], 120)[0], (point, "no answer in 120 s")
+            code = int(server.stdout.readline() or "0")
+            err = tmp_path / f"{point}.err"
+            assert code == -signal.SIGKILL, (point, code, err.read_text() if err.exists() else "")
+            killed += 1
+            assert_consistent(db_path, archive)
+            if point == "render-half-written":
+                partials = list(archive.rglob(".*.partial"))
+                assert [p.name for p in partials] == [".2026-11-28_swing.pdf.partial"]
+                assert not (archive / "2026-11-28" / "2026-11-28_swing.pdf").exists()
+        server.stdin.close()
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(30)
     clean = nightly.run_nightly(db_path, night.spool, config.load(CONFIG), day=DAY,
                                 archive=archive)
     assert clean.exit_code == night.result.exit_code

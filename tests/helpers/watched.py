@@ -13,6 +13,7 @@ import duckdb
 from auditor import config
 from auditor.audit.run import AuditResult, audit
 from auditor.ingest.run import ingest
+from auditor.simulate.feed import Line
 from auditor.store import db, runs
 
 
@@ -66,3 +67,18 @@ def sources_free(found: dict[str, tuple]) -> dict[str, tuple]:
     # log.altered names its file in its fingerprint.
     return {re.sub(r"\|/[^|]*/([^/|]*)", r"|\1", fp): tuple(cut(x) for x in row)
             for fp, row in found.items()}
+
+
+def pauses_cut(lines: list[Line], most: float) -> list[Line]:
+    """The same lines in the same order, each pause between two longer than `most` seconds
+    cut to `most`: a simulated night whose table opens again the next morning (7-8 hours of
+    log time, 11-13 s at the every-code test's speed) is not waited through, while the
+    lines on either side keep their pace. The watch's findings do not depend on the pace
+    (a loaded machine cuts the night into polls in other places), only its polls do."""
+    out: list[Line] = []
+    cut, last = 0.0, lines[0].at if lines else 0.0
+    for line in lines:
+        cut += max(0.0, line.at - last - most)
+        last = line.at
+        out.append(Line(line.at - cut, line.name, line.data, line.round_end))
+    return out

@@ -9,8 +9,10 @@ resent, altered and mixed files beside them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import pickle
 import re
 import shutil
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from helpers.nights import continue_streams
 from helpers.pdfs import pdf_text
 from helpers.pdfs import without_generation_time as _without_generation_time
 from helpers.rules import panda8_rules
-from helpers.shared import once
+from helpers.shared import copy_of, once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -142,8 +144,22 @@ def _run(nights: dict[str, Any], name: str, **kw: Any) -> tuple[Path, backfill.B
 
 
 @pytest.fixture(scope="module")
-def backfilled(nights: dict[str, Any]) -> tuple[Path, backfill.BackfillResult, int]:
-    return _run(nights, "cluster")
+def backfilled(
+    nights: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, backfill.BackfillResult, int]:
+    """The cluster's backfill of all the nights, run once a run (helpers/shared.py) even
+    when this module's tests run on both workers; each worker gets its own copy of the
+    database and the run's result."""
+
+    def make(folder: Path) -> None:
+        _, result, code = _run({**nights, "base": folder}, "cluster")
+        kept = dataclasses.replace(result, local=None)  # the driver's ingest holds a hash
+        kept.said = result.said  # type: ignore[attr-defined]
+        (folder / "result.pickle").write_bytes(pickle.dumps((kept, code)))
+
+    folder = once(tmp_path_factory, "backfill-cluster", make)
+    result, code = pickle.loads((folder / "result.pickle").read_bytes())
+    return copy_of(folder / "cluster.duckdb", nights["base"] / "cluster.duckdb"), result, code
 
 
 def rows(path: Path, sql: str) -> list[tuple]:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -371,73 +372,97 @@ def test_a_second_run_is_refused_with_exit_5_while_the_lock_is_held(
 # crash safety: SIGKILL at one point after another, then a clean run
 # --------------------------------------------------------------------------------------------
 
-# The child: set one crash point, then run the nightly job as the CLI would. A hook that never
-# fires lets the child exit normally, and the test says which point did not fire.
-CRASH_CHILD = textwrap.dedent(
+# The children: each sets one crash point, then runs the nightly job as the CLI would. A hook
+# that never fires lets the child exit normally, and the test says which point did not fire.
+# They are forked, one a point, by a process that imported the job's modules once (the
+# imports are most of a child's start); each child is still a process of its own, killed
+# by SIGKILL. The server reads "POINT NTH" lines and answers each with the child's exit code
+# (negative: the signal that killed it); the child's stderr goes to DIR/POINT.err.
+CRASH_SCRIPT = textwrap.dedent(
     """
-    import datetime as dt, os, signal, sys
+    import datetime as dt, os, signal, sys, traceback
     from pathlib import Path
     import auditor.audit.run, auditor.store.runs, auditor.audit.table_pass
     import auditor.ingest.lines, auditor.ingest.log_findings, auditor.ingest.reader
+    import auditor.report.render, weasyprint
     from auditor import config
     from auditor.jobs import nightly
 
-    db, spool, archive, conf, point, nth = sys.argv[1:]
-    nth, calls = int(nth), [0]
+    db, spool, archive, conf, errors = sys.argv[1:]
 
-    def die():
-        os.kill(os.getpid(), signal.SIGKILL)
+    def crash(point, nth):
+        calls = [0]
 
-    def due():
-        calls[0] += 1
-        return calls[0] == nth
+        def die():
+            os.kill(os.getpid(), signal.SIGKILL)
 
-    def wrap(module, name, after):
-        original = getattr(module, name)
-        def hooked(*args, **kw):
-            if not after and due():
-                die()
-            result = original(*args, **kw)
-            if after and due():
-                die()
-            return result
-        setattr(module, name, hooked)
+        def due():
+            calls[0] += 1
+            return calls[0] == nth
 
-    if point == "ingest-mid-file":  # blocks of 256 KiB: killed between two of a file's blocks
-        auditor.ingest.reader.CHUNK_BYTES = 256 << 10
-        wrap(auditor.ingest.lines, "read_rows", after=False)
-    elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
-        auditor.ingest.reader.CHUNK_BYTES = 256 << 10  # about a file a batch
-        wrap(auditor.ingest.log_findings, "record_seq_gaps", after=True)
-    elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
-        wrap(auditor.audit.run, "_store", after=True)
-    elif point == "table-pass-before-commit":
-        wrap(auditor.audit.table_pass, "_store", after=True)
-    elif point == "between-table-pass-and-supersede":
-        wrap(auditor.audit.table_pass, "supersede_round_mismatches", after=False)
-    elif point == "render-half-written":  # half the PDF in the .partial file
-        real_fsync = os.fsync
-        def fsync(fd):
-            if os.readlink(f"/proc/self/fd/{fd}").endswith((".partial", ".pdf")) and due():
-                os.ftruncate(fd, os.fstat(fd).st_size // 2)
-                die()
-            real_fsync(fd)
-        os.fsync = fsync
-    elif point == "render-before-rename":  # a whole .partial, not yet renamed
-        real_replace = os.replace
-        def replace(src, dst, *args, **kw):
-            if str(dst).endswith(".pdf") and due():
-                die()
-            return real_replace(src, dst, *args, **kw)
-        os.replace = replace
-    elif point == "before-run-record":  # all done but the run's final record
-        wrap(auditor.store.runs, "finish", after=False)
-    else:
-        raise SystemExit(f"unknown crash point {point}")
+        def wrap(module, name, after):
+            original = getattr(module, name)
+            def hooked(*args, **kw):
+                if not after and due():
+                    die()
+                result = original(*args, **kw)
+                if after and due():
+                    die()
+                return result
+            setattr(module, name, hooked)
 
-    nightly.run_nightly(Path(db), Path(spool), config.load(conf), day=dt.date(2026, 11, 28),
-                        archive=Path(archive))
-    print(f"crash point {point} #{nth} never fired", file=sys.stderr)
+        if point == "ingest-mid-file":  # blocks of 256 KiB: killed between a file's blocks
+            auditor.ingest.reader.CHUNK_BYTES = 256 << 10
+            wrap(auditor.ingest.lines, "read_rows", after=False)
+        elif point == "ingest-before-commit":  # a batch's rows and manifest written, no COMMIT
+            auditor.ingest.reader.CHUNK_BYTES = 256 << 10  # about a file a batch
+            wrap(auditor.ingest.log_findings, "record_seq_gaps", after=True)
+        elif point == "replay-before-commit":  # findings and round_audits written, no COMMIT
+            wrap(auditor.audit.run, "_store", after=True)
+        elif point == "table-pass-before-commit":
+            wrap(auditor.audit.table_pass, "_store", after=True)
+        elif point == "between-table-pass-and-supersede":
+            wrap(auditor.audit.table_pass, "supersede_round_mismatches", after=False)
+        elif point == "render-half-written":  # half the PDF in the .partial file
+            real_fsync = os.fsync
+            def fsync(fd):
+                if os.readlink(f"/proc/self/fd/{fd}").endswith((".partial", ".pdf")) and due():
+                    os.ftruncate(fd, os.fstat(fd).st_size // 2)
+                    die()
+                real_fsync(fd)
+            os.fsync = fsync
+        elif point == "render-before-rename":  # a whole .partial, not yet renamed
+            real_replace = os.replace
+            def replace(src, dst, *args, **kw):
+                if str(dst).endswith(".pdf") and due():
+                    die()
+                return real_replace(src, dst, *args, **kw)
+            os.replace = replace
+        elif point == "before-run-record":  # all done but the run's final record
+            wrap(auditor.store.runs, "finish", after=False)
+        else:
+            raise SystemExit(f"unknown crash point {point}")
+
+        nightly.run_nightly(Path(db), Path(spool), config.load(conf),
+                            day=dt.date(2026, 11, 28), archive=Path(archive))
+        print(f"crash point {point} #{nth} never fired", file=sys.stderr)
+
+    for request in sys.stdin:
+        point, nth = request.split()
+        pid = os.fork()
+        if pid:
+            print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+            continue
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the server's answers
+        os.dup2(os.open(os.path.join(errors, point + ".err"), os.O_WRONLY | os.O_CREAT), 2)
+        try:
+            crash(point, int(nth))
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
     """
 )
 
@@ -459,26 +484,39 @@ def test_a_run_killed_anywhere_is_completed_by_the_next_to_what_one_clean_run_pr
     night: Night, tmp_path: Path
 ) -> None:
     db_path, archive = tmp_path / "crash.duckdb", tmp_path / "archive"
-    script = tmp_path / "crash_child.py"
-    script.write_text(CRASH_CHILD)
+    script = tmp_path / "crash_server.py"
+    script.write_text(CRASH_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for k in ("BACC_AUDIT_DB", "BACC_AUDIT_CONFIG", "SOURCE_DATE_EPOCH"):
         env.pop(k, None)
     killed = 0
-    for point, nth in CRASH_POINTS:
-        child = subprocess.run(
-            [sys.executable, str(script), str(db_path), str(night.spool), str(archive),
-             str(CONFIG), point, str(nth)],
-            capture_output=True, text=True, env=env, timeout=120,
-        )
-        assert child.returncode == -signal.SIGKILL, (point, child.returncode, child.stderr)
-        killed += 1
-        assert_consistent(db_path, archive)
-        if point == "render-half-written":
-            partials = list(archive.rglob(".*.partial"))
-            assert [p.name for p in partials] == [".2026-11-28_swing.pdf.partial"]
-            assert not (archive / "2026-11-28" / "2026-11-28_swing.pdf").exists()
-
+    server = subprocess.Popen(
+        [sys.executable, str(script), str(db_path), str(night.spool), str(archive),
+         str(CONFIG), str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        for point, nth in CRASH_POINTS:
+            server.stdin.write(f"{point} {nth}\n")
+            server.stdin.flush()
+            # One line an answer, read whole: nothing waits in the pipe's buffer meanwhile.
+            assert select.select([server.stdout], [], [], 120)[0], (point, "no answer in 120 s")
+            code = int(server.stdout.readline() or "0")
+            err = tmp_path / f"{point}.err"
+            assert code == -signal.SIGKILL, (point, code, err.read_text() if err.exists() else "")
+            killed += 1
+            assert_consistent(db_path, archive)
+            if point == "render-half-written":
+                partials = list(archive.rglob(".*.partial"))
+                assert [p.name for p in partials] == [".2026-11-28_swing.pdf.partial"]
+                assert not (archive / "2026-11-28" / "2026-11-28_swing.pdf").exists()
+        server.stdin.close()
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(30)
     clean = nightly.run_nightly(db_path, night.spool, config.load(CONFIG), day=DAY,
                                 archive=archive)
     assert clean.exit_code == night.result.exit_code

@@ -11,6 +11,7 @@ their own way (a copy each). Helpers that are not fixtures live in tests/helpers
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 from collections.abc import Callable, Iterator
@@ -33,6 +34,16 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 # The umask the session started with (read by setting it, then setting it back).
 SESSION_UMASK = os.umask(0o022)
 os.umask(SESSION_UMASK)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the process holds once the tests are collected (the modules, the items, their
+    parameters: ~200,000 objects) lives to the end of the run: frozen, so that no garbage
+    collection walks it again. The CLI helper's full collection after each command
+    (helpers/cli.py) then takes milliseconds instead of ~0.15-0.3 s of CPU, and so do
+    Python's own full collections during the run. Garbage made later is collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,13 @@ lock; 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Annotated
 
 import typer
 import typer.core
+import typer.main
 from typer import _click  # the click typer carries: its Context is what commands are given
 
 from auditor import __version__
@@ -132,6 +134,15 @@ def _main(
     pass
 
 
+@functools.cache
+def command() -> _click.Command:
+    """The click command typer builds from `app`, built once a process: `app()` builds it
+    anew on every call (~0.1 s of CPU reading every command's signature), which a process
+    that runs several commands (the tests, in-process) would pay each time. With pretty
+    exceptions off, calling it is what `app()` does."""
+    return typer.main.get_command(app)
+
+
 def main() -> None:
     """Entry point: user errors become one sentence and an exit code, never a traceback.
 
@@ -140,7 +151,7 @@ def main() -> None:
     """
     err = console.err
     try:
-        app()
+        command()()
     except SystemExit as e:
         if e.code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into a silent 130
             err.print("interrupted")

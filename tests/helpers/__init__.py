@@ -6,8 +6,10 @@
 - `helpers.tablelog`: `Log`, which writes small table and pit logs, and `TablePassDb`, which
   ingests them and runs the table pass (the table, pit and shoe tests).
 - `helpers.cli`: `run_cli`, `bacc-audit ARGS...` in-process: exit code, stdout, stderr.
-- `helpers.shared`: `once` and `value_once`, what several modules or both xdist workers would
-  build alike, built once a run (the sample night's databases: `helpers.sample.built`).
+- `helpers.shared`: `once`, `value_once` and `built_once`, what several modules or both xdist
+  workers would build alike, built once a run (the sample night's databases:
+  `helpers.sample.built`; the planted nights and renders of test_dealers, test_integrity,
+  test_report and test_trends).
 - `helpers.recall`: `audited_night`, a simulated night and its batch audit, once a run.
 
 pytest puts tests/ on sys.path (rootdir-relative "prepend" import mode), so tests import them as

@@ -56,14 +56,23 @@ def once(factory: pytest.TempPathFactory, key: str, build: Callable[[Path], obje
 T = TypeVar("T")
 
 
-def value_once(factory: pytest.TempPathFactory, key: str, make: Callable[[Path], T]) -> T:
-    """`make(folder)`'s value, computed once for the whole run as `once` builds a folder
-    (pickled there): every process gets an equal copy of it."""
+def built_once(
+    factory: pytest.TempPathFactory, key: str, make: Callable[[Path], T]
+) -> tuple[Path, T]:
+    """`once`'s folder, and `make(folder)`'s value computed with it (pickled there): for a
+    build that leaves files (a database, a PDF) beside what it returns. Every process gets
+    the same folder and an equal copy of the value."""
     folder = once(
         factory, key, lambda d: (d / "value.pickle").write_bytes(pickle.dumps(make(d)))
     )
     value: T = pickle.loads((folder / "value.pickle").read_bytes())
-    return value
+    return folder, value
+
+
+def value_once(factory: pytest.TempPathFactory, key: str, make: Callable[[Path], T]) -> T:
+    """`make(folder)`'s value, computed once for the whole run as `once` builds a folder
+    (pickled there): every process gets an equal copy of it."""
+    return built_once(factory, key, make)[1]
 
 
 def copy_of(src: Path, dst: Path) -> Path:

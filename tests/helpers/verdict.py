@@ -10,6 +10,7 @@ out: the audit never gives the verdict such a round.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -115,28 +116,30 @@ def judge(rounds: Sequence[tuple[TableContext, Sequence[Event]]]) -> list[bool |
 
 @dataclass
 class Witness:
-    """The rounds a test module gave check_round, judged by the verdict after each test."""
+    """The rounds a test module gave check_round (each with the test that gave it), judged by
+    the verdict together when the module's tests have run."""
 
-    pending: list[tuple[TableContext, list[Event], list[Finding]]] = field(
+    pending: list[tuple[str, TableContext, list[Event], list[Finding]]] = field(
         default_factory=list
     )
     clean: int = 0
     flagged: int = 0
 
     def record(self, ctx: TableContext, events: Sequence[Event], found: list[Finding]) -> None:
-        self.pending.append((ctx, list(events), list(found)))
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+        self.pending.append((test, ctx, list(events), list(found)))
 
     def check(self) -> None:
         """The contract: no round called clean has a finding."""
         pending, self.pending = self.pending, []
-        verdicts = judge([(ctx, events) for ctx, events, _ in pending])
-        for (_, events, found), ok in zip(pending, verdicts, strict=True):
+        verdicts = judge([(ctx, events) for _, ctx, events, _ in pending])
+        for (test, _, events, found), ok in zip(pending, verdicts, strict=True):
             if ok is None:
                 continue
             if ok:
                 self.clean += 1
                 assert not found, (
-                    f"the verdict called a round clean that check_round finds "
+                    f"{test}: the verdict called a round clean that check_round finds "
                     f"{[f.code for f in found]} in: "
                     + "; ".join(
                         f"{e.seq} {e.type} {e.to or ''}{e.card or ''} {e.seat} {e.bet} "
@@ -148,11 +151,14 @@ class Witness:
                 self.flagged += 1
 
 
-def witness_after_each_test(witness: Witness) -> Callable[[], Iterator[None]]:
-    """An autouse fixture for a test module: after each test, the rounds it gave check_round
-    (witness.record) go to the verdict (witness.check)."""
+def witness_after_the_module(witness: Witness) -> Callable[[], Iterator[None]]:
+    """An autouse fixture for a test module: once its tests have run (on this process), the
+    rounds they gave check_round (witness.record) go to the verdict (witness.check) in one
+    DuckDB database. The facts' statements cost the same for one round as for a thousand
+    (~0.5 s of CPU): judged after each test, they were most of test_round's time. A round
+    that breaks the contract fails the module's last test's teardown, naming its test."""
 
-    @pytest.fixture(autouse=True)
+    @pytest.fixture(autouse=True, scope="module")
     def _verdict_witness() -> Iterator[None]:
         yield
         witness.check()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.shared import built_once, copy_of, value_once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -103,11 +104,17 @@ def _audited(tmp_path: Path, **kw: Any):
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("dealer")
-    r, con, path = _audited(tmp, tables=8, hours=2, seed=3, deviation_rate=0.03, games=GAMES,
-                            error_prone_dealer=True)
-    con.close()
-    return r, path
+    """The night with an error-prone dealer, simulated and audited once a run (its logs in
+    the shared folder), and this module's copy of its database."""
+
+    def make(folder: Path) -> Any:
+        r, con, _ = _audited(folder, tables=8, hours=2, seed=3, deviation_rate=0.03,
+                             games=GAMES, error_prone_dealer=True)
+        con.close()
+        return r
+
+    folder, r = built_once(tmp_path_factory, "dealers-planted", make)
+    return r, copy_of(folder / "a.duckdb", tmp_path_factory.mktemp("dealer") / "a.duckdb")
 
 
 @pytest.mark.slow
@@ -285,15 +292,20 @@ def test_an_old_database_gets_the_dealer_column_and_keeps_its_rows(tmp_path):
 
 @pytest.fixture(scope="module")
 def report(planted, tmp_path_factory: pytest.TempPathFactory):
+    """The shift's report of the planted night (its context and its pages' text), rendered
+    once a run."""
+    return value_once(tmp_path_factory, "dealers-report", lambda d: _report(planted[1], d))
+
+
+def _report(path: Path, folder: Path) -> tuple[dict, list[str]]:
     import pypdf
 
     from auditor.report import gather, render
 
-    _, path = planted
     con = db.connect(path, read_only=True)
     conf = config.PropertyConfig(name="Harbor Point Casino")
     scope = gather.scope_for(conf, con, shift=SHIFT)
-    pdf = render.write_report(con, conf, scope, tmp_path_factory.mktemp("pdf") / "r.pdf")
+    pdf = render.write_report(con, conf, scope, folder / "r.pdf")
     context = gather.gather(con, conf, scope)
     con.close()
     reader = pypdf.PdfReader(pdf)

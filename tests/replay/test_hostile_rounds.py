@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 import pytest
 from helpers.tablelog import Log, TablePassDb
-from helpers.verdict import Witness, witness_after_each_test
+from helpers.verdict import Witness, witness_after_the_module
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
@@ -93,10 +93,11 @@ class Round:
         return next(e.seq for e in self.events if e.type == type_)
 
 
-# Every round given to check_round here is also given to the fast verdict (after each test):
+# Every round given to check_round here is also given to the fast verdict (once the module's
+# tests have run):
 # a round it calls clean must have no finding (tests/helpers/verdict.py).
 WITNESS = Witness()
-_verdict_witness = witness_after_each_test(WITNESS)
+_verdict_witness = witness_after_the_module(WITNESS)
 
 
 def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:

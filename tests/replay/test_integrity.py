@@ -10,10 +10,12 @@ import math
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pytest
+from helpers.shared import built_once, copy_of
 
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
@@ -221,11 +223,17 @@ def _found(db_path: Path, codes: tuple[str, ...] = ORDER_CODES) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    base = tmp_path_factory.mktemp("orders")
-    r = simulate(base / "logs", 6, 3, seed=2, games=("mini_baccarat", "punto_banco"),
-                 shoe_twice=True, unshuffled=True)
-    _audit(base / "a.duckdb", base / "logs")
-    return r, base / "a.duckdb"
+    """The night with a shoe dealt twice and an unshuffled one, simulated and audited once a
+    run (its logs in the shared folder), and this module's copy of its database."""
+
+    def make(base: Path) -> Any:
+        r = simulate(base / "logs", 6, 3, seed=2, games=("mini_baccarat", "punto_banco"),
+                     shoe_twice=True, unshuffled=True)
+        _audit(base / "a.duckdb", base / "logs")
+        return r
+
+    base, r = built_once(tmp_path_factory, "integrity-planted", make)
+    return r, copy_of(base / "a.duckdb", tmp_path_factory.mktemp("orders") / "a.duckdb")
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from decimal import Decimal
 from types import MappingProxyType
 
 import pytest
-from helpers.verdict import Witness, witness_after_each_test
+from helpers.verdict import Witness, witness_after_the_module
 
 from auditor.finding import Finding
 from auditor.replay.round import (
@@ -111,10 +111,11 @@ class Round:
         return self.events
 
 
-# Every round given to check_round here is also given to the fast verdict (after each test):
+# Every round given to check_round here is also given to the fast verdict (once the module's
+# tests have run):
 # a round it calls clean must have no finding (tests/helpers/verdict.py).
 WITNESS = Witness()
-_verdict_witness = witness_after_each_test(WITNESS)
+_verdict_witness = witness_after_the_module(WITNESS)
 
 
 def findings(ctx: TableContext, events: list[Event]) -> list[Finding]:

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pypdf
 import pytest
+from helpers.shared import built_once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -33,17 +34,25 @@ def night(sample_audited, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rendered(night, tmp_path_factory):
-    con = db.connect(night, read_only=True)
-    conf = config.PropertyConfig(name="Harbor Point Casino", time_zone="America/New_York")
-    scope = gather.scope_for(conf, con, shift=SHIFT)
-    out = tmp_path_factory.mktemp("pdf")
-    first = render.write_report(con, conf, scope, out / "a.pdf")
-    second = render.write_report(con, conf, scope, out / "b.pdf")
-    context = gather.gather(con, conf, scope)
-    con.close()
+    """The grave shift's report rendered twice and its context, once a run (the two PDFs in
+    the shared folder: read them)."""
+    out, context = built_once(tmp_path_factory, "report-grave-twice",
+                              lambda d: _render_twice(night, d))
+    first, second = out / "a.pdf", out / "b.pdf"
     reader = pypdf.PdfReader(first)
     text = "\n".join(page.extract_text() for page in reader.pages)
     return first, second, reader, re.sub(r"\s+", " ", text), context
+
+
+def _render_twice(night: Path, out: Path) -> dict:
+    con = db.connect(night, read_only=True)
+    conf = config.PropertyConfig(name="Harbor Point Casino", time_zone="America/New_York")
+    scope = gather.scope_for(conf, con, shift=SHIFT)
+    render.write_report(con, conf, scope, out / "a.pdf")
+    render.write_report(con, conf, scope, out / "b.pdf")
+    context = gather.gather(con, conf, scope)
+    con.close()
+    return context
 
 
 def _local(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pypdf
 import pytest
 from helpers.nights import continue_streams
+from helpers.shared import copy_of, once, value_once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -40,7 +41,13 @@ SIDE_BET = {
 
 @pytest.fixture(scope="module")
 def days(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("days")
+    """The nights simulated, ingested and audited once a run (their logs in the shared
+    folder), and this module's copy of the database."""
+    folder = once(tmp_path_factory, "trends-days", _days)
+    return copy_of(folder / "audit.duckdb", tmp_path_factory.mktemp("days") / "audit.duckdb")
+
+
+def _days(tmp: Path) -> None:
     files: list[Path] = []
     last: dict[str, int] = {}
     for i, (day, seed, rate) in enumerate(NIGHTS):
@@ -65,15 +72,19 @@ def days(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert findings.record(con, runs.start(con, "test", {}),
                            "SELECT * FROM side_bet_findings", staged=True) == 1
     con.close()
-    return path
 
 
 @pytest.fixture(scope="module")
 def report(days: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The shift's report (its context and its pages' text), rendered once a run."""
+    return value_once(tmp_path_factory, "trends-report", lambda d: _report(days, d))
+
+
+def _report(days: Path, folder: Path) -> tuple[dict, list[str]]:
     con = db.connect(days, read_only=True)
     conf = config.PropertyConfig(name="Harbor Point Casino", time_zone=ZONE)
     scope = gather.scope_for(conf, con, shift=SHIFT)
-    pdf = render.write_report(con, conf, scope, tmp_path_factory.mktemp("pdf") / "r.pdf")
+    pdf = render.write_report(con, conf, scope, folder / "r.pdf")
     context = gather.gather(con, conf, scope)
     con.close()
     pages = [" ".join(p.extract_text().split()) for p in pypdf.PdfReader(pdf).pages]

@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from helpers.shared import copy_of, once
 
 from auditor import config
 from auditor.audit.run import audit
@@ -27,13 +28,17 @@ SHIFT = "2026-11-28/grave"
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One table's night (MB-01, with its planted missed Banker draw), ingested and audited."""
-    path = tmp_path_factory.mktemp("acks") / "audit.duckdb"
-    con = db.connect(path)
-    ingest(con, [SAMPLE / "2026-11-28_MB-01.jsonl"], runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
-    con.close()
-    return path
+    """One table's night (MB-01, with its planted missed Banker draw), ingested and audited
+    once a run; this module's copy."""
+
+    def make(folder: Path) -> None:
+        con = db.connect(folder / "audit.duckdb")
+        ingest(con, [SAMPLE / "2026-11-28_MB-01.jsonl"], runs.start(con, "ingest", {}))
+        audit(con, runs.start(con, "audit", {}), config.load(CONFIG))
+        con.close()
+
+    built = once(tmp_path_factory, "acks-mb01", make)
+    return copy_of(built / "audit.duckdb", tmp_path_factory.mktemp("acks") / "audit.duckdb")
 
 
 @pytest.fixture

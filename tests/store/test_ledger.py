@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 import pytest
 from helpers.db import AuditDb
+from helpers.shared import copy_of, once
 
 from auditor import merkle
 from auditor.jobs import verify as verifying
@@ -38,12 +39,24 @@ def utc(t: dt.datetime) -> str:
 
 
 @pytest.fixture
-def night(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = db.connect(tmp_path / "a.duckdb")
-    with runs.recorded(con, "ingest", {}) as run:
-        AuditDb(tmp_path, con, run.id).ingest(SAMPLE)
+def night(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The sample night ingested under a recorded run (its start, rows and end sealed),
+    built once a run: this test's private copy, open."""
+    built = once(tmp_path_factory, "ledger-night", _ingested)
+    con = db.connect(copy_of(built / "a.duckdb", tmp_path / "a.duckdb"))
     yield con
     con.close()
+
+
+def _ingested(folder: Path) -> None:
+    con = db.connect(folder / "a.duckdb")
+    try:
+        with runs.recorded(con, "ingest", {}) as run:
+            AuditDb(folder, con, run.id).ingest(SAMPLE)
+    finally:
+        con.close()
 
 
 def test_a_run_seals_its_start_its_rows_and_its_end_in_that_order(

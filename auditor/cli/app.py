@@ -171,6 +171,10 @@ def main() -> None:
         if db.interrupted(e):
             err.print("interrupted")
             sys.exit(EXIT_INTERRUPTED)
+        full = db.out_of_space(e)
+        if full is not None:
+            console.error(full)
+            sys.exit(full.exit_code)
         err.print_exception()
         err.print(f"internal error: {e}; please report it with the command you ran")
         sys.exit(EXIT_INTERNAL)

@@ -384,6 +384,21 @@ def interrupted(e: BaseException) -> bool:
     return type(e) is RuntimeError and str(e) == "Query interrupted"
 
 
+def out_of_space(e: BaseException) -> UserError | None:
+    """The sentence for DuckDB's "No space left on device": the database, its WAL, or the
+    temporary files a large check or audit spills beside it (DB.tmp) filled the disk. The
+    machine's setup, not a bug: exit 2 with the file named, like any output that cannot be
+    written, instead of an internal error."""
+    if not isinstance(e, duckdb.Error) or "No space left on device" not in str(e):
+        return None
+    named = re.search(r'"([^"]+)"', str(e))
+    where = named[1] if named else "the audit database's folder"
+    return UserError(
+        f"{where}: no space left on the device; free space there (a large check or audit "
+        "spills temporary files beside the database, in DB.tmp) and run the command again"
+    )
+
+
 # Every table the schema creates (a database that lacks one is from an earlier version).
 SCHEMA_TABLES = frozenset(
     name for stmt in DDL for name in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt)

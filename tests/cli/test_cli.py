@@ -921,6 +921,32 @@ def test_ctrl_c_during_audit_exits_130_and_the_run_reads_interrupted(
     assert runs_rows(dbp) == [("ingest", "done", 0), ("audit", "interrupted", 130)]
 
 
+FULL = duckdb.IOException('IO Error: Could not write file "/srv/a.duckdb.tmp/duckdb_temp_7.tmp": '
+                          "No space left on device")
+FULL_SAID = ("error: /srv/a.duckdb.tmp/duckdb_temp_7.tmp: no space left on the device; free "
+             "space there (a large check or audit spills temporary files beside the database, "
+             "in DB.tmp) and run the command again")
+
+
+def test_a_full_disk_is_one_sentence_and_exit_2_in_a_run_and_in_a_reader(
+    bacc_audit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's "No space left on device" (a large verify spilled its sort to DB.tmp on the
+    10M-round day) is the machine's setup, not an internal error."""
+    from auditor.cli import findings as findings_cli
+
+    dbp = tmp_path / "a.duckdb"
+    interrupt_at(monkeypatch, ingest_cli, "ingest", FULL)
+    r = bacc_audit("ingest", write(tmp_path / "night.jsonl", L), "--db", dbp)
+    assert (r.code, r.out) == (2, ""), r
+    assert " ".join(r.err.split()) == FULL_SAID
+    assert runs_rows(dbp) == [("ingest", "failed", 2)]
+    interrupt_at(monkeypatch, findings_cli.findings, "select", FULL)  # no run: main says it
+    r = bacc_audit("findings", "--db", dbp)
+    assert r.code == 2, r
+    assert " ".join(r.err.split()) == FULL_SAID
+
+
 SIGINT_INGEST = textwrap.dedent(
     """
     import sys

@@ -56,6 +56,27 @@ def test_an_exception_is_recorded_and_goes_on_up(
     assert last_run(con) == ("notice add", status, code, {})
 
 
+FULL = ('IO Error: Could not write file "/srv/audit.duckdb.tmp/duckdb_temp_30291_0.tmp": '
+        "No space left on device")
+
+
+def test_a_full_disk_under_duckdb_is_the_setups_sentence_and_exit_2(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    # What `verify` of a 10M-round day raised when its spill files filled the disk.
+    with pytest.raises(UserError) as got, runs.recorded(con, "verify", {}):
+        raise duckdb.IOException(FULL)
+    said = ("/srv/audit.duckdb.tmp/duckdb_temp_30291_0.tmp: no space left on the device; "
+            "free space there (a large check or audit spills temporary files beside the "
+            "database, in DB.tmp) and run the command again")
+    assert str(got.value) == said and got.value.exit_code == 2
+    assert last_run(con) == ("verify", "failed", 2, {"error": said})
+    # Other IO errors stay internal failures: they are not known to be the setup's.
+    with pytest.raises(duckdb.IOException), runs.recorded(con, "verify", {}):
+        raise duckdb.IOException("IO Error: Could not read checksum")
+    assert last_run(con)[1:3] == ("failed", 3)
+
+
 def test_the_exit_rule() -> None:
     assert outcome.exit_code() == 0
     assert outcome.exit_code(files=["ingested", "already_ingested"]) == 0

@@ -25,6 +25,7 @@ from auditor.report.formatting import card_faces, evidence_text, money, point_co
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
+from auditor.store.db import has_table
 
 T = TypeVar("T")
 
@@ -48,14 +49,6 @@ EVENT_FIELDS = (
     ("void_reason", "reason"),
     ("disposition", "disposition"),
 )
-
-
-def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(
-        con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-        ).fetchall()[0][0]
-    )
 
 
 def acked_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
@@ -141,7 +134,7 @@ def finding_page(
         {"cursor": r[0], "status": r[1], "recorded": r[3].astimezone(zone)} for r in rows
     ]
     reviews: list[dict[str, Any]] = []
-    if _table_exists(con, "acknowledgements"):
+    if has_table(con, "acknowledgements"):
         reviews = [
             {**a, "at": a["recorded_at"].astimezone(zone)}
             for a in reads.rows(

@@ -18,22 +18,13 @@ import duckdb
 
 from auditor.errors import EXIT_OK, UserError
 from auditor.store import runs
-from auditor.store.db import add_row, all_rows, one
+from auditor.store.db import add_row, all_rows, has_table, one
 from auditor.store.findings import SHORT_ID_HEX, SHORT_ID_SQL, short_id
 from auditor.store.records import Acknowledgement
 
 ACK_TRIES = 3  # a bulk acknowledgement beside a busy writer
 
 _SHORT_ID = re.compile(rf"[Ff][0-9A-Fa-f]{{{SHORT_ID_HEX}}}")
-
-
-def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
-    """A database written by an older bacc-audit has no acknowledgements table until its next
-    read-write open; readers treat that as "none yet" rather than failing."""
-    rows = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'acknowledgements'"
-    ).fetchall()
-    return bool(rows[0][0])
 
 
 def finding_status(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str | None:
@@ -202,7 +193,7 @@ def _add_retried(con: duckdb.DuckDBPyConnection, fp: str, by: str, disposition: 
 
 def list_acks(con: duckdb.DuckDBPyConnection) -> list[Acknowledgement]:
     """Every acknowledgement, oldest first ([] when none was ever recorded)."""
-    if not _has_table(con):
+    if not has_table(con, "acknowledgements"):
         return []
     return all_rows(con, Acknowledgement)
 

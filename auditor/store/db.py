@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 import duckdb
 from duckdb_engine import ConnectionWrapper
+from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine, select
 
@@ -492,6 +495,16 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
 
 
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the database has table `name`: one written by an older bacc-audit, or opened
+    read-only (not brought up to date), may lack a table a reader asks for. DuckDB's own
+    catalogue function, which costs about half of information_schema's view."""
+    return bool(
+        con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name])
+        .fetchall()[0][0]
+    )
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     had = _tables(con)
     had_summary = "stream_sources" in had
@@ -530,10 +543,29 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _engine(con: duckdb.DuckDBPyConnection):
-    return create_engine(
-        "duckdb:///:memory:", creator=lambda: ConnectionWrapper(con), poolclass=StaticPool
-    )
+_engines = threading.local()  # a WeakKeyDictionary per thread: connection -> its engine
+
+
+def _engine(con: duckdb.DuckDBPyConnection) -> Engine:
+    """The SQLAlchemy engine over `con`, made once for each connection and thread.
+
+    A new engine asks DuckDB about itself on its first use (schema, version, keywords):
+    about 12 ms of CPU, which every small record paid when each session made its own. The
+    engine holds only a weak proxy of `con`, so dropping the connection still closes it
+    (serving.OwnedConnection stops serving then), and its cache entry goes with it; one per
+    thread, because a pool's single connection is not for two threads' sessions at once.
+    """
+    engines = getattr(_engines, "by_connection", None)
+    if engines is None:
+        engines = _engines.by_connection = weakref.WeakKeyDictionary()
+    engine = engines.get(con)
+    if engine is None:
+        proxy = weakref.proxy(con)
+        engine = create_engine(
+            "duckdb:///:memory:", creator=lambda: ConnectionWrapper(proxy), poolclass=StaticPool
+        )
+        engines[con] = engine
+    return engine
 
 
 @contextmanager

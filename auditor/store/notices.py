@@ -17,7 +17,7 @@ from sqlmodel import Field, SQLModel
 
 from auditor.config import shown_time
 from auditor.errors import UserError
-from auditor.store.db import add_row, all_rows, ensure_schema
+from auditor.store.db import add_row, all_rows, ensure_schema, has_table
 
 RECIPIENTS = ("division", "surveillance")
 _ID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
@@ -86,15 +86,8 @@ class NoticeWithdrawal(SQLModel, table=True):
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create `notices` and `notice_withdrawals` in a database opened before this module was
     imported (`ensure_schema` creates every registered sqlmodel table missing)."""
-    if not (_has_table(con) and _has_table(con, "notice_withdrawals")):
+    if not (has_table(con, "notices") and has_table(con, "notice_withdrawals")):
         ensure_schema(con)
-
-
-def _has_table(con: duckdb.DuckDBPyConnection, name: str = "notices") -> bool:
-    rows = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchall()
-    return bool(rows[0][0])
 
 
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
@@ -195,7 +188,7 @@ def add_notice(
 def list_notices(con: duckdb.DuckDBPyConnection, withdrawn: bool = True) -> list[Notice]:
     """Every notice entered by hand, oldest entry first ([] when none was ever entered);
     without the withdrawn ones if `withdrawn` is false (what the audit counts)."""
-    if not _has_table(con):
+    if not has_table(con, "notices"):
         return []
     rows = all_rows(con, Notice)
     if not withdrawn:
@@ -206,7 +199,7 @@ def list_notices(con: duckdb.DuckDBPyConnection, withdrawn: bool = True) -> list
 
 def withdrawals(con: duckdb.DuckDBPyConnection) -> dict[int, NoticeWithdrawal]:
     """The withdrawal of each notice withdrawn, by notice id."""
-    if not _has_table(con, "notice_withdrawals"):
+    if not has_table(con, "notice_withdrawals"):
         return {}
     return {r.notice_id: r for r in all_rows(con, NoticeWithdrawal)}
 

@@ -84,9 +84,7 @@ def integrity_findings(
         new = 0
         if found:
             _locate(con, found)
-            findings.staged(con, "integrity_pass_findings", found)
-            new = findings.record(con, run_id, "SELECT * FROM integrity_pass_findings",
-                                  staged=True)
+            new = findings.record_staged(con, run_id, "integrity_pass_findings", found)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -424,8 +424,7 @@ def record_late(con: duckdb.DuckDBPyConnection, run_id: int, zone: dt.tzinfo) ->
     if not con.execute("SELECT 1 FROM late_seen LIMIT 1").fetchall():
         return 0, 0
     found = [f for r in late_rounds(con) for f in late_findings(r, zone)]
-    findings.staged(con, "late_findings", found)
-    new = findings.record(con, run_id, "SELECT * FROM late_findings", staged=True)
+    new = findings.record_staged(con, run_id, "late_findings", found)
     codes = ", ".join(map(quote, LATE_CODES))
     withdrawn = findings.withdraw(
         con, run_id,

@@ -677,11 +677,7 @@ def _store(
     audited: list[tuple],
     result: AuditResult,
 ) -> None:
-    findings.staged(con, "round_findings", rows)
-    if rows:
-        result.findings_new += findings.record(
-            con, run_id, "SELECT * FROM round_findings", staged=True
-        )
+    result.findings_new += findings.record_staged(con, run_id, "round_findings", rows)
     # A re-audited round's old findings that the replay no longer makes are withdrawn (a
     # watch's rounds, audited as they end, seldom were audited before: no query then). Only
     # the replay's own: a finding of a later pass that names the round (shoe.void_required)

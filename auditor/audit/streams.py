@@ -181,8 +181,7 @@ def check_streams(
 def _record(
     con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[Finding]
 ) -> tuple[int, int]:
-    findings.staged(con, "stream_findings", found)
-    new = findings.record(con, run_id, "SELECT * FROM stream_findings", staged=True)
+    new = findings.record_staged(con, run_id, "stream_findings", found)
     withdrawn = findings.withdraw(
         con, run_id,
         f"code = {quote(CODE)} AND json_extract_string(evidence, '$.stream') IN "

@@ -317,8 +317,7 @@ def _store(
     dupes = [fp for fp, n in Counter(f.fingerprint for f in found).items() if n > 1]
     if dupes:
         raise AssertionError(f"two table findings share a fingerprint: {dupes[:3]}")
-    findings.staged(con, "table_pass_findings", found)
-    new = findings.record(con, run_id, "SELECT * FROM table_pass_findings", staged=True)
+    new = findings.record_staged(con, run_id, "table_pass_findings", found)
     withdrawn = _withdraw_answered_by_hand(con, run_id, by_hand or {})
     owned = ", ".join(map(quote, OWNED_CODES))
     withdrawn += findings.withdraw(

@@ -45,41 +45,60 @@ FINDING_COLUMNS = (
 _EXTRA = ("severity", "rule", "dealer")
 
 
-def _registry_values() -> str:
+def _registry_values(codes: Iterable[str]) -> str:
+    """The registry's severity and rule of `codes` (all registered) as a VALUES list: only
+    those a statement meets, since DuckDB parses every literal of it each time."""
     rows = ", ".join(
-        "("
-        + ", ".join(map(quote, (c.code, c.severity, c.rule)))
-        + ")"
-        for c in REGISTRY.values()
+        "(" + ", ".join(map(quote, (c.code, c.severity, c.rule))) + ")"
+        for c in (REGISTRY[code] for code in sorted(codes))
     )
     return f"(VALUES {rows}) AS registry(code, severity, rule)"
 
 
+def _check_registered(pairs: Iterable[tuple[str, str | None]]) -> set[str]:
+    """Every code (of (code, severity) pairs) registered and every severity given (not None)
+    one its code allows, or AssertionError naming those that are not: a finding can never
+    disagree with its code's documentation. Returns the codes."""
+    pairs = set(pairs)
+    unknown = sorted({code for code, _ in pairs if code not in REGISTRY})
+    if unknown:
+        raise AssertionError(f"findings with unregistered codes: {unknown}")
+    wrong = sorted(
+        (code, severity) for code, severity in pairs
+        if severity is not None and severity not in REGISTRY[code].severities()
+    )
+    if wrong:
+        raise AssertionError(f"findings with a severity their code does not allow: {wrong}")
+    return {code for code, _ in pairs}
+
+
 def record(
-    con: duckdb.DuckDBPyConnection, run_id: int, select_sql: str, staged: bool = False
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    select_sql: str,
+    staged: bool = False,
+    *,
+    codes: set[str] | None = None,
 ) -> int:
     """Append the findings `select_sql` yields (FINDING_COLUMNS, and `severity` and `rule` if
     `staged`, as `staged()` holds them) that are not already standing.
 
-    Severity comes from the registry, so a finding can never disagree with its code's
-    documentation: a severity given with a finding (not NULL) must be one the registry allows
-    that code (Code.severities). The rule is the one given (the provision of the table's
-    rule pack), else the registry's. Returns the number of new findings.
+    Severity comes from the registry: a severity given with a finding (not NULL) must be one
+    the registry allows that code (Code.severities), else AssertionError. The rule is the
+    one given (the provision of the table's rule pack), else the registry's. `codes`: the
+    codes of the findings, already checked by the caller (record_staged); else they are
+    read and checked here. Returns the number of new findings.
     """
+    if codes is None:
+        severity = "severity" if staged else "NULL::VARCHAR"
+        codes = _check_registered(
+            con.execute(f"SELECT DISTINCT code, {severity} FROM ({select_sql})").fetchall()
+        )
+    if not codes:
+        return 0
     cols = ", ".join((*FINDING_COLUMNS, *_EXTRA)) if staged else ", ".join(
         (*FINDING_COLUMNS, *(f"NULL::VARCHAR AS {c}" for c in _EXTRA))
     )
-    if staged:
-        allowed = {c.code: c.severities() for c in REGISTRY.values()}
-        wrong = [
-            (code, severity)
-            for code, severity in con.execute(
-                f"SELECT DISTINCT code, severity FROM ({select_sql}) WHERE severity IS NOT NULL"
-            ).fetchall()
-            if severity not in allowed.get(code, ())
-        ]
-        if wrong:
-            raise AssertionError(f"findings with a severity their code does not allow: {wrong}")
     sql = f"""
     INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
                           code, table_id, pit, shoe, round, seq, ts, message,
@@ -89,16 +108,10 @@ def record(
            n.code, n.table_id, n.pit, n.shoe, n.round, n.seq, n.ts, n.message,
            n.expected, n.observed, n.source, n.evidence, n.dealer
     FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
-    JOIN {_registry_values()} USING (code)
+    JOIN {_registry_values(codes)} USING (code)
     WHERE n.fingerprint NOT IN (SELECT fingerprint FROM current_findings)
     ORDER BY n.ts, n.fingerprint
     """
-    unknown = con.execute(
-        f"SELECT DISTINCT code FROM ({select_sql}) WHERE code NOT IN "
-        f"(SELECT code FROM {_registry_values()})"
-    ).fetchall()
-    if unknown:
-        raise AssertionError(f"findings with unregistered codes: {unknown}")
     return single(con, sql)[0]
 
 
@@ -156,6 +169,21 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
     return name
 
 
+def record_staged(
+    con: duckdb.DuckDBPyConnection, run_id: int, name: str, found: Sequence[Finding]
+) -> int:
+    """`found` staged as temp table `name` (kept: withdrawals compare against it) and
+    appended as record() does. Returns the number of new findings; none found, no insert.
+
+    A pass's findings, found in Python, are checked in Python: in a small audit (a test's,
+    a watch poll's) each query costs milliseconds, whatever the rows."""
+    codes = _check_registered((f.code, f.severity) for f in found)
+    staged(con, name, found)
+    if not found:
+        return 0
+    return record(con, run_id, f"SELECT * FROM {name}", staged=True, codes=codes)
+
+
 def replace_pass(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
@@ -168,8 +196,7 @@ def replace_pass(
     Returns (new, withdrawn)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        staged(con, name, found)
-        new = record(con, run_id, f"SELECT * FROM {name}", staged=True)
+        new = record_staged(con, run_id, name, found)
         owned = ", ".join(map(quote, codes))
         withdrawn = withdraw(
             con, run_id,

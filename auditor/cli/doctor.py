@@ -79,6 +79,7 @@ def checks(
     archive: Path | None = None,
 ) -> Iterator[Check]:
     yield _weasyprint()
+    yield _font_subsetter()
     yield _fonts()
     yield _rule_packs()
     check, conf = _config(config_path)
@@ -105,6 +106,24 @@ def _weasyprint() -> Check:
             "install Pango: Debian/Ubuntu `apt-get install libpango-1.0-0 libpangoft2-1.0-0`; "
             "macOS `brew install pango`",
         )
+
+
+def _font_subsetter() -> Check:
+    """WeasyPrint cuts each embedded font down to the glyphs used with HarfBuzz's subsetter
+    when the library is there, else with fontTools in Python: the same report, written in
+    about two thirds of the CPU time (docs/benchmarks.md). A note, not a failure."""
+    try:
+        from weasyprint.text.ffi import harfbuzz_subset
+    except Exception:  # weasyprint itself missing: _weasyprint says so
+        return None, "font subsetter not checked (weasyprint does not load)", ""
+    if harfbuzz_subset is not None:
+        return True, "HarfBuzz subsetter (libharfbuzz-subset) writes the PDFs' fonts", ""
+    return (
+        None,
+        "HarfBuzz subsetter (libharfbuzz-subset) not installed: PDFs take longer to write "
+        "(fonts are subset in Python); Debian/Ubuntu `apt-get install libharfbuzz-subset0`",
+        "",
+    )
 
 
 def _fonts() -> Check:

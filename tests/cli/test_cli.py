@@ -553,6 +553,20 @@ def test_doctor_all_good_exits_0(
         "a.duckdb", "archive", "property.toml", "spool"]
 
 
+def test_doctor_notes_a_missing_font_subsetter_without_failing(monkeypatch: Any) -> None:
+    import weasyprint.text.ffi as ffi
+
+    from auditor.cli.doctor import _font_subsetter
+
+    if ffi.harfbuzz_subset is not None:
+        assert _font_subsetter() == (
+            True, "HarfBuzz subsetter (libharfbuzz-subset) writes the PDFs' fonts", "")
+    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+    ok, what, _ = _font_subsetter()
+    assert ok is None  # a note: the PDFs are the same, only slower to write
+    assert what.endswith("`apt-get install libharfbuzz-subset0`")
+
+
 @pytest.mark.slow
 def test_doctor_reports_the_config_every_command_would_stop_on(
     bacc_audit: Any, nightly_setup: dict[str, Path], tmp_path: Path, monkeypatch: Any

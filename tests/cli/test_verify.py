@@ -165,6 +165,35 @@ def test_an_event_edited_in_place_then_rerun_is_named_by_its_line_and_column(
         assert named in r.out, r.out
 
 
+def test_every_line_read_again_in_stretches_finds_what_one_read_finds(
+    filed: Filed, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The whole check reads the events again a stretch of sources at a time (a 10M-round
+    day's one join spilled past the disk): the same events named, the same count."""
+    from auditor.ingest import reparse
+
+    f = filed.copy(tmp_path / "x")
+    edited = f.sql(  # each source's 3rd card line not a Kh: made one in its column
+        "SELECT source_id, line_no FROM (SELECT source_id, line_no, card, row_number() OVER "
+        "(PARTITION BY source_id ORDER BY line_no) AS k FROM events WHERE type = 'card') "
+        "WHERE k = 3 AND card <> 'Kh' ORDER BY ALL")
+    assert len(edited) >= 3
+    for source, line in edited:
+        f.sql("UPDATE events SET card = 'Kh' WHERE source_id = ? AND line_no = ?",
+              [source, line])
+    con = duckdb.connect(str(f.db))
+    try:
+        at_once = reparse.differing(con, limit=2)
+        monkeypatch.setattr(reparse, "CHUNK_EVENTS", 40)  # a source at a time
+        stretched = reparse.differing(con, limit=2)
+        every, total = reparse.differing(con, limit=1000)
+    finally:
+        con.close()
+    assert [(s, ln, c) for s, ln, c, _, _ in every] == [(s, ln, "card") for s, ln in edited]
+    assert total == len(edited) and {e[3] for e in every} == {"Kh"}
+    assert stretched == at_once == (every[:2], len(edited))
+
+
 def test_a_forged_finding_is_named_inserted(filed: Filed, tmp_path: Path, bacc_audit: Any) -> None:
     f = filed.copy(tmp_path / "x")
     [(top,)] = f.sql("SELECT max(id) FROM findings")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import socket
 import threading
@@ -65,7 +66,10 @@ STATIC = TEMPLATES / "static"
 Database = Path | str | duckdb.DuckDBPyConnection | Cursors
 
 
+@functools.cache
 def _environment() -> jinja2.Environment:
+    """One a process (every app of the process shares its compiled templates): its additions
+    are constants."""
     env = environment(TEMPLATES)  # the report's, with its money and time formatters
     # A record's RFC 3339 ts, already in the property's zone, as "MM-DD hh:mm:ss".
     env.filters["clock"] = lambda iso: f"{iso[5:10]} {iso[11:19]}"

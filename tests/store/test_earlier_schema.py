@@ -36,3 +36,26 @@ def test_a_database_from_before_a_table_is_refused_to_a_reader_and_mended_by_a_w
     r = bacc_audit("report", "--db", path, "--shift", SHIFT, "--out", out)
     assert r.code == 0, r
     assert "draw.banker_missed" in out.read_text()
+
+
+def test_a_database_brought_up_by_another_schema_gets_the_whole_pass_again(
+    sample_audited: tuple[Path, object], tmp_path: Path
+) -> None:
+    """Opening skips the schema's statements only for a database this very schema brought up
+    to date (its fingerprint in `meta`): one whose view an earlier version defined otherwise
+    gets today's view, and today's fingerprint."""
+    path = tmp_path / "old.duckdb"
+    shutil.copy(sample_audited[0], path)
+    con = db.connect(path)
+    con.execute("CREATE OR REPLACE VIEW source_totals AS SELECT 1 AS earlier")
+    con.execute("UPDATE meta SET value = 'an earlier schema' WHERE key = 'schema_fingerprint'")
+    con.close()
+    con = db.connect(path)
+    try:
+        columns = [d[0] for d in con.execute("SELECT * FROM source_totals").description]
+        fingerprint = con.execute(
+            "SELECT value FROM meta WHERE key = 'schema_fingerprint'").fetchone()
+    finally:
+        con.close()
+    assert "earlier" not in columns and "events" in columns, columns
+    assert fingerprint == (db.SCHEMA_FINGERPRINT,)

@@ -30,15 +30,20 @@ demo: $(BIN)/.installed
 demo-live: $(BIN)/.installed
 	$(BIN)/python scripts/demo_live.py
 
-# Every test: on every core (pytest-xdist), then the realtime ones alone, so that no other test
-# loads the machine while they time it (pyproject.toml lists the markers).
+# Every test: on every core (pytest-xdist), with mypy beside them (one core's ~20 s; its
+# verdict is printed after theirs), then the realtime ones alone, so that no other test loads
+# the machine while they time it (pyproject.toml lists the markers). The realtime run collects
+# only the files that mark a test realtime (about 5 s less than collecting every file).
 PYTEST = $(BIN)/python -m pytest -q -p no:cacheprovider
 XDIST ?= -n auto --dist worksteal
+REALTIME_FILES = $(shell grep -rl --include='test_*.py' 'mark.realtime' tests)
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/mypy
-	$(PYTEST) $(XDIST) -m "not realtime"
-	$(PYTEST) -m realtime
+	$(BIN)/mypy > $(VENV)/mypy.out 2>&1 & typing=$$!; \
+	$(PYTEST) $(XDIST) -m "not realtime"; tests=$$?; \
+	wait $$typing; typed=$$?; cat $(VENV)/mypy.out; \
+	test $$tests -eq 0 && test $$typed -eq 0
+	$(PYTEST) -m realtime $(REALTIME_FILES)
 
 # The quick loop: all but the slow, statistical, realtime and cluster tests.
 test-fast: $(BIN)/.installed

@@ -542,7 +542,7 @@ def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
     tables, views = con.execute(
         f"SELECT (SELECT list(table_name) FROM duckdb_tables() WHERE {_THIS_DATABASE}), "
         f"(SELECT list(view_name) FROM duckdb_views() WHERE {_THIS_DATABASE} AND NOT internal)"
-    ).fetchone()
+    ).fetchall()[0]
     wanted = SCHEMA_TABLES | {t.name for t in SQLModel.metadata.sorted_tables}
     return wanted <= set(tables or ()) and set(views or ()) >= SCHEMA_VIEWS
 

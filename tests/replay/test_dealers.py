@@ -273,6 +273,8 @@ def test_an_old_database_gets_the_dealer_column_and_keeps_its_rows(tmp_path):
     path = tmp_path / "old.duckdb"
     con = db.connect(path)
     con.execute("ALTER TABLE findings DROP COLUMN dealer")
+    # A database of the versions before the column carried no schema fingerprint either.
+    con.execute("DELETE FROM meta WHERE key = 'schema_fingerprint'")
     con.execute(
         "INSERT INTO findings (fingerprint, run_id, recorded_at, status, code, severity, rule, "
         "message, ts) VALUES ('x|1', 1, now(), 'open', 'deal.order', 'critical', 'r', 'm', now())"

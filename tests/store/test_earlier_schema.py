@@ -59,3 +59,25 @@ def test_a_database_brought_up_by_another_schema_gets_the_whole_pass_again(
         con.close()
     assert "earlier" not in columns and "events" in columns, columns
     assert fingerprint == (db.SCHEMA_FINGERPRINT,)
+
+
+def test_a_view_edited_in_the_file_does_not_outlive_a_writers_open(
+    sample_audited: tuple[Path, object], tmp_path: Path
+) -> None:
+    """The fingerprint spares an open the schema's statements, not its views: a
+    current_findings edited to hide the critical findings (the fingerprint left as it was)
+    is defined again by the next command that opens the database to write."""
+    path = tmp_path / "forged.duckdb"
+    shutil.copy(sample_audited[0], path)
+    con = db.connect(path)
+    count = "SELECT count(*) FROM current_findings WHERE severity = 'critical'"
+    criticals = con.execute(count).fetchone()
+    con.execute("CREATE OR REPLACE VIEW current_findings AS SELECT * FROM findings WHERE false")
+    assert con.execute(count).fetchone() == (0,)
+    con.close()
+    con = db.connect(path)
+    try:
+        assert con.execute(count).fetchone() == criticals
+        assert criticals is not None and criticals[0] > 0
+    finally:
+        con.close()

@@ -519,11 +519,9 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     )
 
 
-# What ensure_schema last brought a database to: its DDL and the sqlmodel tables it made.
+# The views, defined again at every read-write open (ensure_schema).
 VIEW_DDL = [stmt for stmt in DDL if "CREATE OR REPLACE VIEW" in stmt]
-SCHEMA_VIEWS = frozenset(
-    name for stmt in VIEW_DDL for name in re.findall(r"CREATE OR REPLACE VIEW (\w+)", stmt)
-)
+# What ensure_schema last brought a database to: its DDL and the sqlmodel tables it made.
 SCHEMA_FINGERPRINT = hashlib.sha256(
     "\n;\n".join([*DDL, *sorted(t.name for t in SQLModel.metadata.sorted_tables)]).encode()
 ).hexdigest()
@@ -531,21 +529,15 @@ SCHEMA_FINGERPRINT = hashlib.sha256(
 
 def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether this database was brought up to date by this very schema and still has its
-    tables and views: then ensure_schema only defines its views again (its ~30 statements
-    cost about 25 ms of CPU every time a command opened the database). A table or view
-    dropped since is made again, as before, by the whole pass."""
+    tables: then ensure_schema only defines its views again (its ~30 statements cost about
+    25 ms of CPU every time a command opened the database). A table dropped since is made
+    again, as before, by the whole pass."""
     try:
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_fingerprint'").fetchone()
     except duckdb.CatalogException:
         return False
-    if row is None or row[0] != SCHEMA_FINGERPRINT:
-        return False
-    tables, views = con.execute(
-        f"SELECT (SELECT list(table_name) FROM duckdb_tables() WHERE {_THIS_DATABASE}), "
-        f"(SELECT list(view_name) FROM duckdb_views() WHERE {_THIS_DATABASE} AND NOT internal)"
-    ).fetchall()[0]
     wanted = SCHEMA_TABLES | {t.name for t in SQLModel.metadata.sorted_tables}
-    return wanted <= set(tables or ()) and set(views or ()) >= SCHEMA_VIEWS
+    return row is not None and row[0] == SCHEMA_FINGERPRINT and wanted <= _tables(con)
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:

@@ -312,15 +312,11 @@ class Watch:
 
     def _sweep(self) -> AuditResult:
         started = time.monotonic()
-        latest = load_latest_ts(self.con)
-        days = self._gaming_days()
-        # A gaming day before the latest event's is over: its rounds are final.
-        cutoff = None if latest is None else days.end(days.of(latest)) - dt.timedelta(days=1)
         result = audit(
             self.con,
             self.run_id,
             self.config,
-            closed_before=cutoff or dt.datetime.min.replace(tzinfo=dt.UTC),
+            closed_before=self._final_before(),
             known=self.known,
             day_close=("watch", self.options.close_grace),
         )
@@ -336,6 +332,21 @@ class Watch:
         )
         self._last_sweep = time.monotonic()
         return result
+
+    def _final_before(self) -> dt.datetime:
+        """Rounds that started before this are final even without their round_end: those of
+        the gaming days over, closed on record or by the logs reaching the day's end plus
+        the close grace (the rule the table pass closes a day by). Not the day's end alone:
+        a round dealt across 06:00 at one table is still being dealt when another table's
+        first event of the new day comes in, and judged then it would be judged from part of
+        its events (a false settle.unsettled, evidence cut short)."""
+        days = self._gaming_days()
+        ends = [days.end(day) for day in closed_days(self.con)]
+        latest = load_latest_ts(self.con)
+        if latest is not None:
+            over = days.of(latest - self.options.close_grace) - dt.timedelta(days=1)
+            ends.append(days.end(over))
+        return max(ends, default=dt.datetime.min.replace(tzinfo=dt.UTC))
 
     # -- pieces ---------------------------------------------------------------------------
 

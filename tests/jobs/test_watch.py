@@ -37,7 +37,7 @@ from auditor.rules.codes import REGISTRY
 from auditor.simulate.feed import Feed, Line, schedule
 from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
-from auditor.store import db, runs
+from auditor.store import closed_days, db, runs
 from auditor.store.findings import short_id
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -588,6 +588,82 @@ def test_watch_closes_a_gaming_day_once_the_next_has_begun_plus_its_grace(tmp_pa
     assert con.execute(unclosed).fetchall() == [("log.table_unclosed", "MB-01")]
     assert con.execute(
         "SELECT gaming_day::VARCHAR, how FROM closed_days").fetchall() == [("2026-11-28", "watch")]
+
+
+def test_a_round_dealt_across_the_gaming_days_start_is_not_judged_before_its_end(tmp_path):
+    """MB-01 deals a round from 05:59:55 to 06:00:06; MB-02's first event of the new gaming
+    day (06:00:05) is read while MB-01's log has reached only the round's cards. A sweep
+    then must not judge MB-01's round (it judged it final because another table had begun
+    the next day: a false settle.unsettled, recorded and withdrawn later, and evidence cut
+    short on what stood). It is judged with its round_end; and a table whose log stops in a
+    round has it judged once the day is closed (06:30), as batch does."""
+    conf = config.load(SAMPLE / "property.toml")  # gaming day from 06:00, New York
+    natural = [("player", "2c"), ("banker", "9d"), ("player", "3c"), ("banker", "Kd")]
+    log = Log()
+    log.open("MB-01", "P1", "05:40")
+    log.shoe_start("MB-01", "05:41", "S1")
+    log.burn("MB-01", "S1", ["Ac", "Kd"])
+    banker = {"kind": "result", "player": 5, "banker": 9, "winner": "banker"}
+    log.round("MB-01", "S1", 1, natural, [("pay", 3), ("vig", 3)], when="05:59:55",
+              after_cards=[("announce", banker)])
+    dealt = log.lines(["table:MB-01"])
+    assert json.loads(dealt[9])["type"] == "card" and json.loads(dealt[13])["type"] == (
+        "round_end")
+    log.close("MB-01", "06:05")
+    log.open("MB-02", "P1", "06:00:05")
+    log.close("MB-02", "06:31")
+    whole, mb02 = log.lines(["table:MB-01"]), log.lines(["table:MB-02"])
+    mb01_round = ("SELECT code FROM current_findings WHERE table_id = 'MB-01' "
+                  "AND round IS NOT NULL ORDER BY code")
+
+    def watched(name: str, mb01: list[str], mb02_upto: int):
+        spool = tmp_path / name
+        spool.mkdir()
+        con = db.connect(tmp_path / f"{name}.duckdb")
+        w = Watch(con, spool, conf, runs.start(con, "watch", {}),
+                  WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+        (spool / "2026-11-28_MB-01.jsonl").write_text("\n".join(mb01) + "\n")
+        (spool / "2026-11-28_MB-02.jsonl").write_text("\n".join(mb02[:mb02_upto]) + "\n")
+        w.step()
+        w.sweep()
+        return spool, con, w
+
+    def same_as_batch(spool: Path, con) -> None:
+        batch = _batch(sorted(spool.glob("*.jsonl")), tmp_path / f"{spool.name}-b.duckdb",
+                       conf)
+        assert _sources_free(_findings(con)) == _sources_free(_findings(batch))
+
+    # MB-02 at 06:00:05, MB-01 in its round's cards: not judged yet.
+    spool, con, w = watched("across", dealt[:10], 1)
+    assert con.execute(
+        "SELECT count(*) FROM round_audits WHERE table_id = 'MB-01'").fetchone() == (0,)
+    assert con.execute(mb01_round).fetchall() == []
+    (spool / "2026-11-28_MB-01.jsonl").write_text("\n".join(whole) + "\n")
+    w.step()
+    w.sweep()
+    assert con.execute(
+        "SELECT events, last_seq FROM round_audits WHERE table_id = 'MB-01'").fetchall() == [
+        (11, 14)]
+    assert con.execute(mb01_round).fetchall() == []  # a clean round, never judged unended
+    assert con.execute("SELECT count(*) FROM findings WHERE table_id = 'MB-01' "
+                       "AND code = 'settle.unsettled'").fetchone() == (0,)
+    same_as_batch(spool, con)
+    # MB-01's log stops in the round; MB-02 logs on past 06:30: the day is over.
+    spool, con, w = watched("stopped", dealt[:10], 2)
+    assert con.execute(
+        "SELECT events, last_seq FROM round_audits WHERE table_id = 'MB-01'").fetchall() == [
+        (7, 10)]
+    assert ("settle.unsettled",) in con.execute(mb01_round).fetchall()
+    same_as_batch(spool, con)
+    # Or the day closed on record (`close-day`) before the logs reach 06:30.
+    spool, con, w = watched("closed", dealt[:10], 1)
+    assert con.execute("SELECT count(*) FROM round_audits").fetchone() == (0,)
+    closed_days.close(con, [dt.date(2026, 11, 28)], runs.start(con, "close-day", {}),
+                      "close-day")
+    w.sweep()
+    assert con.execute(
+        "SELECT events, last_seq FROM round_audits WHERE table_id = 'MB-01'").fetchall() == [
+        (7, 10)]
 
 
 def test_each_poll_that_wrote_is_sealed_and_the_run_stays_verifiable(tmp_path):

@@ -770,6 +770,9 @@ def test_an_empty_file_in_the_spool_is_a_problem_of_the_night(
 # --------------------------------------------------------------------------------------------
 
 NAMES = sorted(f.name for f in SAMPLE.glob("*.jsonl*"))
+# The tests that ingest afresh under --file-ingested: a plain log, a gzipped one and the pit's
+# notices (the whole night's nine files render a report twice as long, in each such test).
+FEW = ["2026-11-28_MB-01.jsonl", "2026-11-28_MB-02.jsonl.gz", "2026-11-28_pit-notices.jsonl"]
 
 
 def sha(path: Path) -> str:
@@ -777,11 +780,13 @@ def sha(path: Path) -> str:
 
 
 def night_copy(night: Night, tmp_path: Path) -> tuple[Path, Path, Path]:
-    """The clean night's database and a copy of its spool: every file already ingested."""
-    db_copy, spool = tmp_path / "copy.duckdb", tmp_path / "spool"
+    """The clean night's database and a copy of its spool and archive: every file already
+    ingested, every report filed (a run files none again: the file tests render no PDF)."""
+    db_copy, spool, archive = tmp_path / "copy.duckdb", tmp_path / "spool", tmp_path / "archive"
     shutil.copy2(night.db, db_copy)
     shutil.copytree(night.spool, spool)
-    return db_copy, spool, tmp_path / "archive"
+    shutil.copytree(night.archive, archive)
+    return db_copy, spool, archive
 
 
 def run_filing(db_path: Path, spool: Path, archive: Path, how: str) -> nightly.NightlyResult:
@@ -804,28 +809,28 @@ def test_move_files_each_ingested_file_into_the_evidence_folder_of_its_gaming_da
 ) -> None:
     spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
     spool.mkdir()
-    for name in NAMES:
+    for name in FEW:
         shutil.copy2(SAMPLE / name, spool / name)
     r = run_filing(db_path, spool, archive, "move")
     assert r.exit_code == EXIT_FINDINGS
     evidence = archive / "evidence" / "2026-11-28"
     assert list(spool.iterdir()) == []
-    assert sorted(p.name for p in evidence.iterdir()) == NAMES
-    assert all(sha(evidence / n) == sha(SAMPLE / n) for n in NAMES)
-    assert filed(r) == {n: ("ingested", "moved", str(evidence / n)) for n in NAMES}
+    assert sorted(p.name for p in evidence.iterdir()) == FEW
+    assert all(sha(evidence / n) == sha(SAMPLE / n) for n in FEW)
+    assert filed(r) == {n: ("ingested", "moved", str(evidence / n)) for n in FEW}
     s = r.summary()
     assert s["file_ingested"] == "move"
-    assert s["files"][0]["path"] == str(spool / NAMES[0])  # where it was delivered
+    assert s["files"][0]["path"] == str(spool / FEW[0])  # where it was delivered
     # The manifest keeps the delivered path, the evidence of where the file came from.
     assert scalar(db_path, "SELECT list(path ORDER BY path) FROM sources") == [
-        str((spool / n).resolve()) for n in NAMES
+        str((spool / n).resolve()) for n in FEW
     ]
     recorded = json.loads(
         scalar(db_path, "SELECT summary FROM runs WHERE command = 'nightly' ORDER BY id DESC")
     )
-    assert recorded["files"][0]["now_at"] == str(evidence / NAMES[0])
+    assert recorded["files"][0]["now_at"] == str(evidence / FEW[0])
     lines = nightly.summary_lines(r)
-    assert f"filed (move) into {archive / 'evidence'}: 9 moved, 0 linked, 0 already there, " \
+    assert f"filed (move) into {archive / 'evidence'}: 3 moved, 0 linked, 0 already there, " \
         "0 left in the spool" in lines
 
 
@@ -835,7 +840,7 @@ def test_a_file_still_being_written_stays_in_the_spool(tmp_path: Path) -> None:
     table system is still writing it."""
     spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
     spool.mkdir()
-    for name in NAMES:
+    for name in FEW:
         shutil.copy2(SAMPLE / name, spool / name)
     growing = spool / "2026-11-28_MB-01.jsonl"
     half = b'{"v":1,"ts":"2026-11-29T05:59:59-05:00","type":"ann'
@@ -846,14 +851,14 @@ def test_a_file_still_being_written_stays_in_the_spool(tmp_path: Path) -> None:
     assert (status, action, where) == ("ingested", "kept", str(growing))
     assert growing.read_bytes().endswith(half)
     assert sorted(p.name for p in spool.iterdir()) == [growing.name]
-    assert all(now[n][1] == "moved" for n in NAMES if n != growing.name)
+    assert all(now[n][1] == "moved" for n in FEW if n != growing.name)
 
 
 @pytest.mark.slow
 def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path: Path) -> None:
     spool, archive, db_path = tmp_path / "spool", tmp_path / "archive", tmp_path / "a.duckdb"
     spool.mkdir()
-    for name in NAMES:
+    for name in FEW:
         shutil.copy2(SAMPLE / name, spool / name)
     run_filing(db_path, spool, archive, "move")
     moved = archive / "evidence" / "2026-11-28" / "2026-11-28_MB-01.jsonl"
@@ -878,7 +883,7 @@ def test_a_changed_redelivery_after_a_move_is_still_refused_as_altered(tmp_path:
     ]
     assert (spool / "2026-11-28_MB-01.jsonl").read_text() == changed
     assert sha(moved) == before
-    assert sorted(p.name for p in moved.parent.iterdir()) == NAMES
+    assert sorted(p.name for p in moved.parent.iterdir()) == FEW
     assert scalar(db_path, "SELECT count(*) FROM findings WHERE code = 'log.altered'") == 2
 
 

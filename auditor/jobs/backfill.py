@@ -265,7 +265,8 @@ def _run_partition(task: PartitionTask) -> dict[str, Any]:
     cpu0 = time.process_time()
     part = task.partition
     work = Path(task.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    if not work.is_dir():  # the driver made it: gone, the run has stopped (or it is not shared)
+        raise WorkDirRefused(f"the run's folder {work.name} is not there as this worker sees it")
     token = uuid.uuid4().hex[:12]
     final = work / f"part-{part.index:05d}-{token}.duckdb"
     partial = final.with_name(final.name + ".partial")
@@ -492,6 +493,7 @@ def backfill(
            if p.local else "")
     )
     make_work_dir(work_dir)
+    futures: list[Any] = []
     try:
         futures = _submit(engine, p, run_id, work_dir, config)
         t1 = time.perf_counter()
@@ -499,7 +501,7 @@ def backfill(
         result.seconds["partitions"] = time.perf_counter() - t1
         result.seconds["merge"] = driver.merge_seconds
     finally:  # the run's own folder goes, whatever happened in it (docs/scale-out.md)
-        shutil.rmtree(work_dir, ignore_errors=True)
+        _remove_work_dir(engine, futures, work_dir)
     t2 = time.perf_counter()
     driver.across_partitions(sorted(set(p.local) | set(redo), key=_order_of(paths)))
     result.seconds["across"] = time.perf_counter() - t2
@@ -509,6 +511,22 @@ def backfill(
     result.seconds["audit"] = time.perf_counter() - t3
     result.seconds["total"] = time.perf_counter() - t0
     return result
+
+
+def _remove_work_dir(engine: Engine, futures: list[Any], folder: Path) -> None:
+    """Remove the run's folder once no partition of it is left to start. A run stopped by
+    one partition (--work-dir full) has others queued or writing: they are cancelled first,
+    and a file a running one creates while the tree is removed fails the removal, so it is
+    tried again for a while (a worker never makes the folder again: _run_partition)."""
+    pending = [f for f in futures if not f.done()]
+    if pending:
+        with _quiet(), suppress(Exception):
+            engine.client.cancel(pending)
+    for _ in range(REMOVE_TRIES):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.1)
 
 
 def make_work_dir(folder: Path) -> None:
@@ -524,6 +542,10 @@ def make_work_dir(folder: Path) -> None:
 
 
 WORK_DIR_ADVICE = "choose another --work-dir (docs/scale-out.md: a folder every worker can write)"
+
+
+# Tries at removing the run's folder, 0.1 s apart, while a stopped partition still writes.
+REMOVE_TRIES = 100
 
 
 def _submit(

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,20 +199,61 @@ def write_report(
     """
     tell = progress or (lambda step, done, total: None)
     steps = 3 if fmt == "html" else 4
+    path = report_path(out, scope, fmt)
+    with _the_place(path):  # before the render: a wrong --out is said at once, not minutes on
+        _can_write(path)
     data = report_bytes(con, conf, scope, fmt, tell, check)
     tell("write", steps - 1, steps)
-    path = report_path(out, scope, fmt)
-    try:
+    with _the_place(path):
         _write_out(path, data)
-    except OSError as e:  # the place asked for, not the report: one sentence, nothing left
+    tell("written", steps, steps)
+    return path
+
+
+@contextlib.contextmanager
+def _the_place(path: Path) -> Iterator[None]:
+    """An OSError at `path` is the place asked for, not the report: one sentence."""
+    try:
+        yield
+    except OSError as e:
         if e.errno == errno.EPIPE:
             raise  # the reader of --out /dev/stdout stopped early: its choice (cli/app.py)
         raise UserError(
             f"{path}: cannot write the report there ({e.strerror or e}); choose another "
             "--out, in a folder this user may write to"
         ) from None
-    tell("written", steps, steps)
-    return path
+
+
+def _can_write(path: Path) -> None:
+    """Refuse before the render what `_write_out` would refuse after it: not a file, or a
+    folder where no file can be made (tried with the temporary file's name, then removed).
+    A folder still to be made is only checked for being under one this user may write. A
+    full disk still shows at the write."""
+    st, through = _out_kind(path)
+    if through:
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UserError(NOT_A_FILE.format(path=path))
+    if path.parent.is_dir():
+        probe = path.with_name(f".{path.name}.partial")
+        with probe.open("ab"):
+            pass
+        probe.unlink()
+        return
+    above = next((a for a in path.parents if a.exists()), None)
+    if above is not None and not os.access(above, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+
+def _out_kind(path: Path) -> tuple[os.stat_result | None, bool]:
+    """What is at `path` now, and whether it is written through (a link, a pipe, a device)."""
+    try:
+        st = path.stat()
+        linked = path.is_symlink()
+    except FileNotFoundError:
+        return None, False
+    through = linked or stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)
+    return st, through and not stat.S_ISDIR(st.st_mode)
 
 
 def report_bytes(
@@ -245,23 +286,19 @@ def _write_out(path: Path, data: bytes) -> None:
     /dev/stdout`, itself a link) is written through, as `cp` writes: renaming over it would
     put a file where the link or the device was (and root may). Anything else that is not
     a file (a socket, a disk) is refused."""
-    try:
-        st = path.stat()
-        linked = path.is_symlink()
-    except FileNotFoundError:
-        st, linked = None, False
-    through = linked or (st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)))
-    if st is not None and through and not stat.S_ISDIR(st.st_mode):
+    st, through = _out_kind(path)
+    if through:
         with path.open("wb") as fh:
             fh.write(data)
         return
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UserError(
-            f"{path}: not a file (a socket or a disk?); the report is written to a file, a "
-            "folder, a pipe or /dev/stdout"
-        )
+        raise UserError(NOT_A_FILE.format(path=path))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, data)
+
+
+NOT_A_FILE = ("{path}: not a file (a socket or a disk?); the report is written to a file, a "
+              "folder, a pipe or /dev/stdout")
 
 
 def report_path(out: Path | None, scope: Scope, fmt: str) -> Path:

@@ -21,6 +21,7 @@ from helpers.fuzz import run_bounded
 from helpers.mounts import run_mounted
 from helpers.sample import CONFIG, SHIFT, built
 
+from auditor.report import render
 from auditor.store.findings import short_id
 
 RANGE = "a gaming day must be from 1900-01-01 to 9998-12-31"
@@ -77,12 +78,25 @@ def test_the_last_and_first_days_in_range_are_answered(bacc_audit: Cli, night: P
 
 @pytest.mark.slow
 def test_a_report_that_cannot_go_where_asked_says_so_and_leaves_nothing(
-    bacc_audit: Cli, night: Path, tmp_path: Path
+    bacc_audit: Cli, night: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = ["report", "--shift", SHIFT, "--db", night, "--config", CONFIG]
+    real_render = render.render_pdf
+
+    def no_render(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("rendered for a place that takes no report")
+
+    # Said before the render (a large day's takes minutes), not after it.
+    monkeypatch.setattr(render, "render_pdf", no_render)
     # /proc takes no new file: a traceback before.
     said(bacc_audit(*base, "--out", "/proc/x.pdf"), 2,
          "/proc/x.pdf: cannot write the report there (No such file or directory)")
+    sock_path = tmp_path / "s.pdf"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock_path))
+        said(bacc_audit(*base, "--out", sock_path), 2, f"{sock_path}: not a file")
+        assert sock_path.is_socket()
+    monkeypatch.setattr(render, "render_pdf", real_render)
     # A folder: the report goes into it under its own name (it left .sim.partial behind).
     folder = tmp_path / "sim"
     folder.mkdir()
@@ -90,12 +104,7 @@ def test_a_report_that_cannot_go_where_asked_says_so_and_leaves_nothing(
     assert (r.code, r.out.strip()) == (0, str(folder / "2026-11-28_grave.pdf")), r
     assert sorted(p.name for p in folder.iterdir()) == ["2026-11-28_grave.pdf"]
     assert (folder / "2026-11-28_grave.pdf").read_bytes()[:5] == b"%PDF-"
-    # A socket is no file: refused, and not replaced by one.
-    sock_path = tmp_path / "s.pdf"
-    with socket.socket(socket.AF_UNIX) as s:
-        s.bind(str(sock_path))
-        said(bacc_audit(*base, "--out", sock_path), 2, f"{sock_path}: not a file")
-        assert sock_path.is_socket()
+    assert not list(tmp_path.glob("**/*.partial"))
 
 
 @pytest.mark.slow

@@ -84,13 +84,24 @@ def test_watch_on_odd_options_stops_or_refuses(
     spool.mkdir()
     proc = subprocess.Popen([BIN, "watch", "--spool", spool, "--db", tmp_path / "w.duckdb",
                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        proc.wait(timeout=8)
-    except subprocess.TimeoutExpired:
-        assert code == 0, "an odd option was not refused"
+    said = ""
+    if code == 0:  # running: polled a few times after it said so, then stopped
+        assert proc.stderr is not None
+        while "following" not in said and proc.poll() is None:
+            said += proc.stderr.readline()
+        time.sleep(1.5)
+        assert proc.poll() is None, said
         proc.send_signal(signal.SIGTERM)
+    else:
+        try:
+            proc.wait(timeout=8)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError("an odd option was not refused") from None
     t0 = time.monotonic()
-    _, err = proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
+    err = said + rest
     assert time.monotonic() - t0 < 60
     assert proc.returncode == code, err
     assert "Traceback" not in err and words in err, err

@@ -17,6 +17,7 @@ from typing import Any
 from auditor.finding import Finding, fingerprint
 from auditor.replay.log_ends import StreamEvent
 from auditor.replay.text import and_list, iso, local
+from auditor.words import duration
 
 # Clocks of one table system may disagree by a little (the shoe's and the table management
 # system's): time must run back more than this for log.time_reversed. A constant of the event
@@ -26,17 +27,6 @@ TIME_TOLERANCE = dt.timedelta(seconds=2)
 # Events that make something take effect (a procedure): their time is capped by the next
 # event of their stream, which cannot have happened before them.
 CAPPED_BY_NEXT = ("procedure_change", "table_open")
-
-
-def duration(delta: dt.timedelta) -> str:
-    """'2 seconds', '14 minutes 11 seconds', '4 hours 58 minutes' (seconds dropped past an
-    hour), for how far time ran back or how late an event came."""
-    total = int(abs(delta.total_seconds()))
-    h, rest = divmod(total, 3600)
-    m, sec = divmod(rest, 60)
-    parts = [(h, "hour"), (m, "minute")] + ([(sec, "second")] if not h else [])
-    text = " ".join(f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n)
-    return text or "0 seconds"
 
 
 # --- time running backwards -----------------------------------------------------------------

@@ -96,6 +96,7 @@ TS_PATTERN = (
     r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?"
     r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$"
 )
+_EDGE_YEARS = r"^(000[01]|9999)-"
 # An amount as the per-line path reads it without a second look: a plain number or a string
 # of digits, at most 16 whole and 2 decimal places. Anything else (an exponent, `1.500`, a
 # sign, spaces around the colon) takes the per-line path, which reads it as written. In a
@@ -428,8 +429,10 @@ def _lists_ok(f: FieldSpec, lists: pa.ChunkedArray) -> np.ndarray:
 
 
 def _times_ok(ts: pa.ChunkedArray) -> np.ndarray:
-    """RFC 3339 with an offset (TS_PATTERN), on a day the calendar has."""
-    ok = _matches(ts, TS_PATTERN)
+    """RFC 3339 with an offset (TS_PATTERN), on a day the calendar has; the years 0, 1 and
+    9999 are left to the per-line path, which knows which of their times fall outside the
+    years 1 to 9999 in UTC (validate.FIRST_INSTANT)."""
+    ok = _matches(ts, TS_PATTERN) & ~_matches(ts, _EDGE_YEARS)
     if ok.all():
         try:  # Arrow's own parse refuses 30 February; it is enough when all pass
             pc.cast(ts, pa.timestamp("us", tz="UTC"))

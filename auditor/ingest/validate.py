@@ -230,6 +230,9 @@ def _ts_message(name: str, r: str) -> str:
     return (
         f"CASE WHEN regexp_full_match({r}, {quote(TS_NAIVE_RE)}) THEN {name} || ' ' || {shown} || "
         "' has no UTC offset (write Z or +hh:mm)' "
+        f"WHEN regexp_full_match({r}, {quote(TS_RE)}) AND {ts_cast(_unquote(r))} IS NOT NULL "
+        f"THEN {name} || ' ' || {shown} || "
+        "' falls outside the years 1 to 9999 in UTC (no clock of a table system reads it)' "
         f"WHEN regexp_full_match({r}, {quote(TS_SHAPE_RE)}) THEN {name} || ' ' || {shown} || "
         "' is not a real date and time' "
         f"ELSE {name} || ' ' || {shown} || ' is not an RFC 3339 time' END"
@@ -273,8 +276,18 @@ def _json_string(r: str) -> str:
     )
 
 
+# The instants a Python datetime holds: years 1 to 9999 in UTC. A stamp outside them (9999-12-31
+# at -05:00 is in the year 10000 in UTC) is no table system's clock reading, and every check
+# after ingest that reads it would fail on it: the line goes to quarantine, kept.
+FIRST_INSTANT = "'0001-01-01 00:00:00+00'::TIMESTAMPTZ"
+LAST_INSTANT = "'9999-12-31 23:59:59.999999+00'::TIMESTAMPTZ"
+
+
 def _ts_value(r: str) -> str:
-    return ts_cast(_unquote(r))
+    """The time of an RFC 3339 field (quoted) inside the years 1 to 9999 in UTC; NULL when it
+    is not a time or is outside them."""
+    return _let(ts_cast(_unquote(r)), "v",
+                f"CASE WHEN v BETWEEN {FIRST_INSTANT} AND {LAST_INSTANT} THEN v END")
 
 
 def ts_cast(s: str) -> str:

@@ -311,6 +311,18 @@ BAD_LINES: dict[str, tuple[Any, str]] = {
         'ts "2026-11-28T22:00:00+99:99" is not a real date and time',
     ),
     "ts_epoch_number": (bad_wager(ts=1795921200), "ts 1795921200 is not an RFC 3339 time"),
+    # Real RFC 3339 times, but in the years 10000 and 0 in UTC: every check after ingest
+    # read such a stamp into a Python datetime and failed (`audit` ended in an internal error).
+    "ts_past_year_9999_in_utc": (
+        bad_wager(ts="9999-12-31T23:59:59.000-05:00"),
+        'ts "9999-12-31T23:59:59.000-05:00" falls outside the years 1 to 9999 in UTC (no clock '
+        "of a table system reads it)",
+    ),
+    "ts_before_year_1_in_utc": (
+        bad_wager(ts="0001-01-01T00:00:00+05:00"),
+        'ts "0001-01-01T00:00:00+05:00" falls outside the years 1 to 9999 in UTC (no clock of '
+        "a table system reads it)",
+    ),
     "negative_amount": (bad_wager(amount=-5), "amount -5 is negative"),
     "negative_amount_string": (bad_wager(amount="-5"), 'amount "-5" is negative'),
     "amount_3_decimals_string": (

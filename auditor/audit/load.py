@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from auditor.ingest.log_findings import AHEAD_SQL
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
@@ -334,8 +335,31 @@ def load_round_orders(
 
 
 def load_latest_ts(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:
-    """The latest event in the database (of any table or pit): how far the logs reach."""
-    return con.execute("SELECT max(ts) FROM events").fetchall()[0][0]
+    """The latest event in the database (of any table or pit) stamped in time: how far the
+    logs reach, which closes gaming days. An event stamped more than the clocks' tolerance
+    after its own delivery (log.future_stamp) does not count: one lying line stamped next
+    year would otherwise close today's day, and rounds still being dealt would be judged.
+
+    The latest stamps are checked against their deliveries a few at a time, from the
+    latest down: nearly always the first is in time."""
+    take = 64
+    while True:
+        # Each piece's lines are first_line..last_line: a range join of these few rows costs
+        # less than DELIVERY_JOIN's ASOF over every piece.
+        [(latest, checked)] = con.execute(
+            f"""
+            WITH e AS (SELECT source_id, line_no, ts FROM events WHERE ts IS NOT NULL
+                       ORDER BY ts DESC LIMIT {take})
+            SELECT max(e.ts) FILTER (x.ingested_at IS NULL
+                                     OR e.ts <= x.ingested_at + {AHEAD_SQL}),
+                   count(*)
+            FROM e LEFT JOIN source_extents x ON x.source_id = e.source_id
+              AND e.line_no BETWEEN x.first_line AND x.last_line
+            """
+        ).fetchall()
+        if latest is not None or checked < take:
+            return latest
+        take *= 8
 
 
 def load_streams(

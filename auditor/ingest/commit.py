@@ -205,8 +205,9 @@ def finish(
     con: duckdb.DuckDBPyConnection, rows: Staging, loaded: Sequence[Loaded], run_id: int
 ) -> list[FileResult]:
     """Finish pieces whose staged rows passed their checks, in the caller's transaction:
-    the manifest's rows, the extents, quarantine and `log.malformed`, the good rows kept,
-    the streams' seq ranges and `log.seq_gap`; with each piece's result."""
+    the manifest's rows, the extents, quarantine and `log.malformed`, the good rows kept and
+    `log.future_stamp`, the streams' seq ranges and `log.seq_gap`; with each piece's
+    result."""
     counts, per_stream = rows.tally()
     problems = rows.problems()
     got = [(x, counts.get(x.source_id, Counts())) for x in loaded]
@@ -224,6 +225,11 @@ def finish(
                 )
     rows.record_digests([(p.source_id, p.start, p.end) for p in pieces])
     rows.keep(bool(problems))
+    by_id = {x.source_id: x for x in loaded}
+    log_findings.record_future_stamps(
+        con, run_id, rows.kept_sql,
+        lambda sid: (by_id[sid].resolved, by_id[sid].file_key(con)),
+    )
     if rows.staged:
         _extend_streams(con, run_id, rows)
     else:

@@ -1,21 +1,33 @@
 """The `log.*` findings ingest raises, in SQL over the rows it stages: a line that could not be
 read (`log.malformed`), a file refused as altered (`log.altered`), seqs missing from a stream
-(`log.seq_gap`). Their fingerprints are spelled as `auditor.finding` spells them."""
+(`log.seq_gap`), events stamped after their own delivery (`log.future_stamp`). Their
+fingerprints are spelled as `auditor.finding` spells them."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from auditor.finding import Finding, fingerprint
 from auditor.ingest.stage import id_list
 from auditor.store import findings
 from auditor.store.sql import quote, stream_key_sql, stream_name_sql
+from auditor.words import count, duration
 
 # The gaps found, from `_find_gaps` to the end of the function that asked for them.
 _DROP_GAPS = "DROP TABLE IF EXISTS gaps"
+
+# How far past its delivery an event may be stamped before the stamp is impossible: the
+# table systems' clocks and the auditor's are kept apart, and one not kept by NTP drifts by
+# minutes. A constant of the event log format, like the 2 seconds of log.time_reversed.
+AHEAD_TOLERANCE = dt.timedelta(minutes=5)
+AHEAD_SQL = f"INTERVAL {int(AHEAD_TOLERANCE.total_seconds())} SECONDS"
+FUTURE_CODE = "log.future_stamp"
 
 
 def record_malformed(
@@ -191,4 +203,98 @@ def record_altered(
                path AS source, to_json({{'source_id': id}}) AS evidence
         FROM sources WHERE id = {int(source_id)}
         """,
+    )
+
+
+def record_future_stamps(
+    con: duckdb.DuckDBPyConnection, run_id: int, rows_sql: str,
+    file_of: Callable[[int], tuple[str, str]],
+) -> int:
+    """`log.future_stamp` for the rows to load (`rows_sql`) stamped more than AHEAD_TOLERANCE
+    after now(), the time their piece is recorded as ingested (`source_extents.ingested_at`,
+    in the same transaction): one per stream and piece, anchored at its first such event.
+
+    The fingerprint names the stream and the file (`file_of`: source id -> its path and its
+    key, as log.malformed's), not the piece: a table system whose clock runs an hour ahead is one
+    finding for its file, not one for every poll of the watch that reads a piece of it (the
+    later ones are left out of closing a day all the same, auditor.audit.load). Returns the
+    number of new findings."""
+    rows = con.execute(
+        f"""
+        SELECT stream, source_id, count(*), min(seq), arg_min(line_no, seq),
+               arg_min(type, seq), arg_min(json_extract_string(raw, '$.ts'), seq),
+               min_by(epoch(ts), seq) - epoch(now()), max(epoch(ts)) - epoch(now()), now()
+        FROM ({rows_sql}) WHERE ts > now() + {AHEAD_SQL}
+        GROUP BY stream, source_id ORDER BY source_id, min(seq)
+        """
+    ).fetchall()
+    found = []
+    for stream, sid, n, seq, line_no, type_, written, ahead, furthest, now in rows:
+        # Dated by the stream's last event stamped in time before it (a stamp years ahead
+        # would put it in a shift no one reads), else by its delivery.
+        [(before,)] = con.execute(
+            f"SELECT max(ts) FROM (SELECT ts, seq FROM ({rows_sql}) WHERE stream = $s "
+            "UNION ALL SELECT ts, seq FROM events WHERE stream = $s AND source_id IN "
+            "(SELECT source_id FROM stream_sources WHERE stream = $s)) "
+            f"WHERE seq < $seq AND ts <= now() + {AHEAD_SQL}", {"s": stream, "seq": seq},
+        ).fetchall()
+        path, key = file_of(sid)
+        found.append(future_finding(
+            FutureStamp(stream, f"{path}:{line_no}", key, n, seq, type_,
+                        written, dt.timedelta(seconds=ahead),
+                        dt.timedelta(seconds=furthest), now, before or now)))
+    if not found:
+        return 0
+    new = findings.record_staged(con, run_id, "future_findings", found)
+    con.execute("DROP TABLE future_findings")
+    return new
+
+
+@dataclass(frozen=True)
+class FutureStamp:
+    """The events of one stream in one piece stamped ahead of the piece's delivery."""
+
+    stream: str
+    source: str  # path:line of the first
+    file_key: str
+    events: int
+    seq: int  # the first's
+    type: str
+    written: str  # its stamp as its line wrote it
+    ahead: dt.timedelta  # how far past the delivery it is stamped
+    furthest: dt.timedelta  # the most any of them is
+    delivered: dt.datetime
+    dated: dt.datetime  # the finding's time: the stream's last event stamped in time
+
+
+def future_finding(f: FutureStamp) -> Finding:
+    """The words of one log.future_stamp. The stamp is shown as the line wrote it (its own
+    offset) and the delivery in UTC: the property's zone is not known to ingest, and a
+    stamp years ahead would be no clearer in it."""
+    kind, _, name = f.stream.partition(":")
+    table, pit = (name, None) if kind == "table" else (None, name)
+    more = (f"; {count(f.events, 'event')} of this delivery are stamped ahead of it, the "
+            f"furthest {duration(f.furthest)}" if f.events > 1 else "")
+    delivered = f.delivered.astimezone(dt.UTC)
+    message = (
+        f"{kind.capitalize()} {name}: seq {f.seq} ({f.type}) is stamped {f.written}, "
+        f"{duration(f.ahead)} after its line was delivered ({delivered:%Y-%m-%d %H:%M:%S} "
+        f"UTC){more}. No event is logged before it happens: the stamp is an edit or a clock "
+        "set wrong, and it closes no gaming day."
+    )
+    return Finding(
+        code=FUTURE_CODE,
+        fingerprint=fingerprint(FUTURE_CODE, f.stream, f.file_key),
+        seq=f.seq,
+        message=message,
+        expected={"stamped_by": (delivered + AHEAD_TOLERANCE).isoformat()},
+        observed={"ts": f.written, "delivered_at": delivered.isoformat(),
+                  "events": f.events},
+        source=f.source,
+        table=table,
+        pit=pit,
+        ts=f.dated,
+        evidence={"stream": f.stream, "delivered_at": delivered.isoformat(),
+                  "events": [{"table": table, "seq": f.seq, "ts": f.written, "type": f.type,
+                              "source": f.source}]},
     )

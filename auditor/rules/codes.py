@@ -539,6 +539,22 @@ _CODES = [
         games=(),
     ),
     Code(
+        "log.future_stamp",
+        "major",
+        "log",
+        "Event log v1: an event is stamped when it happens, so no stamp is later than the "
+        "delivery of its line to the auditor (beyond the clocks' tolerance of 5 minutes)",
+        "Events stamped later than the time their lines were delivered",
+        "No event is logged before it happens: a stamp ahead of its own delivery is an edit or "
+        "a clock set wrong. Taken as written it would show the logs reaching past the end of a "
+        "gaming day, closing the day early, so that rounds still being dealt at other tables "
+        "were judged from part of their events. Such events close no day; they are reported "
+        "here with the delivery that brought them.",
+        "Table MB-02's table_close, read by the watch at 05:52, is stamped 2027-01-01 05:51.",
+        "The table_close read at 05:52 is stamped 05:51:58.",
+        games=(),
+    ),
+    Code(
         "notice.backdated",
         "major",
         "table",

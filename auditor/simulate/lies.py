@@ -16,6 +16,10 @@ which must still stand at its own severity (`severity` and `hidden_by` on that l
 - notices_backdated: the same change's pit; a file delivered after the night was audited
   goes on with the pit's stream with its notices again, stamped 50 minutes before the change
   (notice.backdated for each, log.time_reversed for the pit's stream).
+- stamped_ahead: a file delivered after the night was audited goes on with a table's stream:
+  its next event (its next opening, or its close if the night ends opened again) stamped a
+  century ahead, a forger's way to show the logs past the gaming day's end and have rounds
+  judged before they end (log.future_stamp; it hides nothing the batch audit judges).
 
 The files delivered after the night's audit are the result's `later` ones, written as
 `*.jsonl.later` so that `bacc-audit ingest FOLDER` leaves them out: ingest the folder, audit,
@@ -37,7 +41,8 @@ from auditor.simulate.kinds import BANKING_KINDS, LIE_KINDS
 
 # The lies planted at tables, in turn over the night's NJ banking tables (a table with
 # vigorish for late_settle), and at the pit of change_postdated's change.
-TABLE_LIES = ("late_settle", "late_card", "late_delivery", "change_postdated")
+TABLE_LIES = ("late_settle", "late_card", "late_delivery", "change_postdated",
+              "stamped_ahead")
 PIT_LIES = ("notices_backdated",)
 # The deviation each table lie hides (planted at the table's first round that shows it).
 HIDES = {"late_settle": "vig_short", "late_card": "banker_missed",
@@ -46,6 +51,7 @@ LATE_CARD = "5c"  # the card a forger adds: any card; it is not the round's, nor
 LATE_CARD_MINUTES = 58
 POSTDATE = dt.timedelta(minutes=15)
 BACKDATE_LEAD = dt.timedelta(minutes=50)
+AHEAD = dt.timedelta(days=36_525)  # stamped_ahead: a century, past any day the night is read on
 LATER_SUFFIX = ".later"  # not a suffix `ingest FOLDER` takes
 
 
@@ -107,7 +113,34 @@ class TableLies:
 
     def after_night(self, lines: list[str], date: dt.date) -> None:
         """late_settle: the vigorish short in the hidden round, logged after the table's
-        last event, in a file of its own delivered with the night."""
+        last event, in a file of its own delivered with the night; then stamped_ahead."""
+        self._late_settle(lines, date)
+        if "stamped_ahead" in self.kinds:
+            self._stamped_ahead(lines, date)
+
+    def _stamped_ahead(self, lines: list[str], date: dt.date) -> None:
+        """The table's next event after its last one (after late_settle's vigorish, if
+        there is one), stamped AHEAD later, in a file delivered after the night."""
+        events = [json.loads(x) for x in lines]
+        last = max(events, key=lambda e: e["seq"])
+        seq = last["seq"] + 1 + sum(len(x) for _, x in self.with_night)
+        ahead = _stamp(_when(last) + AHEAD)
+        if last["type"] == "table_open":  # the night ends with the next morning's opening
+            forged = {"v": 1, "ts": ahead, "type": "table_close", "table": self.table,
+                      "seq": seq, "origin": last.get("origin", "tms")}
+        else:  # opened again, in the procedure in force
+            opened = [e for e in events if e["type"] in ("table_open", "procedure_change")]
+            forged = {**next(e for e in reversed(events) if e["type"] == "table_open"),
+                      "ts": ahead, "seq": seq}
+            if "procedure" in forged:
+                forged["procedure"] = opened[-1].get("procedure", forged["procedure"])
+            if "dealer" in last:
+                forged["dealer"] = last["dealer"]
+        self.later.append((f"{date:%Y-%m-%d}_{self.table}.ahead.jsonl{LATER_SUFFIX}",
+                           [_dump(forged)]))
+        self._line("stamped_ahead")
+
+    def _late_settle(self, lines: list[str], date: dt.date) -> None:
         at = self._where("late_settle")
         if at is None:
             return
@@ -255,7 +288,8 @@ def _tag(deviations: list[dict], code: str, table: str, shoe: str | None, rnd: i
 def plan(night: Night) -> Plan:
     """Choose where the lies go: the table lies over the NJ banking tables in turn (a table
     with vigorish first, for late_settle), change_postdated at a table that makes its pit's
-    half-time change, which is made a late-notified one if it is not badly notified yet."""
+    half-time change, which is made a late-notified one if it is not badly notified yet,
+    stamped_ahead at a table without a lie if there is one."""
     banking = [s for s in night.tables if s.game in ("mini_baccarat", "punto_banco")
                and s.jurisdiction == "NJ"]
     out = Plan()
@@ -275,6 +309,8 @@ def plan(night: Night) -> Plan:
         table = _postdated_table(change, lone, kinds, night.tables)
         kinds.setdefault(table, []).append("change_postdated")
         out.change = change
+    free = [s.table for s in order if s.table not in kinds]
+    kinds.setdefault((free or [order[-1].table])[0], []).append("stamped_ahead")
     out.tables = {t: TableLies(t, tuple(k)) for t, k in kinds.items()}
     return out
 

@@ -152,10 +152,13 @@ def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]
         "quarantine": rows("SELECT * FROM quarantine ORDER BY source_id, line_no"),
         "sources": rows("SELECT * EXCLUDE (ingested_at) FROM sources ORDER BY id"),
         "stream_sources": rows("SELECT * FROM stream_sources ORDER BY ALL"),
-        # A finding about a file with no event in it is dated when ingest ran.
+        # A finding about a file with no event in it is dated when ingest ran; what a
+        # log.future_stamp says names its delivery (its place and first event do not).
         "findings": rows(
-            "SELECT * EXCLUDE (id, recorded_at, ts), "
-            "CASE WHEN ts < now() - INTERVAL 1 DAY THEN ts END AS ts "
+            "SELECT * EXCLUDE (id, recorded_at, ts, message, expected, observed, evidence), "
+            "CASE WHEN ts < now() - INTERVAL 1 DAY THEN ts END AS ts, "
+            "CASE WHEN code <> 'log.future_stamp' THEN "
+            "[message, expected::VARCHAR, observed::VARCHAR, evidence::VARCHAR] END AS said "
             "FROM findings ORDER BY fingerprint, status"
         ),
     }

@@ -47,7 +47,7 @@ CONF = config.load(SAMPLE / "property.toml")
 
 # Their message and evidence say when the round or the change was judged and when the late
 # events were delivered: a watched database's own times, not a batch's.
-DELIVERY_CODES = ("log.late_delivery", "notice.backdated")
+DELIVERY_CODES = ("log.late_delivery", "notice.backdated", "log.future_stamp")
 
 
 def _delivery_free(found: dict[str, tuple]) -> dict[str, tuple]:

@@ -1,0 +1,193 @@
+"""An event stamped after its own delivery (`log.future_stamp`): reported, and it closes no
+gaming day, in the watch or in batch. The forger's line: another table's table_close
+stamped 2027-01-01, read while MB-01 is dealing the night's last round before 06:00."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from helpers.tablelog import Log
+from helpers.watched import batch
+
+from auditor import config
+from auditor.audit.load import load_latest_ts
+from auditor.ingest.log_findings import FutureStamp, future_finding
+from auditor.ingest.run import ingest
+from auditor.jobs.watch import Watch, WatchOptions
+from auditor.store import db, runs
+from auditor.words import duration
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
+CONF = config.load(SAMPLE / "property.toml")  # gaming day from 06:00, New York
+FORGED = "2027-01-01T05:51:00.000-05:00"
+
+
+def night(when: str = "05:59:55") -> tuple[list[str], list[str], list[str]]:
+    """MB-01 deals round 1 from `when` (its first 10 lines reach the round's last card);
+    MB-02 opens at 05:50 and its table_close is stamped 2027-01-01; the same MB-02 closing
+    honestly at 06:31 instead."""
+    natural = [("player", "2c"), ("banker", "9d"), ("player", "3c"), ("banker", "Kd")]
+    log = Log()
+    log.open("MB-01", "P1", "05:40")
+    log.shoe_start("MB-01", "05:41", "S1")
+    log.burn("MB-01", "S1", ["Ac", "Kd"])
+    log.round("MB-01", "S1", 1, natural, [("pay", 3), ("vig", 3)], when=when,
+              after_cards=[("announce", {"kind": "result", "player": 5, "banker": 9,
+                                         "winner": "banker"})])
+    log.open("MB-02", "P1", "05:50")
+    honest = log.emit("table:MB-02", "06:31", "table_close")
+    mb02 = log.lines(["table:MB-02"])
+    forged = dict(honest, ts=FORGED)
+    return (log.lines(["table:MB-01"]), mb02,
+            [*mb02[:-1], json.dumps(forged, separators=(",", ":"))])
+
+
+def codes(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    return con.execute("SELECT code, table_id, round FROM current_findings "
+                       "ORDER BY code, table_id, round").fetchall()
+
+
+def test_the_words_of_a_future_stamp() -> None:
+    delivered = dt.datetime(2026, 11, 29, 10, 52, 4, tzinfo=dt.UTC)
+    f = future_finding(FutureStamp(
+        "table:MB-02", "/logs/b.jsonl:2", "k1", 3, 2, "table_close", FORGED,
+        dt.timedelta(days=33, hours=0, minutes=58, seconds=56),
+        dt.timedelta(days=33, hours=2), delivered,
+        dt.datetime(2026, 11, 29, 10, 50, tzinfo=dt.UTC)))
+    assert f.message == (
+        "Table MB-02: seq 2 (table_close) is stamped 2027-01-01T05:51:00.000-05:00, 33 days "
+        "after its line was delivered (2026-11-29 10:52:04 UTC); 3 events of this delivery "
+        "are stamped ahead of it, the furthest 33 days 2 hours. No event is logged before it "
+        "happens: the stamp is an edit or a clock set wrong, and it closes no gaming day.")
+    assert f.fingerprint == "log.future_stamp|table:MB-02|k1"
+    assert (f.table, f.pit, f.seq, f.source) == ("MB-02", None, 2, "/logs/b.jsonl:2")
+    assert f.expected == {"stamped_by": "2026-11-29T10:57:04+00:00"}
+    assert f.observed == {"ts": FORGED, "delivered_at": "2026-11-29T10:52:04+00:00",
+                          "events": 3}
+    assert f.ts == dt.datetime(2026, 11, 29, 10, 50, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(("delta", "words"), [
+    (dt.timedelta(seconds=2), "2 seconds"),
+    (dt.timedelta(minutes=14, seconds=11), "14 minutes 11 seconds"),
+    (dt.timedelta(hours=4, minutes=58, seconds=3), "4 hours 58 minutes"),
+    (dt.timedelta(days=1, minutes=3), "1 day"),
+    (dt.timedelta(days=28, hours=20, minutes=59), "28 days 20 hours"),
+    (dt.timedelta(0), "0 seconds"),
+])
+def test_a_duration_in_words(delta: dt.timedelta, words: str) -> None:
+    assert duration(delta) == words
+
+
+def test_the_watch_reports_the_forged_stamp_and_judges_no_round_before_its_end(tmp_path):
+    mb01, _, forged = night()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "w.duckdb")
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    (spool / "2026-11-28_MB-01.jsonl").write_text("\n".join(mb01[:10]) + "\n")
+    (spool / "2026-11-28_MB-02.jsonl").write_text("\n".join(forged) + "\n")
+    w.step()
+    w.sweep()
+    # Before: settle.unsettled, vig.missing, result.misannounced and log.table_unclosed of
+    # MB-01, judged from the 7 events logged so far, and nothing about the stamp.
+    assert codes(con) == [("log.future_stamp", "MB-02", None)]
+    assert con.execute("SELECT count(*) FROM round_audits").fetchone() == (0,)
+    [(message, seq, source, ts, observed)] = con.execute(
+        "SELECT message, seq, source, ts, observed FROM current_findings").fetchall()
+    assert message.startswith(f"Table MB-02: seq 2 (table_close) is stamped {FORGED}, ")
+    assert (seq, source) == (2, f"{spool / '2026-11-28_MB-02.jsonl'}:2")
+    assert ts == dt.datetime(2026, 11, 29, 10, 50, tzinfo=dt.UTC)  # MB-02's open, 05:50 EST
+    delivered = dt.datetime.fromisoformat(json.loads(observed)["delivered_at"])
+    assert [(delivered,)] == con.execute(
+        "SELECT max(ingested_at) FROM source_extents").fetchall()
+    assert load_latest_ts(con) == dt.datetime(2026, 11, 29, 11, 0, 1, tzinfo=dt.UTC)
+    # The round ends: judged whole, clean (11 events), as if the line had not been there.
+    (spool / "2026-11-28_MB-01.jsonl").write_text("\n".join(mb01) + "\n")
+    w.step()
+    w.sweep()
+    assert con.execute("SELECT events FROM round_audits").fetchall() == [(11,)]
+    assert codes(con) == [("log.future_stamp", "MB-02", None)]
+
+
+def test_one_finding_for_a_file_whose_clock_runs_ahead_piece_after_piece(tmp_path):
+    """A table system an hour ahead: every piece the watch reads has stamps ahead; one
+    finding for the file, and none of them closes the day."""
+    log = Log()
+    log.open("MB-02", "P1", "05:00")
+    log.shoe_start("MB-02", "05:01", "S1")
+    lines = log.lines(["table:MB-02"])
+    now = dt.datetime.now(dt.UTC)
+    ahead = [json.dumps(dict(json.loads(x), ts=(now + dt.timedelta(hours=1, minutes=i))
+                             .isoformat()), separators=(",", ":"))
+             for i, x in enumerate(lines)]
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "w.duckdb")
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    f = spool / "2026-11-28_MB-02.jsonl"
+    f.write_text(ahead[0] + "\n")
+    w.step()
+    f.write_text("\n".join(ahead) + "\n")
+    w.step()
+    assert con.execute("SELECT count(*) FROM source_extents").fetchone() == (2,)
+    assert con.execute("SELECT code, seq FROM findings").fetchall() == [
+        ("log.future_stamp", 1)]
+    assert load_latest_ts(con) is None
+
+
+def test_within_the_clocks_tolerance_a_stamp_ahead_is_no_finding(tmp_path):
+    """Stamped 4 minutes past the delivery: clocks apart, not a lie; 6 minutes: a finding,
+    counting every event of the delivery so stamped."""
+    now = dt.datetime.now(dt.UTC)
+    path = tmp_path / "2026-11-28_MB-02.jsonl"
+    log = Log()
+    log.open("MB-02", "P1", "05:00")
+    log.shoe_start("MB-02", "05:01", "S1")
+    events = [json.loads(x) for x in log.lines()]
+    events[0]["ts"] = (now - dt.timedelta(minutes=30)).isoformat()
+    events[1]["ts"] = (now + dt.timedelta(minutes=4)).isoformat()
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    con = db.connect(tmp_path / "a.duckdb")
+    result = ingest(con, [path], runs.start(con, "ingest", {}))
+    assert result.errors == []
+    assert codes(con) == []
+    assert load_latest_ts(con) == dt.datetime.fromisoformat(events[1]["ts"])
+    later = tmp_path / "2026-11-28_MB-03.jsonl"
+    late = [dict(events[0], table="MB-03", ts=(now + dt.timedelta(minutes=6)).isoformat()),
+            dict(events[1], table="MB-03", ts=(now + dt.timedelta(days=400, minutes=1)).isoformat())]
+    later.write_text("".join(json.dumps(e) + "\n" for e in late))
+    ingest(con, [later], runs.start(con, "ingest", {}))
+    found = con.execute("SELECT code, table_id, seq, message FROM current_findings").fetchall()
+    assert [f[:3] for f in found] == [("log.future_stamp", "MB-03", 1)]
+    assert "; 2 events of this delivery are stamped ahead of it, the furthest 400 days" in (
+        found[0][3])
+    assert load_latest_ts(con) == dt.datetime.fromisoformat(events[1]["ts"])
+
+
+def test_in_batch_the_forged_stamp_closes_no_day(tmp_path):
+    """`ingest` + `audit`: the forged close is reported, and MB-01, whose log stops in its
+    round at 05:50, is not called unclosed for a day no honest line shows over; the honest
+    close at 06:31 shows it over (log.table_unclosed), the tool's rule for closing a day."""
+    mb01, honest, forged = night("05:50:00")
+    files = []
+    for name, lines in (("MB-01", mb01[:10]), ("MB-02", forged)):
+        files.append(tmp_path / "forged" / f"2026-11-28_{name}.jsonl")
+        files[-1].parent.mkdir(exist_ok=True)
+        files[-1].write_text("\n".join(lines) + "\n")
+    con = batch(files, tmp_path / "forged.duckdb", CONF)
+    found = codes(con)
+    assert ("log.future_stamp", "MB-02", None) in found
+    assert ("log.table_unclosed", "MB-01", None) not in found
+    assert con.execute("SELECT count(*) FROM closed_days").fetchone() == (0,)
+    (files[1]).write_text("\n".join(honest) + "\n")
+    con = batch(files, tmp_path / "honest.duckdb", CONF)
+    found = codes(con)
+    assert ("log.table_unclosed", "MB-01", None) in found
+    assert not any(code == "log.future_stamp" for code, *_ in found)

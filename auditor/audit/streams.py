@@ -25,7 +25,9 @@ from typing import Any
 
 import duckdb
 
+from auditor.audit.load import DELIVERED_AT, DELIVERY_JOIN
 from auditor.finding import Finding
+from auditor.ingest.log_findings import AHEAD_SQL
 from auditor.ingest.stage import id_list
 from auditor.replay.log_ends import StreamEvent
 from auditor.replay.stream_order import (
@@ -69,19 +71,30 @@ SELECT DISTINCT stream FROM (
 ) WHERE ts < prev_ts
 """
 # The ordered times of the streams with something off (windows over those only),
-# and whether each event is stamped more than the tolerance before the peak.
+# and whether each event is stamped more than the tolerance before the peak. An event stamped
+# ahead of its own delivery (log.future_stamp) neither raises the peak nor the ordered times
+# after it: one line stamped next year would otherwise put every later event of its stream,
+# and their rounds, in next year; it is taken at the ordered time before it.
 _TIMES = f"""
 CREATE OR REPLACE TEMP TABLE stream_times AS
-WITH w AS (
-  SELECT stream, seq, ts, type,
+WITH d AS (
+  SELECT e.stream, e.seq, e.ts, e.type,
+         coalesce(e.ts > {DELIVERED_AT} + {AHEAD_SQL}, false) AS ahead
+  FROM events e {DELIVERY_JOIN}
+  WHERE e.source_id IN ({{sources}}) AND e.stream IN (SELECT stream FROM stream_off)
+), w AS (
+  SELECT stream, seq, ts, type, ahead,
          lead(ts) OVER s AS next_ts, lag(seq) OVER s AS prev_seq,
-         max(ts) OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
-  FROM events
-  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM stream_off)
+         max(ts) FILTER (NOT ahead)
+           OVER (s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS peak_ts
+  FROM d
   WINDOW s AS (PARTITION BY stream ORDER BY seq)
 ), o AS (
-  SELECT *, max(CASE WHEN type IN ({_CAPPED}) AND next_ts < ts THEN next_ts ELSE ts END)
-              OVER (PARTITION BY stream ORDER BY seq ROWS UNBOUNDED PRECEDING) AS ordered_ts
+  SELECT *, coalesce(
+           max(CASE WHEN ahead THEN NULL
+                    WHEN type IN ({_CAPPED}) AND next_ts < ts THEN next_ts ELSE ts END)
+             OVER (PARTITION BY stream ORDER BY seq ROWS UNBOUNDED PRECEDING),
+           ts) AS ordered_ts
   FROM w
 )
 SELECT stream, seq, ts, prev_seq, peak_ts, ordered_ts,

@@ -191,3 +191,36 @@ def test_in_batch_the_forged_stamp_closes_no_day(tmp_path):
     found = codes(con)
     assert ("log.table_unclosed", "MB-01", None) in found
     assert not any(code == "log.future_stamp" for code, *_ in found)
+
+
+def test_a_stamp_ahead_in_the_middle_of_a_night_moves_no_round_out_of_it(tmp_path):
+    """The sample's MB-01 with one no_more_bets at 23:30 stamped 2027-11-28: every round
+    finding of the table keeps its time, so the night's report still holds it. Taken as the
+    stream's latest time, the stamp made every later event run back from it: the checks
+    took them at 2027-11-28 (their rounds counted in a shift a year away, out of the
+    night's report) and one log.time_reversed covered them all."""
+    honest = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    at = next(i for i, x in enumerate(honest) if '"no_more_bets"' in x
+              and json.loads(x)["ts"] >= "2026-11-28T23:30")
+    forged = list(honest)
+    event = json.loads(forged[at])
+    forged[at] = json.dumps(dict(event, ts=event["ts"].replace("2026-", "2027-", 1)),
+                            separators=(",", ":"))
+    found = {}
+    for name, lines in (("honest", honest), ("forged", forged)):
+        path = tmp_path / name / "2026-11-28_MB-01.jsonl"
+        path.parent.mkdir()
+        path.write_text("\n".join(lines) + "\n")
+        con = batch([path], tmp_path / f"{name}.duckdb", CONF)
+        found[name] = con.execute(
+            "SELECT code, shoe, round, ts FROM current_findings "
+            "WHERE code NOT LIKE 'log.%' ORDER BY ALL").fetchall()
+        logs = con.execute("SELECT code, seq FROM current_findings "
+                           "WHERE code LIKE 'log.%' ORDER BY ALL").fetchall()
+        if name == "forged":
+            assert logs == [("log.future_stamp", event["seq"])]
+    rounds = [f for f in found["honest"] if f[2] is not None]
+    # a finding of a round dealt after 23:30 EST (04:30 UTC), the forged line's place
+    assert [f[:3] for f in rounds if f[3] > dt.datetime(2026, 11, 29, 4, 30, tzinfo=dt.UTC)] == [
+        ("vig.wrong_amount", "MB-01-1128-03", 47)]
+    assert found["forged"] == found["honest"]

@@ -101,7 +101,7 @@ LIE_KINDS = {
     "late_delivery": "log.late_delivery",  # that card at a seq left free, delivered later
     "change_postdated": "log.time_reversed",  # a late-notified change stamped 15 min later
     "notices_backdated": "notice.backdated",  # its notices again, stamped 50 min ahead, later
-    "stamped_ahead": "log.future_stamp",  # a table's next event stamped a century ahead, later
+    "stamped_ahead": "log.future_stamp",  # a table_close stamped a century ahead, later
 }
 KIND_CODES = (BANKING_KINDS | CHEMIN_KINDS | SHOE_KINDS | PROCEDURE_KINDS | LOG_KINDS
               | DEALER_KINDS | SIDE_BET_KINDS | ORDER_KINDS | SHOE_LIE_KINDS

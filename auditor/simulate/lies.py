@@ -17,9 +17,9 @@ which must still stand at its own severity (`severity` and `hidden_by` on that l
   goes on with the pit's stream with its notices again, stamped 50 minutes before the change
   (notice.backdated for each, log.time_reversed for the pit's stream).
 - stamped_ahead: a file delivered after the night was audited goes on with a table's stream:
-  its next event (its next opening, or its close if the night ends opened again) stamped a
-  century ahead, a forger's way to show the logs past the gaming day's end and have rounds
-  judged before they end (log.future_stamp; it hides nothing the batch audit judges).
+  a table_close stamped a century ahead, a forger's way to show the logs past the gaming
+  day's end and have rounds judged before they end (log.future_stamp; it hides nothing the
+  batch audit judges).
 
 The files delivered after the night's audit are the result's `later` ones, written as
 `*.jsonl.later` so that `bacc-audit ingest FOLDER` leaves them out: ingest the folder, audit,
@@ -119,23 +119,18 @@ class TableLies:
             self._stamped_ahead(lines, date)
 
     def _stamped_ahead(self, lines: list[str], date: dt.date) -> None:
-        """The table's next event after its last one (after late_settle's vigorish, if
-        there is one), stamped AHEAD later, in a file delivered after the night."""
+        """A table_close after the table's last event (after late_settle's vigorish, if there
+        is one), stamped AHEAD later, in a file delivered after the night. A close: what it
+        closes (the night again, or a cut night's morning opening) the log already shows
+        ending there, so the stamp is the lie's only finding."""
         events = [json.loads(x) for x in lines]
         last = max(events, key=lambda e: e["seq"])
-        seq = last["seq"] + 1 + sum(len(x) for _, x in self.with_night)
-        ahead = _stamp(_when(last) + AHEAD)
-        if last["type"] == "table_open":  # the night ends with the next morning's opening
-            forged = {"v": 1, "ts": ahead, "type": "table_close", "table": self.table,
-                      "seq": seq, "origin": last.get("origin", "tms")}
-        else:  # opened again, in the procedure in force
-            opened = [e for e in events if e["type"] in ("table_open", "procedure_change")]
-            forged = {**next(e for e in reversed(events) if e["type"] == "table_open"),
-                      "ts": ahead, "seq": seq}
-            if "procedure" in forged:
-                forged["procedure"] = opened[-1].get("procedure", forged["procedure"])
-            if "dealer" in last:
-                forged["dealer"] = last["dealer"]
+        forged = {"v": 1, "ts": _stamp(_when(last) + AHEAD), "type": "table_close",
+                  "table": self.table,
+                  "seq": last["seq"] + 1 + sum(len(x) for _, x in self.with_night),
+                  "origin": last.get("origin", "tms")}
+        if "dealer" in last:
+            forged["dealer"] = last["dealer"]
         self.later.append((f"{date:%Y-%m-%d}_{self.table}.ahead.jsonl{LATER_SUFFIX}",
                            [_dump(forged)]))
         self._line("stamped_ahead")

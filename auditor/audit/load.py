@@ -367,7 +367,8 @@ def load_streams(
 ) -> list[TableStream]:
     """Each table's opens and closes (with the event before each open), its last event and
     its seq gaps (of the tables in `tables_in`, one of db.table_batches, or of all), then the
-    few events kept read in full.
+    few events kept read in full, at their ordered times (a last line stamped next year does
+    not make the log go on until then).
 
     A table whose events are one stream numbered without a gap (a stream never repeats a seq)
     has its neighbours' seqs by arithmetic; a window of seq numbers, the costly part, runs
@@ -398,14 +399,16 @@ def load_streams(
           UNION ALL
           SELECT * FROM whole
         )
-        SELECT k.table_id, k.seq, e.ts, k.type, s.path || ':' || e.line_no, e.shoe, e.round,
-               e.pit, k.p_seq, p.ts, p.type, ps.path || ':' || p.line_no, p.shoe, p.round,
-               k.n_seq
+        SELECT k.table_id, k.seq, {ORDERED_TS}, k.type, s.path || ':' || e.line_no, e.shoe,
+               e.round, e.pit, k.p_seq, coalesce(po.ts, p.ts), p.type,
+               ps.path || ':' || p.line_no, p.shoe, p.round, k.n_seq
         FROM keep k
         JOIN events e ON e.table_id = k.table_id AND e.seq = k.seq
         JOIN sources s ON s.id = e.source_id
+        {ORDERED_JOIN}
         LEFT JOIN events p ON k.type = 'table_open' AND p.table_id = k.table_id
           AND p.seq = k.p_seq AND {table_range_sql(tables_in, "p.table_id")}
+        LEFT JOIN ordered_times po ON po.stream = p.stream AND po.seq = p.seq
         LEFT JOIN sources ps ON ps.id = p.source_id
         WHERE {table_range_sql(tables_in, "e.table_id")}
         ORDER BY k.table_id, k.seq

@@ -27,7 +27,7 @@ import duckdb
 
 from auditor.audit.load import DELIVERED_AT, DELIVERY_JOIN
 from auditor.finding import Finding
-from auditor.ingest.log_findings import AHEAD_SQL
+from auditor.ingest.log_findings import AHEAD_SQL, FUTURE_CODE
 from auditor.ingest.stage import id_list
 from auditor.replay.log_ends import StreamEvent
 from auditor.replay.stream_order import (
@@ -58,17 +58,22 @@ WHERE c.stream IS NULL OR c.events <> s.events OR c.max_seq <> s.max_seq
 """
 
 # The changed streams where something is off: an event stamped before the one logged just
-# before it (a run back in time starts so, and so does a change stamped after the next event).
-# One window of one lag over their events, the cheapest that tells (a running maximum over
-# every event costs about five times more); a stream with none (nearly all) has every
-# ordered time equal to its stamp, and is done.
-_OFF = """
+# before it (a run back in time starts so, and so does a change stamped after the next event),
+# or one stamped ahead of its delivery, which ingest found (log.future_stamp: it may be the
+# stream's last). One window of one lag over their events, the cheapest that tells (a running
+# maximum over every event costs about five times more); a stream with none (nearly all) has
+# every ordered time equal to its stamp, and is done.
+_OFF = f"""
 CREATE OR REPLACE TEMP TABLE stream_off AS
 SELECT DISTINCT stream FROM (
   SELECT stream, ts, lag(ts) OVER (PARTITION BY stream ORDER BY seq) AS prev_ts
   FROM events
-  WHERE source_id IN ({sources}) AND stream IN (SELECT stream FROM changed_streams)
+  WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM changed_streams)
 ) WHERE ts < prev_ts
+UNION
+SELECT json_extract_string(evidence, '$.stream') FROM current_findings
+WHERE code = {quote(FUTURE_CODE)}
+  AND json_extract_string(evidence, '$.stream') IN (SELECT stream FROM changed_streams)
 """
 # The ordered times of the streams with something off (windows over those only),
 # and whether each event is stamped more than the tolerance before the peak. An event stamped

@@ -224,3 +224,32 @@ def test_a_stamp_ahead_in_the_middle_of_a_night_moves_no_round_out_of_it(tmp_pat
     assert [f[:3] for f in rounds if f[3] > dt.datetime(2026, 11, 29, 4, 30, tzinfo=dt.UTC)] == [
         ("vig.wrong_amount", "MB-01-1128-03", 47)]
     assert found["forged"] == found["honest"]
+
+
+def test_a_log_that_stops_on_a_stamp_ahead_stops_where_its_stamps_were_in_time(tmp_path):
+    """MB-01's log stops at 01:00 without its close, its last line stamped a year ahead: the
+    table is unclosed for the night (closed on record), as when that line is stamped in
+    time; taken as written, the log went on until next year and no day closed over it."""
+    from auditor.audit.run import audit
+    from auditor.store import closed_days
+
+    honest = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    cut = next(i for i, x in enumerate(honest) if json.loads(x)["ts"] >= "2026-11-29T01:00")
+    last = json.loads(honest[cut])
+    forged = [*honest[:cut], json.dumps(dict(last, ts=last["ts"].replace("2026-", "2027-", 1)))]
+    found = {}
+    for name, lines in (("honest", honest[:cut + 1]), ("forged", forged)):
+        path = tmp_path / name / "2026-11-28_MB-01.jsonl"
+        path.parent.mkdir()
+        path.write_text("\n".join(lines) + "\n")
+        con = db.connect(tmp_path / f"{name}.duckdb")
+        ingest(con, [path], runs.start(con, "ingest", {}))
+        closed_days.close(con, [dt.date(2026, 11, 28)], runs.start(con, "close-day", {}),
+                          "close-day")
+        audit(con, runs.start(con, "audit", {}), CONF)
+        found[name] = con.execute("SELECT code, shoe, round FROM current_findings "
+                                  "WHERE code <> 'log.future_stamp' ORDER BY ALL").fetchall()
+        assert ("log.future_stamp" in {c for c, in con.execute(
+            "SELECT code FROM current_findings").fetchall()}) == (name == "forged")
+    assert ("log.table_unclosed", None, None) in found["honest"]
+    assert found["forged"] == found["honest"]

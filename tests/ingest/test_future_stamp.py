@@ -160,8 +160,9 @@ def test_within_the_clocks_tolerance_a_stamp_ahead_is_no_finding(tmp_path):
     assert codes(con) == []
     assert load_latest_ts(con) == dt.datetime.fromisoformat(events[1]["ts"])
     later = tmp_path / "2026-11-28_MB-03.jsonl"
-    late = [dict(events[0], table="MB-03", ts=(now + dt.timedelta(minutes=6)).isoformat()),
-            dict(events[1], table="MB-03", ts=(now + dt.timedelta(days=400, minutes=1)).isoformat())]
+    ahead = [dt.timedelta(minutes=6), dt.timedelta(days=400, minutes=1)]
+    late = [dict(e, table="MB-03", ts=(now + d).isoformat())
+            for e, d in zip(events, ahead, strict=True)]
     later.write_text("".join(json.dumps(e) + "\n" for e in late))
     ingest(con, [later], runs.start(con, "ingest", {}))
     found = con.execute("SELECT code, table_id, seq, message FROM current_findings").fetchall()

@@ -222,3 +222,46 @@ def test_an_archive_it_cannot_write_stops_the_watch_at_its_start(
             ("watch", "failed", 2)]
     finally:
         con.close()
+
+
+@pytest.mark.slow  # two reports rendered
+def test_a_line_stamped_next_year_neither_files_nor_hides_the_nights_reports(tmp_path: Path
+                                                                             ) -> None:
+    """MB-03's close stamped 2027, read with the night: taken as how far the logs reach, it
+    made the gaming day to file a year away (DAYS_BACK from there), so the night's shifts
+    were never filed. Now the night's two reports are filed once its own logs pass them,
+    as without the line, and the stamp is its own finding."""
+    from helpers.tablelog import Log
+
+    natural = [("player", "2c"), ("banker", "9d"), ("player", "3c"), ("banker", "Kd")]
+    log = Log()
+    log.open("MB-01", "P1", "22:00")
+    log.shoe_start("MB-01", "22:01", "S1")
+    log.burn("MB-01", "S1", ["Ac", "Kd"])
+    for n, when in enumerate(("22:10", "23:40"), start=1):
+        log.round("MB-01", "S1", n, natural, [("pay", 3), ("vig", 3)], when=when,
+                  after_cards=[("announce", {"kind": "result", "player": 5, "banker": 9,
+                                             "winner": "banker"})])
+    log.shoe_end("MB-01", "S1")
+    log.close("MB-01", "00:50")
+    log.open("MB-02", "P1", "22:05")
+    log.close("MB-02", "01:35")  # the logs past the day's end (01:00) by its grace
+    log.open("MB-03", "P1", "22:06")
+    forged = log.close("MB-03", "22:30")
+    forged["ts"] = "2027-11-28T22:30:00-05:00"
+    spool, archive = tmp_path / "spool", tmp_path / "archive"
+    spool.mkdir()
+    for table in ("MB-01", "MB-02", "MB-03"):
+        log.write(spool / f"2026-11-28_{table}.jsonl", [f"table:{table}"])
+    con = db.connect(tmp_path / "live.duckdb")
+    run_id = runs.start(con, "watch", {})
+    w = Watch(con, spool, CONF, run_id, WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    filer = ShiftFiler(con, CONF, run_id, FilingOptions(archive), w.seal)
+    w.after_sweep = filer.after_sweep
+    w.step()
+    w.sweep()
+    assert [(x.path.name if x.path else None, x.status) for x in filer.reports] == [
+        ("2026-11-28_early.pdf", "written"), ("2026-11-28_late.pdf", "written")]
+    assert con.execute("SELECT code, table_id FROM current_findings "
+                       "WHERE code LIKE 'log.%'").fetchall() == [("log.future_stamp", "MB-03")]
+    con.close()

@@ -58,6 +58,8 @@ def _print(result: IngestResult, per_stream: dict[str, int]) -> None:
     for f in result.files:
         for line in f.problems:
             console.err.print(f"quarantined: {line}")
+        for line in f.ahead:
+            console.err.print(f"stamped ahead: {line}")
         if f.status in outcome.ERROR_STATUSES:
             console.error(f.message)
         else:

@@ -226,7 +226,7 @@ def finish(
     rows.record_digests([(p.source_id, p.start, p.end) for p in pieces])
     rows.keep(bool(problems))
     by_id = {x.source_id: x for x in loaded}
-    log_findings.record_future_stamps(
+    ahead = log_findings.record_future_stamps(
         con, run_id, rows.kept_sql,
         lambda sid: (by_id[sid].resolved, by_id[sid].file_key(con)),
     )
@@ -238,7 +238,7 @@ def finish(
             f"FROM ({rows.kept_sql}) GROUP BY stream, source_id"
         )
         log_findings.record_seq_gaps(con, run_id, f"SELECT DISTINCT stream FROM ({rows.kept_sql})")
-    return [
+    results = [
         x.result(
             c,
             per_stream.get(x.source_id, {}),
@@ -246,6 +246,9 @@ def finish(
         )
         for x, c in got
     ]
+    for r, (x, _) in zip(results, got, strict=True):
+        r.ahead = [f"{escape_path(x.path)}:{n}: {said}" for n, said in ahead.get(x.source_id, [])]
+    return results
 
 
 def _extend_streams(con: duckdb.DuckDBPyConnection, run_id: int, rows: Staging) -> None:

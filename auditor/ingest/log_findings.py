@@ -209,7 +209,7 @@ def record_altered(
 def record_future_stamps(
     con: duckdb.DuckDBPyConnection, run_id: int, rows_sql: str,
     file_of: Callable[[int], tuple[str, str]],
-) -> int:
+) -> dict[int, list[tuple[int, str]]]:
     """`log.future_stamp` for the rows to load (`rows_sql`) stamped more than AHEAD_TOLERANCE
     after now(), the time their piece is recorded as ingested (`source_extents.ingested_at`,
     in the same transaction): one per stream and piece, anchored at its first such event.
@@ -217,8 +217,9 @@ def record_future_stamps(
     The fingerprint names the stream and the file (`file_of`: source id -> its path and its
     key, as log.malformed's), not the piece: a table system whose clock runs an hour ahead is one
     finding for its file, not one for every poll of the watch that reads a piece of it (the
-    later ones are left out of closing a day all the same, auditor.audit.load). Returns the
-    number of new findings."""
+    later ones are left out of closing a day all the same, auditor.audit.load). Returns, by
+    source id, the line and a sentence for each stream of it stamped ahead, for ingest to
+    say."""
     rows = con.execute(
         f"""
         SELECT stream, source_id, count(*), min(seq), arg_min(line_no, seq),
@@ -229,6 +230,7 @@ def record_future_stamps(
         """
     ).fetchall()
     found = []
+    said: dict[int, list[tuple[int, str]]] = {}
     for stream, sid, n, seq, line_no, type_, written, ahead, furthest, now in rows:
         # Dated by the stream's last event stamped in time before it (a stamp years ahead
         # would put it in a shift no one reads), else by its delivery.
@@ -239,15 +241,19 @@ def record_future_stamps(
             f"WHERE seq < $seq AND ts <= now() + {AHEAD_SQL}", {"s": stream, "seq": seq},
         ).fetchall()
         path, key = file_of(sid)
-        found.append(future_finding(
-            FutureStamp(stream, f"{path}:{line_no}", key, n, seq, type_,
-                        written, dt.timedelta(seconds=ahead),
-                        dt.timedelta(seconds=furthest), now, before or now)))
-    if not found:
-        return 0
-    new = findings.record_staged(con, run_id, "future_findings", found)
-    con.execute("DROP TABLE future_findings")
-    return new
+        f = FutureStamp(stream, f"{path}:{line_no}", key, n, seq, type_, written,
+                        dt.timedelta(seconds=ahead), dt.timedelta(seconds=furthest), now,
+                        before or now)
+        found.append(future_finding(f))
+        said.setdefault(sid, []).append((line_no, (
+            f"{stream.replace(':', ' ')} seq {seq} ({type_}) stamped {written}, "
+            f"{duration(f.ahead)} after its delivery"
+            + (f", and {count(n - 1, 'event')} more" if n > 1 else "")
+            + " (loaded; reported as log.future_stamp)")))
+    if found:
+        findings.record_staged(con, run_id, "future_findings", found)
+        con.execute("DROP TABLE future_findings")
+    return said
 
 
 @dataclass(frozen=True)

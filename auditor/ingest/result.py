@@ -28,6 +28,9 @@ class FileResult:
     message: str = ""
     per_stream: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # one sentence per quarantined line
+    # One sentence per stream whose events in this piece are stamped ahead of its delivery
+    # (log.future_stamp: loaded, and reported).
+    ahead: list[str] = field(default_factory=list)
     # The piece of the file loaded, bytes and lines counted from the file's start (`lines`
     # counts the piece's). Already ingested: end_byte and last_line of the last piece loaded
     # before, and first_line the line a next piece would start at.
@@ -53,6 +56,7 @@ class FileResult:
             "duplicates": self.duplicates,
             "message": self.message,
             "problems": self.problems,
+            "stamped_ahead": self.ahead,
         }
 
 
@@ -77,12 +81,13 @@ class IngestResult:
 
     def exit_code(self) -> int:
         """The command's exit under the one rule (store/outcome.py): a path that gave no file,
-        an unreadable or empty file is the input's fault; a quarantined line or a refused file
-        is a finding."""
+        an unreadable or empty file is the input's fault; a quarantined line, a refused file
+        or a stream stamped ahead of its delivery (log.future_stamp, major) is a finding."""
         return outcome.exit_code(
             problems=len(self.errors),
             files=(f.status for f in self.files),
             quarantined=self.quarantined,
+            failing=sum(len(f.ahead) for f in self.files),
         )
 
     def per_stream(self) -> Counter[str]:

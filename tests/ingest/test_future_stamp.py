@@ -1,11 +1,12 @@
 """An event stamped after its own delivery (`log.future_stamp`): reported, and it closes no
 gaming day, in the watch or in batch. The forger's line: another table's table_close
-stamped 2027-01-01, read while MB-01 is dealing the night's last round before 06:00."""
+stamped 2126-01-01, read while MB-01 is dealing the night's last round before 06:00."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -23,12 +24,12 @@ from auditor.words import duration
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 CONF = config.load(SAMPLE / "property.toml")  # gaming day from 06:00, New York
-FORGED = "2027-01-01T05:51:00.000-05:00"
+FORGED = "2126-01-01T05:51:00.000-05:00"
 
 
 def night(when: str = "05:59:55") -> tuple[list[str], list[str], list[str]]:
     """MB-01 deals round 1 from `when` (its first 10 lines reach the round's last card);
-    MB-02 opens at 05:50 and its table_close is stamped 2027-01-01; the same MB-02 closing
+    MB-02 opens at 05:50 and its table_close is stamped 2126-01-01; the same MB-02 closing
     honestly at 06:31 instead."""
     natural = [("player", "2c"), ("banker", "9d"), ("player", "3c"), ("banker", "Kd")]
     log = Log()
@@ -59,7 +60,7 @@ def test_the_words_of_a_future_stamp() -> None:
         dt.timedelta(days=33, hours=2), delivered,
         dt.datetime(2026, 11, 29, 10, 50, tzinfo=dt.UTC)))
     assert f.message == (
-        "Table MB-02: seq 2 (table_close) is stamped 2027-01-01T05:51:00.000-05:00, 33 days "
+        "Table MB-02: seq 2 (table_close) is stamped 2126-01-01T05:51:00.000-05:00, 33 days "
         "after its line was delivered (2026-11-29 10:52:04 UTC); 3 events of this delivery "
         "are stamped ahead of it, the furthest 33 days 2 hours. No event is logged before it "
         "happens: the stamp is an edit or a clock set wrong, and it closes no gaming day.")
@@ -195,17 +196,17 @@ def test_in_batch_the_forged_stamp_closes_no_day(tmp_path):
 
 
 def test_a_stamp_ahead_in_the_middle_of_a_night_moves_no_round_out_of_it(tmp_path):
-    """The sample's MB-01 with one no_more_bets at 23:30 stamped 2027-11-28: every round
+    """The sample's MB-01 with one no_more_bets at 23:30 stamped 2126-11-28: every round
     finding of the table keeps its time, so the night's report still holds it. Taken as the
     stream's latest time, the stamp made every later event run back from it: the checks
-    took them at 2027-11-28 (their rounds counted in a shift a year away, out of the
+    took them at 2126-11-28 (their rounds counted in a shift a century away, out of the
     night's report) and one log.time_reversed covered them all."""
     honest = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
     at = next(i for i, x in enumerate(honest) if '"no_more_bets"' in x
               and json.loads(x)["ts"] >= "2026-11-28T23:30")
     forged = list(honest)
     event = json.loads(forged[at])
-    forged[at] = json.dumps(dict(event, ts=event["ts"].replace("2026-", "2027-", 1)),
+    forged[at] = json.dumps(dict(event, ts=event["ts"].replace("2026-", "2126-", 1)),
                             separators=(",", ":"))
     found = {}
     for name, lines in (("honest", honest), ("forged", forged)):
@@ -228,16 +229,16 @@ def test_a_stamp_ahead_in_the_middle_of_a_night_moves_no_round_out_of_it(tmp_pat
 
 
 def test_a_log_that_stops_on_a_stamp_ahead_stops_where_its_stamps_were_in_time(tmp_path):
-    """MB-01's log stops at 01:00 without its close, its last line stamped a year ahead: the
+    """MB-01's log stops at 01:00 without its close, its last line stamped a century ahead: the
     table is unclosed for the night (closed on record), as when that line is stamped in
-    time; taken as written, the log went on until next year and no day closed over it."""
+    time; taken as written, the log went on for a century and no day closed over it."""
     from auditor.audit.run import audit
     from auditor.store import closed_days
 
     honest = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
     cut = next(i for i, x in enumerate(honest) if json.loads(x)["ts"] >= "2026-11-29T01:00")
     last = json.loads(honest[cut])
-    forged = [*honest[:cut], json.dumps(dict(last, ts=last["ts"].replace("2026-", "2027-", 1)))]
+    forged = [*honest[:cut], json.dumps(dict(last, ts=last["ts"].replace("2026-", "2126-", 1)))]
     found = {}
     for name, lines in (("honest", honest[:cut + 1]), ("forged", forged)):
         path = tmp_path / name / "2026-11-28_MB-01.jsonl"
@@ -254,3 +255,29 @@ def test_a_log_that_stops_on_a_stamp_ahead_stops_where_its_stamps_were_in_time(t
             "SELECT code FROM current_findings").fetchall()}) == (name == "forged")
     assert ("log.table_unclosed", None, None) in found["honest"]
     assert found["forged"] == found["honest"]
+
+
+def test_ingest_says_which_lines_are_stamped_ahead(bacc_audit, tmp_path):
+    """Loaded, and said beside the quarantined lines (stderr, and `stamped_ahead` in --json);
+    the exit is 1, a finding, as for a quarantined line."""
+    _, _, forged = night()
+    path = tmp_path / "2026-11-28_MB-02.jsonl"
+    path.write_text("\n".join(forged) + "\n")
+    r = bacc_audit("ingest", str(path), "--db", str(tmp_path / "a.duckdb"))
+    assert r.code == 1, r.err
+    said = [x for x in r.err.splitlines() if x.startswith("stamped ahead: ")]
+    assert len(said) == 1
+    assert re.fullmatch(
+        rf"stamped ahead: {re.escape(str(path))}:2: table MB-02 seq 2 \(table_close\) stamped "
+        rf"{re.escape(FORGED)}, \d+ days?( \d+ hours?)? after its delivery \(loaded; reported as "
+        r"log.future_stamp\)", said[0]), said[0]
+    assert "2 events, 0 quarantined" in r.out
+    again = tmp_path / "b" / path.name
+    again.parent.mkdir()
+    again.write_text(path.read_text())
+    r = bacc_audit("ingest", str(again), "--db", str(tmp_path / "b.duckdb"), "--json")
+    [f] = json.loads(r.out)["files"]
+    assert [x.split(": ", 1)[0] for x in f["stamped_ahead"]] == [f"{again}:2"]
+    assert (r.code, json.loads(r.out)["exit_code"]) == (1, 1)
+    r = bacc_audit("ingest", str(again), "--db", str(tmp_path / "b.duckdb"))
+    assert (r.code, "stamped ahead" in r.err) == (0, False)  # already ingested: nothing new

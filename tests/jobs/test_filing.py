@@ -225,10 +225,10 @@ def test_an_archive_it_cannot_write_stops_the_watch_at_its_start(
 
 
 @pytest.mark.slow  # two reports rendered
-def test_a_line_stamped_next_year_neither_files_nor_hides_the_nights_reports(tmp_path: Path
+def test_a_line_stamped_a_century_ahead_neither_files_nor_hides_the_reports(tmp_path: Path
                                                                              ) -> None:
-    """MB-03's close stamped 2027, read with the night: taken as how far the logs reach, it
-    made the gaming day to file a year away (DAYS_BACK from there), so the night's shifts
+    """MB-03's close stamped 2126, read with the night: taken as how far the logs reach, it
+    made the gaming day to file a century away (DAYS_BACK from there), so the night's shifts
     were never filed. Now the night's two reports are filed once its own logs pass them,
     as without the line, and the stamp is its own finding."""
     from helpers.tablelog import Log
@@ -248,7 +248,7 @@ def test_a_line_stamped_next_year_neither_files_nor_hides_the_nights_reports(tmp
     log.close("MB-02", "01:35")  # the logs past the day's end (01:00) by its grace
     log.open("MB-03", "P1", "22:06")
     forged = log.close("MB-03", "22:30")
-    forged["ts"] = "2027-11-28T22:30:00-05:00"
+    forged["ts"] = "2126-11-28T22:30:00-05:00"
     spool, archive = tmp_path / "spool", tmp_path / "archive"
     spool.mkdir()
     for table in ("MB-01", "MB-02", "MB-03"):

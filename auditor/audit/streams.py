@@ -142,18 +142,31 @@ ORDER BY u.stream, u.first_seq
 """
 
 
+# The time of the event logged just before a peak, at its ordered time (`stream_times` holds
+# those of the streams checked that differ from their stamps).
+_BEFORE_PEAK = """
+SELECT coalesce(t.ordered_ts, e.ts) FROM events e
+LEFT JOIN stream_times t ON t.stream = e.stream AND t.seq = e.seq
+WHERE e.source_id IN ({sources}) AND e.stream = $stream AND e.seq < $seq
+ORDER BY e.seq DESC LIMIT 1
+"""
+
+
 def reversals(con: duckdb.DuckDBPyConnection, sources: str) -> list[Reversal]:
-    """The runs of time running backwards in temp table `stream_times`."""
+    """The runs of time running backwards in temp table `stream_times`, each dated by the
+    event before its peak (few runs: a statement each)."""
     out = []
     for (stream, table, pit, first_seq, first_ts, first_type, first_source, shoe, rnd,
          peak_seq, peak_ts, peak_type, peak_source, peak_shoe, peak_round, last_seq, n, back,
          ordered) in con.execute(_RUNS.format(sources=sources)).fetchall():
+        before = con.execute(_BEFORE_PEAK.format(sources=sources),
+                             {"stream": stream, "seq": peak_seq}).fetchall()
         out.append(Reversal(
             stream, table, pit,
             StreamEvent(table, first_seq, first_ts, first_type, first_source, shoe, rnd),
             StreamEvent(table, peak_seq, peak_ts, peak_type, peak_source, peak_shoe,
                         peak_round),
-            last_seq, n, back, ordered,
+            last_seq, n, back, ordered, before[0][0] if before else None,
         ))
     return out
 

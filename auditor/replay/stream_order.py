@@ -46,10 +46,16 @@ class Reversal:
     events: int  # events in the run
     back: dt.timedelta  # the most any event of the run is stamped before its stream's latest
     ordered: dt.datetime  # the time the checks give the run's first event
+    # The finding's time: that of the event logged just before the peak (at its ordered
+    # time), the stream's last time before the contradiction whichever side lies; the run's
+    # own first stamp when the peak is the stream's first event.
+    dated: dt.datetime | None = None
 
 
 def reversal_finding(r: Reversal, zone: dt.tzinfo) -> Finding:
-    """log.time_reversed for one run, anchored at its first event.
+    """log.time_reversed for one run, anchored at its first event and dated before the peak
+    it runs back from (`Reversal.dated`): a line stamped days ahead (yet before its file was
+    delivered) dated the finding days ahead, in a report no one reads for the night it broke.
 
     The fingerprint names the stream and the run's first and last seqs: a run that grows as
     more of the stream arrives is another finding, and the shorter one is withdrawn."""
@@ -68,7 +74,8 @@ def reversal_finding(r: Reversal, zone: dt.tzinfo) -> Finding:
     return Finding(
         code="log.time_reversed",
         fingerprint=fingerprint("log.time_reversed", r.stream, r.first.seq, r.last_seq),
-        table=r.table, pit=r.pit, shoe=None, round=None, seq=r.first.seq, ts=r.ordered,
+        table=r.table, pit=r.pit, shoe=None, round=None, seq=r.first.seq,
+        ts=r.dated or r.first.ts,
         message=message,
         expected={"ts_at_least": iso(r.peak.ts - TIME_TOLERANCE),
                   "tolerance_seconds": TIME_TOLERANCE.total_seconds()},

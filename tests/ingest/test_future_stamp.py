@@ -281,3 +281,30 @@ def test_ingest_says_which_lines_are_stamped_ahead(bacc_audit, tmp_path):
     assert (r.code, json.loads(r.out)["exit_code"]) == (1, 1)
     r = bacc_audit("ingest", str(again), "--db", str(tmp_path / "b.duckdb"))
     assert (r.code, "stamped ahead" in r.err) == (0, False)  # already ingested: nothing new
+
+
+def test_a_stamp_ahead_but_before_the_delivery_is_reported_in_the_night_it_breaks(tmp_path):
+    """A no_more_bets at 23:30 stamped three days later, 2026-12-01: before any delivery of
+    the night's log, so no log.future_stamp, and the events after it run back from it
+    (log.time_reversed; the checks hold them at its time). The finding is dated by the
+    stream's last time before the forged one, 23:30 on the night, so the night's grave
+    shift shows it: dated at the forged time it went to a report three days on, and the
+    night's showed nothing of what moved."""
+    honest = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    at = next(i for i, x in enumerate(honest) if '"no_more_bets"' in x
+              and json.loads(x)["ts"] >= "2026-11-28T23:30")
+    event, before = json.loads(honest[at]), json.loads(honest[at - 1])
+    forged = list(honest)
+    forged[at] = json.dumps(dict(event, ts="2026-12-01T23:30:00.000-05:00"))
+    path = tmp_path / "logs" / "2026-11-28_MB-01.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(forged) + "\n")
+    con = batch([path], tmp_path / "a.duckdb", CONF)
+    [(seq, ts, message)] = con.execute(
+        "SELECT seq, ts, message FROM current_findings WHERE code = 'log.time_reversed'"
+    ).fetchall()
+    assert seq == event["seq"] + 1
+    assert ts == dt.datetime.fromisoformat(before["ts"])
+    assert "2026-12-01 23:30:00" in message
+    assert con.execute("SELECT count(*) FROM current_findings "
+                       "WHERE code = 'log.future_stamp'").fetchone() == (0,)

@@ -195,8 +195,10 @@ def test_ingest_json_summary(bacc_audit: Any, tmp_path: Path) -> None:
         "duplicates",
         "message",
         "problems",
+        "stamped_ahead",
     }
     assert all(set(f) == file_keys for f in summary["files"])
+    assert all(f["stamped_ahead"] == [] for f in summary["files"])
     by_path = {f["path"]: f for f in summary["files"]}
     assert list(by_path) == [str(done), str(night), str(not_gz)]
     assert by_path[str(done)]["status"] == "already_ingested"

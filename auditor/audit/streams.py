@@ -60,9 +60,10 @@ WHERE c.stream IS NULL OR c.events <> s.events OR c.max_seq <> s.max_seq
 # The changed streams where something is off: an event stamped before the one logged just
 # before it (a run back in time starts so, and so does a change stamped after the next event),
 # or one stamped ahead of its delivery, which ingest found (log.future_stamp: it may be the
-# stream's last). One window of one lag over their events, the cheapest that tells (a running
-# maximum over every event costs about five times more); a stream with none (nearly all) has
-# every ordered time equal to its stamp, and is done.
+# stream's last; never withdrawn, so read from `findings` itself, not from the window of
+# current_findings over every finding). One window of one lag over their events, the
+# cheapest that tells (a running maximum over every event costs about five times more); a
+# stream with none (nearly all) has every ordered time equal to its stamp, and is done.
 _OFF = f"""
 CREATE OR REPLACE TEMP TABLE stream_off AS
 SELECT DISTINCT stream FROM (
@@ -71,7 +72,7 @@ SELECT DISTINCT stream FROM (
   WHERE source_id IN ({{sources}}) AND stream IN (SELECT stream FROM changed_streams)
 ) WHERE ts < prev_ts
 UNION
-SELECT json_extract_string(evidence, '$.stream') FROM current_findings
+SELECT json_extract_string(evidence, '$.stream') FROM findings
 WHERE code = {quote(FUTURE_CODE)}
   AND json_extract_string(evidence, '$.stream') IN (SELECT stream FROM changed_streams)
 """

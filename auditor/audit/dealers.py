@@ -30,6 +30,7 @@ from auditor.store.sql import quote
 # an error round: a shoe is the shuffler's and the pit's work as much as the dealer's.
 ROUND_SCOPES = ("round", "chemin")
 SHOE_SCOPES = ("shoe",)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)
@@ -158,20 +159,31 @@ def gaming_day_of(t: dt.datetime, config: PropertyConfig, zone: dt.tzinfo) -> dt
 def shift_windows(
     con: duckdb.DuckDBPyConnection, config: PropertyConfig, zone: dt.tzinfo
 ) -> list[Window]:
-    """Every shift of every gaming day from the first round in the database to the last,
-    sorted by start (shifts never overlap: config refuses it)."""
-    first, last = con.execute(
-        "SELECT min(ts), max(ts) FROM events WHERE type = 'round_start'"
-    ).fetchall()[0]
-    if first is None:
-        return []
-    day, end_day = gaming_day_of(first, config, zone), gaming_day_of(last, config, zone)
+    """Every shift of each gaming day that holds a round (by its round_start's stamp or its
+    ordered time), sorted by start (shifts never overlap: config refuses it).
+
+    Only the days with rounds, not every day from the first to the last: one round_start
+    stamped a century ahead made the audit chart 109,000 empty shifts (minutes of work)."""
+    hours = con.execute(
+        """
+        SELECT DISTINCT epoch_us(ts) // 3600000000 FROM (
+          SELECT ts FROM events WHERE type = 'round_start'
+          UNION ALL
+          SELECT o.ts FROM ordered_times o JOIN events e ON e.stream = o.stream AND e.seq = o.seq
+          WHERE e.type = 'round_start'
+        )
+        """
+    ).fetchall()
+    days = set()
+    for (hour,) in hours:
+        start = EPOCH + dt.timedelta(hours=hour)  # a UTC hour holds at most two gaming days
+        days |= {gaming_day_of(start, config, zone),
+                 gaming_day_of(start + dt.timedelta(hours=1, microseconds=-1), config, zone)}
     out = []
-    while day <= end_day:
+    for day in sorted(days):
         for s in config.shifts:
             start, end = config.shift_window(day, s.name, zone)
             out.append(Window(f"{day:%Y-%m-%d}/{s.name}", start, end))
-        day += dt.timedelta(days=1)
     return sorted(out, key=lambda w: w.start)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.audit.dealers import Window, shift_windows, windows_sql
+from auditor.audit.dealers import EPOCH, Window, shift_windows, windows_sql
 from auditor.config import PropertyConfig
 from auditor.finding import Finding
 from auditor.replay.sidebets import (
@@ -36,7 +36,6 @@ from auditor.store import findings
 from auditor.store.sql import quote
 
 ZERO = Decimal(0)
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def load_seat_rounds(

@@ -257,6 +257,30 @@ def test_a_log_that_stops_on_a_stamp_ahead_stops_where_its_stamps_were_in_time(t
     assert found["forged"] == found["honest"]
 
 
+def test_a_round_stamped_centuries_ahead_adds_its_own_days_shifts_not_every_day_between(
+    tmp_path,
+):
+    """The dealers' and side bets' passes chart each shift of a day with rounds (its last
+    round, 06:00:20, moved to the year 9000, is in the gaming day 9000-11-29). Every day
+    from the first round to the last made one round_start stamped in the year 9000 cost
+    2.6 million days of shifts (and the test of a century ahead 25 s of audit, not 2)."""
+    from auditor.audit.dealers import shift_windows
+
+    lines = (SAMPLE / "2026-11-28_MB-01.jsonl").read_text().splitlines()
+    i = max(i for i, x in enumerate(lines) if json.loads(x)["type"] == "round_start")
+    last = json.loads(lines[i])
+    lines[i] = json.dumps(dict(last, ts=last["ts"].replace("2026-", "9000-", 1)))
+    path = tmp_path / "2026-11-28_MB-01.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    con = db.connect(tmp_path / "a.duckdb")
+    ingest(con, [path], runs.start(con, "ingest", {}))
+    windows = shift_windows(con, CONF, CONF.zone())
+    assert sorted({w.label.split("/")[0] for w in windows}) == ["2026-11-28", "9000-11-29"]
+    assert [w.label for w in windows[:3]] == [
+        "2026-11-28/day", "2026-11-28/swing", "2026-11-28/grave"]
+    assert windows[0].start == dt.datetime(2026, 11, 28, 11, 0, tzinfo=dt.UTC)  # 06:00 EST
+
+
 def test_ingest_says_which_lines_are_stamped_ahead(bacc_audit, tmp_path):
     """Loaded, and said beside the quarantined lines (stderr, and `stamped_ahead` in --json);
     the exit is 1, a finding, as for a quarantined line."""

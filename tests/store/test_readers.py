@@ -46,7 +46,7 @@ from auditor.store.records import Acknowledgement
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 CONFIG = SAMPLE / "property.toml"
-SHIFT = "2026-11-28/grave"
+SHIFT = "2026-11-28/swing"  # the sample's shortest report (5 pages; the grave's 15)
 TRY_AGAIN = "try again when it has finished"
 
 # The writer: opens the database read-write through db.connect (so it owns and serves it),

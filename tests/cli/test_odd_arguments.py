@@ -24,6 +24,8 @@ from helpers.sample import CONFIG, SHIFT, built
 from auditor.report import render
 from auditor.store.findings import short_id
 
+SHORT = "2026-11-28/swing"  # the sample's shortest report to render: 5 pages (grave 15)
+
 RANGE = "a gaming day must be from 1900-01-01 to 9998-12-31"
 BIN = Path(sys.executable).parent / "bacc-audit"
 Cli = Callable[..., Run]
@@ -80,7 +82,7 @@ def test_the_last_and_first_days_in_range_are_answered(bacc_audit: Cli, night: P
 def test_a_report_that_cannot_go_where_asked_says_so_and_leaves_nothing(
     bacc_audit: Cli, night: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = ["report", "--shift", SHIFT, "--db", night, "--config", CONFIG]
+    base = ["report", "--shift", SHORT, "--db", night, "--config", CONFIG]
     real_render = render.render_pdf
 
     def no_render(*args: object, **kwargs: object) -> bytes:
@@ -101,9 +103,9 @@ def test_a_report_that_cannot_go_where_asked_says_so_and_leaves_nothing(
     folder = tmp_path / "sim"
     folder.mkdir()
     r = bacc_audit(*base, "--out", folder)
-    assert (r.code, r.out.strip()) == (0, str(folder / "2026-11-28_grave.pdf")), r
-    assert sorted(p.name for p in folder.iterdir()) == ["2026-11-28_grave.pdf"]
-    assert (folder / "2026-11-28_grave.pdf").read_bytes()[:5] == b"%PDF-"
+    assert (r.code, r.out.strip()) == (0, str(folder / "2026-11-28_swing.pdf")), r
+    assert sorted(p.name for p in folder.iterdir()) == ["2026-11-28_swing.pdf"]
+    assert (folder / "2026-11-28_swing.pdf").read_bytes()[:5] == b"%PDF-"
     assert not list(tmp_path.glob("**/*.partial"))
 
 
@@ -112,7 +114,7 @@ def test_a_report_to_a_device_or_a_pipe_is_written_through_it(
     night: Path, tmp_path: Path
 ) -> None:
     """Renamed over, /dev/full (as root) became a file holding a PDF; /dev/stdout the same."""
-    base = [str(BIN), "report", "--shift", SHIFT, "--db", str(night), "--config", str(CONFIG)]
+    base = [str(BIN), "report", "--shift", SHORT, "--db", str(night), "--config", str(CONFIG)]
     full = subprocess.run([*base, "--out", "/dev/full"], capture_output=True, text=True,
                           timeout=300)
     assert full.returncode == 2, full.stderr
@@ -133,8 +135,8 @@ def test_a_report_to_a_device_or_a_pipe_is_written_through_it(
 @pytest.mark.slow
 def test_a_report_on_a_full_disk_leaves_no_partial_file(night: Path, tmp_path: Path) -> None:
     folder = tmp_path / "small"
-    m = run_mounted(folder, [BIN, "report", "--shift", SHIFT, "--db", night, "--config",
-                             CONFIG, "--out", folder / "r.pdf"], size="64k")
+    m = run_mounted(folder, [BIN, "report", "--shift", SHORT, "--db", night, "--config",
+                             CONFIG, "--out", folder / "r.pdf"], size="32k")  # the PDF 56k
     assert m.code == 2, m
     assert without_progress(m.err) == (
         f"error: {folder / 'r.pdf'}: cannot write the report there (No space left on device); "

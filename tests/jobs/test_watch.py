@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from helpers.growing import table_night
-from helpers.recall import audited_night
+from helpers.recall import AuditedNight, audited_night
 from helpers.rules import panda8_rules
 from helpers.tablelog import DECK, Log, deal_rounds
 from helpers.watched import batch as _batch
@@ -217,31 +217,48 @@ EVERY_CODE_NIGHTS: list[tuple[int, int, float, float, tuple[str, ...], dict[str,
 
 
 @pytest.mark.slow  # not realtime: what it checks does not depend on how fast the watch keeps up
-def test_every_code_is_found_live_as_in_batch(tmp_path, tmp_path_factory, monkeypatch):
-    """The simulator's planted nights fed line by line at speed: every code of the registry
-    is found live, and each night's findings are the batch audit's, field for field (but the
-    delivery times of DELIVERY_CODES). The nights and their batch audits are made once a run
-    (helpers/recall.py; the recall test audits the first three too). However far the watch
-    falls behind the feed on a loaded machine, it must end with the batch audit's findings:
-    the pace decides only how the logs are cut into polls, so the test runs with the others,
-    and the hours a night's table stays shut before it opens again in the morning are fed
-    as a second's pause, not waited through (11-13 s in each night that has one)."""
+@pytest.mark.parametrize("night", range(len(EVERY_CODE_NIGHTS)))
+def test_every_code_is_found_live_as_in_batch(night, tmp_path, tmp_path_factory, monkeypatch):
+    """The simulator's planted nights fed line by line at speed: each night's findings are
+    the batch audit's, field for field (but the delivery times of DELIVERY_CODES), and the
+    nights plant every code of the registry between them (the next test). The nights and
+    their batch audits are made once a run (helpers/recall.py; the recall test audits the
+    first three too); one test a night, so that two workers share them. However far the
+    watch falls behind the feed on a loaded machine, it must end with the batch audit's
+    findings: the pace decides only how the logs are cut into polls, so the test runs with
+    the others, and the hours a night's table stays shut before it opens again in the
+    morning are fed as a second's pause, not waited through (11-13 s in each night that has
+    one)."""
     panda8_rules(tmp_path, monkeypatch)
-    conf = config.PropertyConfig()
-    codes: Counter[str] = Counter()
-    for i, (seed, tables, hours, rate, games, patterns) in enumerate(EVERY_CODE_NIGHTS):
-        audited = audited_night(tmp_path_factory, panda8=True, seed=seed, tables=tables,
-                                hours=hours, rate=rate, games=games, **patterns)
-        files, later = list(audited.night.files), list(audited.night.later)
-        batch = db.connect(audited.database(tmp_path / f"batch-{i}.duckdb"))
-        live, _ = _watch_fed(files, tmp_path / f"spool-{i}", tmp_path / f"live-{i}.duckdb",
-                             conf, speed=2000.0, later=later, pause=1.0)
-        expected = _delivery_free(_sources_free(_findings(batch)))
-        assert _delivery_free(_sources_free(_findings(live))) == expected
-        codes.update(row[0] for row in expected.values())
+    audited = _every_code_night(tmp_path_factory, night)
+    files, later = list(audited.night.files), list(audited.night.later)
+    batch = db.connect(audited.database(tmp_path / "batch.duckdb"))
+    live, _ = _watch_fed(files, tmp_path / "spool", tmp_path / "live.duckdb",
+                         config.PropertyConfig(), speed=2000.0, later=later, pause=1.0)
+    assert _delivery_free(_sources_free(_findings(live))) == \
+        _delivery_free(_sources_free(_findings(batch)))
+    batch.close()
+    live.close()
+
+
+@pytest.mark.slow
+def test_the_every_code_nights_plant_every_code(tmp_path, tmp_path_factory, monkeypatch):
+    """Between them, the batch audits of EVERY_CODE_NIGHTS find every code of the registry;
+    the test above finds each night's live as in batch."""
+    panda8_rules(tmp_path, monkeypatch)
+    codes: set[str] = set()
+    for i in range(len(EVERY_CODE_NIGHTS)):
+        batch = db.connect(_every_code_night(tmp_path_factory, i).database(
+            tmp_path / f"batch-{i}.duckdb"))
+        codes |= {row[0] for row in _findings(batch).values()}
         batch.close()
-        live.close()
-    assert set(codes) == set(REGISTRY)
+    assert codes == set(REGISTRY)
+
+
+def _every_code_night(factory: pytest.TempPathFactory, i: int) -> AuditedNight:
+    seed, tables, hours, rate, games, patterns = EVERY_CODE_NIGHTS[i]
+    return audited_night(factory, panda8=True, seed=seed, tables=tables, hours=hours,
+                         rate=rate, games=games, **patterns)
 
 
 @pytest.mark.realtime

@@ -19,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from auditor.errors import UserError
 from auditor.ingest.log_findings import AHEAD_SQL
+from auditor.ingest.validate import FIRST_INSTANT, LAST_INSTANT
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
@@ -27,7 +29,7 @@ from auditor.replay.tables import RoundOrder, order_facts, paid_round
 from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
-from auditor.store.db import table_range_sql
+from auditor.store.db import one, table_range_sql
 from auditor.store.sql import stream_key
 
 # --- the stream's order and delivery (issue 28) -------------------------------------------
@@ -332,6 +334,32 @@ def load_round_orders(
 
 
 # --- where table streams stop ---------------------------------------------------------------
+
+
+def refuse_impossible_stamps(con: duckdb.DuckDBPyConnection) -> None:
+    """Ingest quarantines a line stamped outside the years 1 to 9999 in UTC (no Python
+    datetime holds such an instant, so the audit could not read it back); a database loaded
+    by an earlier bacc-audit, or edited since, may still hold one. It is said as a sentence
+    before any work, not met as an internal error in the middle of it. (The row groups'
+    statistics answer this for nearly every group without reading it.)"""
+    row = one(
+        con,
+        f"""
+        SELECT coalesce(f.path, 'source ' || e.source_id), e.line_no,
+               replace(e.stream, ':', ' '), e.seq, e.type, CAST(e.ts AS VARCHAR)
+        FROM events e LEFT JOIN source_files f ON f.id = e.source_id
+        WHERE e.ts > {LAST_INSTANT} OR e.ts < {FIRST_INSTANT}
+        LIMIT 1
+        """,
+    )
+    if row is not None:
+        path, line, stream, seq, kind, ts = row
+        raise UserError(
+            f"{path}:{line}: {stream} seq {seq} ({kind}) is stamped {ts}, outside the years 1 to 9999 "
+            "in UTC, which no audit can read: this database was loaded by an earlier "
+            "bacc-audit (ingest now quarantines such lines) or edited since (bacc-audit "
+            "verify says which); ingest its logs into a new database"
+        )
 
 
 def load_latest_ts(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:

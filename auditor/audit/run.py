@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.audit import facts
-from auditor.audit.load import ORDERED_JOIN
+from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
     EVENT_SELECT,
@@ -126,6 +126,7 @@ def audit(
         table_findings,
     )
 
+    refuse_impossible_stamps(con)
     result = AuditResult(run_id)
     known = known or Known()
     zone = known.zone_of(con, config)

@@ -249,3 +249,30 @@ def test_cli_audit_exit_code_follows_fail_on(tmp_path, monkeypatch):
     # Rerun: no new findings, so nothing at or above the threshold in this run.
     assert run("audit", "--db", str(dbfile)) == 0
     assert run("audit", "--db", str(dbfile), "--fail-on", "bogus") == 2
+
+
+def test_a_stamp_no_audit_can_read_is_a_sentence_and_exit_2(sample_audited, tmp_path, bacc_audit):
+    """A database an earlier bacc-audit loaded with a stamp past the year 9999 in UTC (ingest
+    quarantines such a line now): `audit` ended in "internal error: date value out of
+    range"; now it names the line and says what to do, and records the run as failed."""
+    path = tmp_path / "old.duckdb"
+    shutil.copy(sample_audited[0], path)
+    con = db.connect(path)
+    seq, line = con.execute("SELECT seq, line_no FROM events WHERE table_id = 'MB-01' AND "
+                            "type = 'round_start' ORDER BY seq DESC LIMIT 1").fetchall()[0]
+    con.execute("UPDATE events SET ts = TIMESTAMPTZ '10000-01-01 04:59:59+00' "
+                "WHERE table_id = 'MB-01' AND seq = ?", [seq])
+    con.close()
+    r = bacc_audit("audit", "--db", path)
+    assert r.code == 2, r
+    log = Path(__file__).resolve().parents[2] / "sample_logs" / "2026-11-28_MB-01.jsonl"
+    assert r.err.splitlines()[-1] == (
+        f"error: {log}:{line}: table MB-01 seq {seq} (round_start) is stamped "
+        "10000-01-01 04:59:59+00, outside the years 1 to 9999 in UTC, which no audit can "
+        "read: this database was loaded by an earlier bacc-audit (ingest now quarantines "
+        "such lines) or edited since (bacc-audit verify says which); ingest its logs into a "
+        "new database")
+    con = db.connect(path, read_only=True)
+    assert con.execute("SELECT status, exit_code FROM runs ORDER BY id DESC LIMIT 1"
+                       ).fetchall() == [("failed", 2)]
+    con.close()

@@ -355,8 +355,8 @@ def refuse_impossible_stamps(con: duckdb.DuckDBPyConnection) -> None:
     if row is not None:
         path, line, stream, seq, kind, ts = row
         raise UserError(
-            f"{path}:{line}: {stream} seq {seq} ({kind}) is stamped {ts}, outside the years 1 to 9999 "
-            "in UTC, which no audit can read: this database was loaded by an earlier "
+            f"{path}:{line}: {stream} seq {seq} ({kind}) is stamped {ts}, outside the years 1 "
+            "to 9999 in UTC, which no audit can read: this database was loaded by an earlier "
             "bacc-audit (ingest now quarantines such lines) or edited since (bacc-audit "
             "verify says which); ingest its logs into a new database"
         )

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from auditor.audit.load import load_latest_ts
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
 from auditor.report import reads
@@ -247,10 +248,11 @@ def floor_day(
     con: duckdb.DuckDBPyConnection, conf: PropertyConfig, zone: dt.tzinfo
 ) -> dt.date | None:
     """The gaming day the floor shows by default: that of the latest round dealt (so at
-    06:05, before the new day's first round, the night just ended is still on the board)."""
-    latest = con.execute(
-        "SELECT max(last_ts) FROM sources WHERE status = 'ingested'"
-    ).fetchall()[0][0]
+    06:05, before the new day's first round, the night just ended is still on the board).
+    How far the logs reach is read as the audit reads it (load_latest_ts): a line stamped a
+    century ahead of its delivery (log.future_stamp) would have opened the board on an
+    empty floor that day."""
+    latest = load_latest_ts(con)
     if latest is None:
         return None
     last_round = con.execute(

@@ -281,6 +281,22 @@ def test_a_round_stamped_centuries_ahead_adds_its_own_days_shifts_not_every_day_
     assert windows[0].start == dt.datetime(2026, 11, 28, 11, 0, tzinfo=dt.UTC)  # 06:00 EST
 
 
+def test_the_board_opens_on_the_night_not_on_the_forged_day(tmp_path):
+    """The floor, the desk and the reports page open on the gaming day of the latest round
+    dealt; with MB-02's table_close stamped 2126-01-01 among the night's logs they opened on
+    2125-12-31, an empty floor."""
+    from auditor.board.views import floor_day
+
+    mb01, _, forged = night()
+    con = db.connect(tmp_path / "a.duckdb")
+    paths = []
+    for name, lines in (("2026-11-28_MB-01.jsonl", mb01), ("2026-11-28_MB-02.jsonl", forged)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        paths.append(tmp_path / name)
+    ingest(con, paths, runs.start(con, "ingest", {}))
+    assert floor_day(con, CONF, CONF.zone()) == dt.date(2026, 11, 28)
+
+
 def test_ingest_says_which_lines_are_stamped_ahead(bacc_audit, tmp_path):
     """Loaded, and said beside the quarantined lines (stderr, and `stamped_ahead` in --json);
     the exit is 1, a finding, as for a quarantined line."""

@@ -1,9 +1,10 @@
 """What one poll of `watch` costs, statement by statement, without a clock.
 
-    python bench/live_poll.py [--tables 500] [--log-seconds 2] [--polls 30]
+    python bench/live_poll.py [--tables 500] [--log-seconds 2] [--polls 30] [--start 60]
 
-Takes bench/live.py's night (`--tables` tables, cached under bench/out/), writes its first 60 s
-of log into a spool and lets a Watch load them (the first pieces), then before each of
+Takes bench/live.py's night (`--tables` tables, cached under bench/out/), writes its first
+`--start` seconds of log into a spool and lets a Watch load them (the first pieces: at 60 s
+the floor is still opening, a light feed; at 600 s it is in full swing), then before each of
 `--polls` polls writes the next `--log-seconds` of log (2 s: a poll every 0.2 s at ten times
 real speed; 0.2 s: at real speed) and times the poll (`Watch.step`, sweeps held off): wall and
 CPU time (the process's, DuckDB's threads included), and every statement through the
@@ -55,9 +56,14 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=500)
     ap.add_argument("--log-seconds", type=float, default=2.0)
     ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--start", type=float, default=60.0,
+                    help="seconds of the night loaded before the polls timed (60: the floor "
+                         "still opening; 600: in full swing)")
     ap.add_argument("--top", type=int, default=25, help="the N costliest statements shown")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="print the N costliest functions of the polls (cProfile, cumulative)")
+                    help="print the N costliest functions of the polls (cProfile)")
+    ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"),
+                    help="the profile's order: with what each calls, or its own time")
     args = ap.parse_args()
     files = night(args.tables, 0.28, 11, 0.1)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
@@ -85,7 +91,7 @@ def main() -> None:
     with runs.recorded(con, "watch", {}) as run:
         w = Watch(con, spool, config.load(None), run.id,
                   WatchOptions(sweep_every=1e9, idle_sweep=1e9))
-        t = 60.0
+        t = args.start
         write_until(t)
         w.step()  # the first pieces, and the first sweep
         w.step()
@@ -113,7 +119,7 @@ def main() -> None:
     walls.sort()
     cpus.sort()
     print(f"command: python bench/live_poll.py --tables {args.tables} "
-          f"--log-seconds {args.log_seconds:g} --polls {n}")
+          f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}")
     print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
           f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "
@@ -122,7 +128,7 @@ def main() -> None:
     for key, s in sorted(spent.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"  {s / n * 1e3:7.1f} ms  {calls[key] / n:5.1f} a poll  {key}")
     if profile is not None:
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
+        pstats.Stats(profile).sort_stats(args.sort).print_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def _codes(con: duckdb.DuckDBPyConnection) -> list[str]:
         "SELECT code FROM current_findings WHERE code LIKE 'procedure.notice%'").fetchall()]
 
 
+@pytest.mark.slow
 def test_a_notice_entered_on_the_board_withdraws_notice_missing_at_the_next_sweep(
     changed: tuple[duckdb.DuckDBPyConnection, config.PropertyConfig], tmp_path: Path
 ) -> None:

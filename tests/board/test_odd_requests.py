@@ -136,6 +136,7 @@ def test_a_cursor_past_the_newest_finding_is_a_conflict_not_silence(
             "Last-Event-ID 500 is past the newest finding (cursor 22)")
 
 
+@pytest.mark.slow
 def test_times_are_in_the_logs_zone_from_the_first_log_on(tmp_path: Path) -> None:
     """A board started on an empty database, with no time zone in the config: it shows UTC
     while there is nothing, and the logs' own offset as soon as the first log is in (it

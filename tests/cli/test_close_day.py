@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.tablelog import DECK, Log, deal_rounds
 
 from auditor.store import db
@@ -46,6 +47,7 @@ def _closed(dbp: Path) -> list[tuple[Any, ...]]:
         con.close()
 
 
+@pytest.mark.slow
 def test_close_day_records_the_day_and_the_next_audit_judges_its_log_ends(
     bacc_audit: Any, tmp_path: Path
 ) -> None:

@@ -607,6 +607,7 @@ def test_watch_closes_a_gaming_day_once_the_next_has_begun_plus_its_grace(tmp_pa
         "SELECT gaming_day::VARCHAR, how FROM closed_days").fetchall() == [("2026-11-28", "watch")]
 
 
+@pytest.mark.slow
 def test_a_round_dealt_across_the_gaming_days_start_is_not_judged_before_its_end(tmp_path):
     """MB-01 deals a round from 05:59:55 to 06:00:06; MB-02's first event of the new gaming
     day (06:00:05) is read while MB-01's log has reached only the round's cards. A sweep
@@ -683,6 +684,7 @@ def test_a_round_dealt_across_the_gaming_days_start_is_not_judged_before_its_end
         (7, 10)]
 
 
+@pytest.mark.slow
 def test_each_poll_that_wrote_is_sealed_and_the_run_stays_verifiable(tmp_path):
     """`watch` seals after each poll that wrote something (`seal_every` 0: every such poll),
     its pieces and findings while the run still goes; a poll that wrote nothing adds no

@@ -257,6 +257,7 @@ def test_every_code_is_planted_across_the_recall_runs(tmp_path, tmp_path_factory
 LYING_NIGHT = (1, 6, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [0.0, 0.05])
 def test_recall_a_lying_night_finds_each_lie_and_the_deviation_it_hid(tmp_path, rate):
     """`simulate(lying=True)`: every lie is found by its code, and every deviation a lie

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from helpers.cli import Run
 
 from auditor.store import db
@@ -15,6 +16,7 @@ from auditor.store import db
 SHIFT = "2026-11-28/grave"
 
 
+@pytest.mark.slow
 def test_a_database_from_before_a_table_is_refused_to_a_reader_and_mended_by_a_writer(
     sample_audited: tuple[Path, object], tmp_path: Path, bacc_audit: Callable[..., Run]
 ) -> None:

@@ -59,6 +59,7 @@ def _ingested(folder: Path) -> None:
         con.close()
 
 
+@pytest.mark.slow
 def test_a_run_seals_its_start_its_rows_and_its_end_in_that_order(
     night: duckdb.DuckDBPyConnection,
 ) -> None:
@@ -119,6 +120,7 @@ def test_a_pieces_digests_are_re_derived_from_its_rows_as_the_docs_say(
     assert night.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 1
 
 
+@pytest.mark.slow
 def test_a_seals_digests_are_those_read_back_from_every_row_however_they_were_read(
     night: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:

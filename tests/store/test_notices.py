@@ -366,6 +366,7 @@ def test_a_local_time_the_clocks_skip_is_refused_not_moved_an_hour():
     )
 
 
+@pytest.mark.slow
 def test_notice_add_refuses_an_ambiguous_time_and_the_notice_missing_stands(
     tmp_path, bacc_audit
 ):

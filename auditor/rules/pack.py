@@ -262,17 +262,34 @@ def load_pack(jurisdiction: str, game: str, rules_dir: Path | str | None = None)
     return load_pack_file(path)
 
 
+# Packs already parsed and checked, by (path, SHA-256 of the bytes read): parsing and checking
+# a pack costs ~14 ms of CPU, paid by every audit, report, live poll and simulated table that
+# looked one up. The bytes are read and hashed every time, so a pack edited on disk is parsed
+# afresh at once; a RulePack is frozen, so sharing one is safe. Bounded for a long `watch`
+# over packs edited many times; a broken pack is not kept (its error is raised each time).
+_CHECKED: dict[tuple[str, str], RulePack] = {}
+_CHECKED_MAX = 64
+
+
 def load_pack_file(path: Path | str) -> RulePack:
     # schema.py builds this module's values, so it is imported here rather than at the top.
     from auditor.rules.schema import check
 
     path = Path(path)
     raw = path.read_bytes()
+    key = (str(path), hashlib.sha256(raw).hexdigest())
+    pack = _CHECKED.get(key)
+    if pack is not None:
+        return pack
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RulePackError(path, None, f"is not valid TOML: {exc}.") from None
-    return check(path, data, hashlib.sha256(raw).hexdigest())
+    pack = check(path, data, key[1])
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.pop(next(iter(_CHECKED)))  # the oldest
+    _CHECKED[key] = pack
+    return pack
 
 
 def _rules_dir(rules_dir: Path | str | None) -> Path:

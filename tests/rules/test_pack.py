@@ -72,6 +72,35 @@ def test_pack_exposes_id_version_and_content_hash_for_reports(pack: RulePack) ->
     assert pack.label == f"{pack.id} {pack.version} (sha256 {pack.sha256[:12]})"
 
 
+def test_a_pack_is_parsed_again_when_its_bytes_change_and_only_then(tmp_path: Path) -> None:
+    """Loaded packs are kept by their bytes' hash: the same bytes give the very pack parsed
+    before (no second parse), an edit on disk is seen by the next load, and going back to the
+    first bytes gives the first pack again."""
+    path = tmp_path / "nj-mini_baccarat.toml"
+    text = NJ_MINI.read_text()
+    path.write_text(text)
+    first = load_pack_file(path)
+    assert load_pack_file(path) is first
+    edited = text.replace(f'version = "{first.version}"', 'version = "9.8.7"', 1)
+    assert edited != text
+    path.write_text(edited)
+    second = load_pack_file(path)
+    assert (second.version, second.sha256) == ("9.8.7", hashlib.sha256(edited.encode()).hexdigest())
+    assert first.version != "9.8.7"
+    path.write_text(text)
+    assert load_pack_file(path) is first
+    # The same bytes under another name are that file's own pack (errors and reports name it).
+    other = tmp_path / "copy" / "nj-mini_baccarat.toml"
+    other.parent.mkdir()
+    other.write_text(text)
+    assert load_pack_file(other).path == other
+    # A pack broken on disk is refused every time, not served from before.
+    path.write_text(text.replace("value = 6\n", "value = = 6\n", 1))
+    for _ in range(2):
+        with pytest.raises(RulePackError):
+            load_pack_file(path)
+
+
 def test_missing_pack_names_the_file_it_looked_for() -> None:
     path = REPO_RULES / "nz-punto_banco.toml"
     with pytest.raises(RulePackError) as err:

@@ -67,16 +67,11 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-# --- the child: one audit of one copy, in the tree it runs in ----------------------------------
-
-
-def child(db_path: Path, profile: Path | None) -> None:
+def time_parts(spent: dict[str, float]) -> None:
+    """Each call of a part adds its wall time to `spent[part]` (bench/history.py uses it too):
+    `audit` imports the passes when it runs, so the wrappers set here are the ones it calls."""
     import importlib
 
-    from auditor import config as cfg
-    from auditor.store import config_record, db, runs
-
-    spent: dict[str, float] = {}
     for module_name, name, part in PARTS:
         module = importlib.import_module(module_name)
         real = getattr(module, name, None)
@@ -92,6 +87,17 @@ def child(db_path: Path, profile: Path | None) -> None:
                 spent[_part] = spent.get(_part, 0.0) + time.perf_counter() - t
 
         setattr(module, name, functools.wraps(real)(wrapper))
+
+
+# --- the child: one audit of one copy, in the tree it runs in ----------------------------------
+
+
+def child(db_path: Path, profile: Path | None) -> None:
+    from auditor import config as cfg
+    from auditor.store import config_record, db, runs
+
+    spent: dict[str, float] = {}
+    time_parts(spent)
     from auditor.audit.run import audit
 
     con = db.connect(db_path)

@@ -21,6 +21,7 @@ import duckdb
 from auditor.audit.load import load_latest_ts
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
+from auditor.ingest.validate import FIRST_INSTANT, LAST_INSTANT
 from auditor.report import reads
 from auditor.report.formatting import card_faces, evidence_text, money, point_counts
 from auditor.rules.codes import REGISTRY, SEVERITIES
@@ -160,6 +161,15 @@ def _event_text(e: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _in_zone(ts: dt.datetime | None, zone: dt.tzinfo) -> dt.datetime | None:
+    """`ts` in the property's zone; None when it has none, or when the zone would carry it
+    past the year 9999 (a stamp at the edge of what a datetime holds)."""
+    try:
+        return None if ts is None else ts.astimezone(zone)
+    except (OverflowError, ValueError):
+        return None
+
+
 def round_page(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -173,16 +183,20 @@ def round_page(
     in dealing order, the table's game and procedure at the time, and its standing findings
     with their details."""
     cols = ", ".join(f"e.{c}" for c, _ in EVENT_FIELDS)
+    # A stamp outside the years 1 to 9999 (a database loaded by an earlier bacc-audit, or
+    # edited since) is shown as stored: no Python datetime holds it.
     events = reads.rows(
         con,
-        f"SELECT e.seq, e.ts, e.type, e.dealer, {cols}, s.path, e.line_no "
+        f"SELECT e.seq, CASE WHEN e.ts BETWEEN {FIRST_INSTANT} AND {LAST_INSTANT} "
+        f"THEN e.ts END AS ts, CAST(e.ts AS VARCHAR) AS stored, e.type, e.dealer, {cols}, "
+        "s.path, e.line_no "
         "FROM events e JOIN sources s ON s.id = e.source_id "
         "WHERE e.table_id = ? AND e.shoe = ? AND e.round = ? ORDER BY e.seq",
         [table, shoe, rnd],
     )
     if not events:
         return None
-    start = events[0]["ts"]
+    start = next((e["ts"] for e in events if e["ts"] is not None), None)
     opened = reads.rows(
         con,
         "SELECT pit, game, jurisdiction, variant FROM events WHERE type = 'table_open' "
@@ -222,12 +236,13 @@ def round_page(
         "round": rnd,
         "where": where,
         "procedure": procedure[0][0] if procedure else None,
-        "started": start.astimezone(zone),
+        "started": _in_zone(start, zone),
         "dealer": next((e["dealer"] for e in events if e["dealer"]), None),
         "events": [
             {
                 "seq": e["seq"],
-                "local": e["ts"].astimezone(zone),
+                "local": _in_zone(e["ts"], zone),
+                "stored": e["stored"],
                 "type": e["type"],
                 "card": card_faces([(e["seq"], e["to_hand"] or "", e["card"])])[0]
                 if e["card"] else None,
@@ -255,9 +270,11 @@ def floor_day(
     latest = load_latest_ts(con)
     if latest is None:
         return None
+    # Not after `latest`: a round_start stamped ahead of its delivery (or past the year
+    # 9999, in a database loaded by an earlier bacc-audit or edited since) is not the floor.
     last_round = con.execute(
-        "SELECT max(ts) FROM events WHERE type = 'round_start' AND ts >= ?",
-        [latest - dt.timedelta(days=2)],
+        "SELECT max(ts) FROM events WHERE type = 'round_start' AND ts BETWEEN ? AND ?",
+        [latest - dt.timedelta(days=2), latest],
     ).fetchall()[0][0]
     local = (last_round or latest).astimezone(zone)
     day = local.date()

@@ -7,10 +7,13 @@ database never gave out), as a page or as JSON as the route serves, never a 500.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from helpers.sample import CONFIG, built, local_client, plain
 from starlette.testclient import TestClient
@@ -21,6 +24,7 @@ from auditor.board.api import CURSOR_HEADER
 from auditor.board.app import create_app
 from auditor.ingest.run import ingest
 from auditor.store import db, runs
+from auditor.store.findings import short_id
 
 RANGE = "a gaming day must be from 1900-01-01 to 9998-12-31"
 
@@ -134,6 +138,39 @@ def test_a_cursor_past_the_newest_finding_is_a_conflict_not_silence(
     is_json(client.get("/api/stream?since=23"), 409, "since 23 is past the newest finding")
     is_json(client.get("/api/stream", headers={"Last-Event-ID": "500"}), 409,
             "Last-Event-ID 500 is past the newest finding (cursor 22)")
+
+
+def test_a_stamp_past_the_year_9999_in_the_database_is_shown_as_stored_never_a_500(
+    full: Path, client: TestClient, tmp_path: Path
+) -> None:
+    """A database loaded by an earlier bacc-audit (ingest now quarantines such a line), or
+    edited since, may hold a stamp no datetime holds. The round page, the floor and the
+    dealers' page were 500s; now the round shows the stamp as stored, and the floor opens
+    on the day it opened on before the edit."""
+    edited = shutil.copy(full, tmp_path / "edited.duckdb")
+    con = duckdb.connect(str(edited))
+    [(fingerprint,)] = con.execute(
+        "SELECT fingerprint FROM current_findings WHERE code = 'draw.banker_missed' "
+        "AND table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72").fetchall()
+    con.execute("UPDATE events SET ts = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+                "WHERE table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72")
+    con.close()
+    before = plain(client.get("/floor").text)
+    app = create_app(edited, property_config=config.load(CONFIG))
+    with local_client(app, raise_server_exceptions=False) as c:
+        page = c.get("/round?table=MB-01&shoe=MB-01-1128-01&round=72")
+        assert page.status_code == 200, page.text[:300]
+        text = plain(page.text)
+        assert "started at no time a clock can show" in text
+        assert text.count("10000-01-01 00:00:00+00") >= 6  # each of its events' time
+        assert "draw.banker_missed" in text  # its finding and cards still shown
+        assert c.get(f"/finding/{short_id(fingerprint)}").status_code == 200
+        assert c.get("/round?table=MB-01&shoe=MB-01-1128-01&round=71").status_code == 200
+        for path in ("/", "/feed", "/floor", "/dealers", "/notices", "/reports",
+                     "/api/findings"):
+            assert c.get(path).status_code == 200, path
+        day = re.search(r"gaming day \d{4}-\d\d-\d\d", before)
+        assert day is not None and day.group(0) in plain(c.get("/floor").text)
 
 
 @pytest.mark.slow

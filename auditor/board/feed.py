@@ -41,7 +41,7 @@ import duckdb
 
 from auditor.config import PropertyConfig, log_offset
 from auditor.store.filters import Filter
-from auditor.store.findings import STORED_FIELDS, short_id
+from auditor.store.findings import STORED_FIELDS, short_id, shown_ts
 
 log = logging.getLogger("auditor.board")
 
@@ -60,7 +60,7 @@ def record(row: tuple[Any, ...], zone: dt.tzinfo) -> dict[str, Any]:
     rec = dict(zip(STORED_FIELDS, row[:-1], strict=True))
     rec["id"] = short_id(rec["fingerprint"])
     rec["dealer"] = row[-1]  # findings v1.1, last as in the export
-    rec["ts"] = rec["ts"].astimezone(zone).isoformat(timespec="milliseconds")
+    rec["ts"] = shown_ts(rec["ts"], zone, rec["fingerprint"])
     for k in ("expected", "observed"):
         rec[k] = json.loads(rec[k]) if rec[k] is not None else None
     return rec
@@ -144,6 +144,13 @@ def head(con: duckdb.DuckDBPyConnection) -> int:
     return int(con.execute("SELECT coalesce(max(id), 0) FROM findings").fetchall()[0][0])
 
 
+def _change(row: tuple[Any, ...], zone: dt.tzinfo) -> Change:
+    """A Change from `id, status, ts` and the RECORD_SQL columns; the record first, which
+    names a finding whose time no clock can show (findings.shown_ts)."""
+    rec = record(row[3:], zone)
+    return Change(row[0], row[1], row[2].astimezone(dt.UTC), rec)
+
+
 def changes(
     con: duckdb.DuckDBPyConnection,
     after: int,
@@ -166,7 +173,7 @@ def changes(
         "ORDER BY id LIMIT ?",
         [after, *params, limit],
     ).fetchall()
-    return [Change(r[0], r[1], r[2].astimezone(dt.UTC), record(r[3:], zone)) for r in rows]
+    return [_change(r, zone) for r in rows]
 
 
 def all_changes(
@@ -199,7 +206,7 @@ def standing(
         "ORDER BY id DESC LIMIT ?",
         [*params, limit],
     ).fetchall()
-    return [Change(r[0], r[1], r[2].astimezone(dt.UTC), record(r[3:], zone)) for r in rows]
+    return [_change(r, zone) for r in rows]
 
 
 # -- the poller ---------------------------------------------------------------------------

@@ -140,6 +140,22 @@ def test_a_cursor_past_the_newest_finding_is_a_conflict_not_silence(
             "Last-Event-ID 500 is past the newest finding (cursor 22)")
 
 
+def _edited(full: Path, tmp_path: Path, update: str) -> tuple[Path, str]:
+    """A copy of `full` changed by the SQL `update`, as an editor of the file (or an earlier
+    bacc-audit) could leave it, and the fingerprint of its MB-01 draw.banker_missed finding
+    (round 72 of shoe MB-01-1128-01)."""
+    edited = Path(shutil.copy(full, tmp_path / "edited.duckdb"))
+    con = duckdb.connect(str(edited))
+    try:
+        [(fingerprint,)] = con.execute(
+            "SELECT fingerprint FROM current_findings WHERE code = 'draw.banker_missed' "
+            "AND table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72").fetchall()
+        con.execute(update)
+    finally:
+        con.close()
+    return edited, fingerprint
+
+
 def test_a_stamp_past_the_year_9999_in_the_database_is_shown_as_stored_never_a_500(
     full: Path, client: TestClient, tmp_path: Path
 ) -> None:
@@ -147,14 +163,9 @@ def test_a_stamp_past_the_year_9999_in_the_database_is_shown_as_stored_never_a_5
     edited since, may hold a stamp no datetime holds. The round page, the floor and the
     dealers' page were 500s; now the round shows the stamp as stored, and the floor opens
     on the day it opened on before the edit."""
-    edited = shutil.copy(full, tmp_path / "edited.duckdb")
-    con = duckdb.connect(str(edited))
-    [(fingerprint,)] = con.execute(
-        "SELECT fingerprint FROM current_findings WHERE code = 'draw.banker_missed' "
-        "AND table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72").fetchall()
-    con.execute("UPDATE events SET ts = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
-                "WHERE table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72")
-    con.close()
+    edited, fingerprint = _edited(
+        full, tmp_path, "UPDATE events SET ts = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+        "WHERE table_id = 'MB-01' AND shoe = 'MB-01-1128-01' AND round = 72")
     before = plain(client.get("/floor").text)
     app = create_app(edited, property_config=config.load(CONFIG))
     with local_client(app, raise_server_exceptions=False) as c:
@@ -171,6 +182,29 @@ def test_a_stamp_past_the_year_9999_in_the_database_is_shown_as_stored_never_a_5
             assert c.get(path).status_code == 200, path
         day = re.search(r"gaming day \d{4}-\d\d-\d\d", before)
         assert day is not None and day.group(0) in plain(c.get("/floor").text)
+
+
+def test_a_findings_time_no_clock_can_show_is_a_sentence_naming_it_not_a_500(
+    full: Path, tmp_path: Path
+) -> None:
+    """A finding's row edited to a time past the year 9999: the pages and the API that show
+    it say which finding and why, with 409 (the database's state, not the request); the
+    pages that do not show it still answer."""
+    edited, fingerprint = _edited(
+        full, tmp_path, "UPDATE findings SET ts = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+        "WHERE code = 'draw.banker_missed' AND table_id = 'MB-01'")
+    said = (f"finding {short_id(fingerprint)}: its time is stored as 10000-01-01 00:00:00+00, "
+            "which no clock can show")
+    app = create_app(edited, property_config=config.load(CONFIG))
+    with local_client(app, raise_server_exceptions=False) as c:
+        is_json(c.get("/api/findings"), 409, said)
+        is_json(c.get("/api/findings?since=0"), 409, said)
+        for path in ("/", "/feed", f"/finding/{short_id(fingerprint)}",
+                     "/round?table=MB-01&shoe=MB-01-1128-01&round=72"):
+            is_page(c.get(path), 409, said)
+        for path in ("/floor", "/dealers", "/notices", "/reports",
+                     "/round?table=MB-01&shoe=MB-01-1128-01&round=71"):
+            assert c.get(path).status_code == 200, path
 
 
 @pytest.mark.slow

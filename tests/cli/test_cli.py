@@ -362,6 +362,29 @@ def test_findings_table_starts_with_each_findings_id(bacc_audit: Any, findings_d
     assert header.split("┃")[1].strip() == "id"
 
 
+def test_a_findings_time_no_clock_can_show_is_said_naming_it_in_every_format(
+    bacc_audit: Any, findings_db: Path, tmp_path: Path
+) -> None:
+    """A finding's row edited (or written by an earlier bacc-audit) to a time past the year
+    9999 was an internal error (exit 3); now every format refuses with the finding's id
+    (exit 2), rather than export the others without it."""
+    edited = tmp_path / "edited.duckdb"
+    shutil.copy2(findings_db, edited)
+    gap = next(x for x in findings_jsonl(bacc_audit, edited)
+               if x["code"] == "log.seq_gap" and x["table"] == "MB-07")
+    con = duckdb.connect(str(edited))
+    con.execute("UPDATE findings SET ts = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+                "WHERE code = 'log.seq_gap' AND table_id = 'MB-07'")
+    con.close()
+    for fmt in ("table", "jsonl", "csv"):
+        r = bacc_audit("findings", "--db", edited, "--format", fmt)
+        assert r.code == 2, (fmt, r)
+        assert r.out == ""
+        assert f"finding {gap['id']}: its time is stored as 10000-01-01 00:00:00+00, which no " \
+               "clock can show" in r.err, r.err
+        assert "bacc-audit verify" in r.err and "Traceback" not in r.err
+
+
 @pytest.mark.slow
 def test_findings_csv(bacc_audit: Any, findings_db: Path) -> None:
     r = bacc_audit("findings", "--db", findings_db, "--format", "csv")

@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 
 from auditor.errors import UserError
 from auditor.ingest.log_findings import AHEAD_SQL
-from auditor.ingest.validate import FIRST_INSTANT, LAST_INSTANT
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
@@ -29,8 +28,10 @@ from auditor.replay.tables import RoundOrder, order_facts, paid_round
 from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
+from auditor.store import stamps
 from auditor.store.db import one, table_range_sql
 from auditor.store.sql import stream_key
+from auditor.store.stamps import FIRST_INSTANT, LAST_INSTANT
 
 # --- the stream's order and delivery (issue 28) -------------------------------------------
 
@@ -360,6 +361,7 @@ def refuse_impossible_stamps(con: duckdb.DuckDBPyConnection) -> None:
             "bacc-audit (ingest now quarantines such lines) or edited since (bacc-audit "
             "verify says which); ingest its logs into a new database"
         )
+    stamps.refuse_impossible_stamps(con)  # and in every other time column
 
 
 def load_latest_ts(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:

@@ -21,6 +21,7 @@ from auditor.board.pages import ack_fields
 from auditor.board.router import Board, Refused, base_path, query_filters, render
 from auditor.errors import UserError
 from auditor.store import notice_entry
+from auditor.store.stamps import refuse_impossible_stamps
 from auditor.words import count
 
 
@@ -108,6 +109,9 @@ async def _notices_response(
     asked = request.query_params.get("date")
 
     def read(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo) -> dict[str, Any]:
+        # a notice's times: 409 naming where, not a 500
+        refuse_impossible_stamps(con, tables={"events", "notices", "notice_withdrawals"},
+                                 rows={"events": "type = 'procedure_notice'"})
         return desk_views.notices_view(con, board.conf, zone, _day(con, board, zone, asked))
 
     context = await board.read(read)

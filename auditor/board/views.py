@@ -21,13 +21,13 @@ import duckdb
 from auditor.audit.load import load_latest_ts
 from auditor.board.feed import RECORD_SQL, record
 from auditor.config import PropertyConfig
-from auditor.ingest.validate import FIRST_INSTANT, LAST_INSTANT
 from auditor.report import reads
 from auditor.report.formatting import card_faces, evidence_text, money, point_counts
 from auditor.rules.codes import REGISTRY, SEVERITIES
 from auditor.rules.pack import PackCache, RulePack, card_values, video_retention_days
 from auditor.store import acks
 from auditor.store.db import has_table
+from auditor.store.stamps import FIRST_INSTANT, LAST_INSTANT
 
 T = TypeVar("T")
 

@@ -14,6 +14,7 @@ from auditor.cli import console
 from auditor.cli.options import DbOption, JsonOption
 from auditor.errors import DatabaseBusy, UserError
 from auditor.store import db, filters, runs
+from auditor.store.stamps import refuse_impossible_stamps
 from auditor.words import count
 
 
@@ -85,6 +86,7 @@ def runs_cmd(
                 )
         live = {holder.run_id} if holder and holder.run_id else set()
         live |= db.served_runs(con)  # the owner serving this reader, and commands it serves
+        refuse_impossible_stamps(con, tables={"runs"})
         every = runs.listing(con, live, command=command, status=status and status.value)
     finally:
         con.close()

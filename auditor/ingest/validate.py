@@ -46,6 +46,7 @@ from auditor.store.events import (
     types_with,
 )
 from auditor.store.sql import is_stream_sql, quote, stream_key_sql
+from auditor.store.stamps import FIRST_INSTANT, LAST_INSTANT
 
 ID_RE = f'"[{ID_CHARS}]{{1,{ID_MAX}}}"'
 NAME_RE = f"[{ID_CHARS}]{{1,{NAME_MAX}}}"  # the decoded text of a name
@@ -276,13 +277,9 @@ def _json_string(r: str) -> str:
     )
 
 
-# The instants a Python datetime holds: years 1 to 9999 in UTC. A stamp outside them (9999-12-31
-# at -05:00 is in the year 10000 in UTC) is no table system's clock reading, and every check
-# after ingest that reads it would fail on it: the line goes to quarantine, kept.
-FIRST_INSTANT = "'0001-01-01 00:00:00+00'::TIMESTAMPTZ"
-LAST_INSTANT = "'9999-12-31 23:59:59.999999+00'::TIMESTAMPTZ"
-
-
+# A stamp outside the instants a Python datetime holds (store/stamps.py; 9999-12-31 at -05:00
+# is in the year 10000 in UTC) is no table system's clock reading, and every check after
+# ingest that reads it would fail on it: the line goes to quarantine, kept.
 def _ts_value(r: str) -> str:
     """The time of an RFC 3339 field (quoted) inside the years 1 to 9999 in UTC; NULL when it
     is not a time or is outside them."""

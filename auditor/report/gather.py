@@ -33,6 +33,7 @@ from auditor.report.front import (
 from auditor.report.history import section_dealers, section_trend
 from auditor.report.procedures import section_procedures
 from auditor.report.table_figures import section_tables
+from auditor.store.stamps import refuse_impossible_stamps
 
 
 def scope_for(
@@ -80,7 +81,9 @@ SECTIONS: tuple[Section, ...] = (
 
 
 def gather(con: duckdb.DuckDBPyConnection, conf: PropertyConfig, scope: Scope) -> dict[str, Any]:
-    """Everything the report shows, as plain values: the keys of every section together."""
+    """Everything the report shows, as plain values: the keys of every section together.
+    A database holding a time no clock can show is refused first, naming where."""
+    refuse_impossible_stamps(con)
     basis = read_basis(con, conf, scope)
     context: dict[str, Any] = {"for_web": False}  # render_report sets it for an HTML page
     for section in SECTIONS:

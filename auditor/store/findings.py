@@ -16,12 +16,12 @@ from typing import Any, TextIO
 import duckdb
 import pyarrow as pa
 
-from auditor.errors import UserError
 from auditor.finding import Finding
 from auditor.rules.codes import REGISTRY
 from auditor.store.db import single
 from auditor.store.filters import Filter
 from auditor.store.sql import quote
+from auditor.store.stamps import UnreadableStamp
 
 FINDING_COLUMNS = (
     "fingerprint",
@@ -254,15 +254,6 @@ def short_id(fingerprint: str) -> str:
     """The id a person can type (`F3a9c04e1a2b7`-like) for a finding whose fingerprint runs to
     80 characters: shown first in the table view, accepted by `bacc-audit ack`."""
     return "F" + hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:SHORT_ID_HEX]
-
-
-class UnreadableStamp(UserError):
-    """A finding whose time no datetime holds: its row was changed after it was recorded, or
-    written by an earlier bacc-audit. Said, naming the finding, never met as an internal
-    error and never exported without it (an export that skipped it would hide it). The
-    board answers it with 409: the database's state, not the request, is at fault."""
-
-    status = 409
 
 
 def shown_ts(ts: object, zone: dt.tzinfo, fingerprint: str) -> str:

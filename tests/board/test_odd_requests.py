@@ -207,6 +207,21 @@ def test_a_findings_time_no_clock_can_show_is_a_sentence_naming_it_not_a_500(
             assert c.get(path).status_code == 200, path
 
 
+def test_a_notices_time_no_clock_can_show_is_a_sentence_naming_where(
+    full: Path, tmp_path: Path
+) -> None:
+    """A procedure notice's effective time edited past the year 9999: the notices page was a
+    500; now 409 with the table, column and row."""
+    edited, _ = _edited(
+        full, tmp_path, "UPDATE events SET effective = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+        "WHERE type = 'procedure_notice'")
+    app = create_app(edited, property_config=config.load(CONFIG))
+    with local_client(app, raise_server_exceptions=False) as c:
+        is_page(c.get("/notices"), 409,
+                "the audit database holds 10000-01-01 00:00:00+00 in events.effective (row ")
+        assert c.get("/floor").status_code == 200
+
+
 @pytest.mark.slow
 def test_times_are_in_the_logs_zone_from_the_first_log_on(tmp_path: Path) -> None:
     """A board started on an empty database, with no time zone in the config: it shows UTC

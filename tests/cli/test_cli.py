@@ -385,6 +385,36 @@ def test_a_findings_time_no_clock_can_show_is_said_naming_it_in_every_format(
         assert "bacc-audit verify" in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.parametrize(("table", "column", "command"), [
+    ("runs", "started_at", ["runs"]),
+    ("runs", "started_at", ["report", "--shift", "2026-11-28/grave", "--out", "r.html"]),
+    ("change_audits", "audited_at", ["report", "--shift", "2026-11-28/grave", "--out", "r.html"]),
+    ("events", "effective", ["report", "--shift", "2026-11-28/grave", "--out", "r.pdf"]),
+    ("events", "effective", ["audit"]),
+])
+def test_a_time_no_clock_can_show_anywhere_in_the_database_is_said_naming_where(
+    bacc_audit: Any, sample_audited: tuple[Path, Any], tmp_path: Path, table: str,
+    column: str, command: list[str],
+) -> None:
+    """Each of these was an internal error (exit 3) halfway through: a report half gathered,
+    a listing cut short. Now the command refuses first (exit 2), naming the table, column and
+    row, and writes nothing."""
+    edited = tmp_path / "edited.duckdb"
+    shutil.copy2(sample_audited[0], edited)
+    con = duckdb.connect(str(edited))
+    [(rowid,)] = con.execute(
+        f"SELECT min(rowid) FROM {table} WHERE {column} IS NOT NULL").fetchall()
+    con.execute(f"UPDATE {table} SET {column} = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+                "WHERE rowid = ?", [rowid])
+    con.close()
+    r = bacc_audit(*command, "--db", edited)
+    assert r.code == 2, r
+    assert f"the audit database holds 10000-01-01 00:00:00+00 in {table}.{column} (row " \
+           f"{rowid}), outside the years 1 to 9999 in UTC, which no clock can show" in r.err, r.err
+    assert "Traceback" not in r.err and not (tmp_path / "r.html").exists()
+    assert not (tmp_path / "r.pdf").exists()
+
+
 @pytest.mark.slow
 def test_findings_csv(bacc_audit: Any, findings_db: Path) -> None:
     r = bacc_audit("findings", "--db", findings_db, "--format", "csv")

@@ -12,6 +12,7 @@ from auditor.cli import console
 from auditor.cli.options import DbOption, JsonOption
 from auditor.errors import UserError
 from auditor.store import db
+from auditor.store.stamps import refuse_impossible_stamps
 
 
 def ack_cmd(
@@ -58,6 +59,7 @@ def ack_cmd(
             raise UserError("ack list takes no fingerprint, --by, --disposition or --note")
         con = db.connect(path, read_only=True)
         try:
+            refuse_impossible_stamps(con, tables={"acknowledgements"})
             rows = [acks.as_dict(a) for a in acks.list_acks(con)]
         finally:
             con.close()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from auditor.store import db, notice_entry, notices
+from auditor.store.stamps import refuse_impossible_stamps
 from auditor.words import count
 
 notice_app = typer.Typer(
@@ -114,6 +115,7 @@ def list_cmd(
     conf = cfg.load(config_path)
     con = db.connect(db_path or db.default_db_path(), read_only=True)
     try:
+        refuse_impossible_stamps(con, tables={"notices", "notice_withdrawals"})
         rows = notices.list_notices(con)
         gone = notices.withdrawals(con)
         zone = conf.zone_for(con)

@@ -415,6 +415,35 @@ def test_a_time_no_clock_can_show_anywhere_in_the_database_is_said_naming_where(
     assert not (tmp_path / "r.pdf").exists()
 
 
+@pytest.mark.parametrize(("table", "column", "command"), [
+    ("acknowledgements", "recorded_at", ["ack", "list"]),
+    ("notices", "given_at", ["notice", "list"]),
+])
+def test_a_listing_refuses_a_time_no_clock_can_show_in_its_own_table(
+    bacc_audit: Any, sample_audited: tuple[Path, Any], tmp_path: Path, table: str,
+    column: str, command: list[str],
+) -> None:
+    """`ack list` and `notice list` were internal errors (exit 3) over an acknowledgement or
+    a notice whose time was edited past the year 9999; now exit 2 naming where."""
+    edited = tmp_path / "edited.duckdb"
+    shutil.copy2(sample_audited[0], edited)
+    [first] = findings_jsonl(bacc_audit, edited)[:1]
+    assert bacc_audit("ack", first["id"], "--by", "R. Vale", "--disposition", "video reviewed",
+                      "--db", edited).code == 0
+    assert bacc_audit("notice", "add", "--pit", "P1", "--procedure", "2", "--effective",
+                      "2026-11-28T23:30:00-05:00", "--recipient", "division", "--given-at",
+                      "2026-11-28T22:30:00-05:00", "--by", "R. Vale", "--db", edited).code == 0
+    for listing in (["ack", "list"], ["notice", "list"]):
+        assert bacc_audit(*listing, "--db", edited).code == 0, listing
+    con = duckdb.connect(str(edited))
+    con.execute(f"UPDATE {table} SET {column} = TIMESTAMPTZ '10000-01-01 00:00:00+00'")
+    con.close()
+    r = bacc_audit(*command, "--db", edited)
+    assert r.code == 2, r
+    assert f"10000-01-01 00:00:00+00 in {table}.{column} (row 0), outside the years 1 to " \
+           "9999 in UTC" in r.err, r.err
+
+
 @pytest.mark.slow
 def test_findings_csv(bacc_audit: Any, findings_db: Path) -> None:
     r = bacc_audit("findings", "--db", findings_db, "--format", "csv")

@@ -445,6 +445,22 @@ def answers(con: Any) -> list[Any]:
     return out
 
 
+def test_a_served_reader_gets_an_ordered_result_in_its_order(work: Path) -> None:
+    """The owner runs with preserve_insertion_order = false; an executed query's Arrow
+    result, which the owner sends, then came back in parallel pieces out of ORDER BY's order
+    (a flaky failure of the test below: rows from 2048 first)."""
+    with writer(work):
+        remote = db.connect(work, read_only=True)
+        assert isinstance(remote, shared.RemoteConnection)
+        try:
+            for _ in range(5):  # DuckDB's threads: the cores (2 here)
+                got = [r for (r,) in remote.execute(
+                    "SELECT range AS r FROM range(50000) ORDER BY r DESC").fetchall()]
+                assert got == list(range(49999, -1, -1))
+        finally:
+            remote.close()
+
+
 @pytest.mark.slow
 def test_the_remote_connection_answers_as_duckdb_does(work: Path) -> None:
     con = db.connect(work)

@@ -10,9 +10,9 @@ rounds is read a batch at a time.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import duckdb
 import numpy as np
@@ -24,7 +24,14 @@ from auditor.ingest.log_findings import AHEAD_SQL
 from auditor.replay.irregular import Irregularity
 from auditor.replay.log_ends import StreamEvent, TableStream
 from auditor.replay.procedures import Notice, TableEvent, Timeline, declared_at
-from auditor.replay.tables import RoundOrder, order_facts, paid_round
+from auditor.replay.tables import (
+    MIN_UNDECLARED_ROUNDS,
+    RoundOrder,
+    order_facts,
+    paid_round,
+    round_kind,
+    run_spans,
+)
 from auditor.replay.text import iso
 from auditor.rules.cards import parse_card
 from auditor.store import notices as hand
@@ -127,6 +134,15 @@ def _procedure_tables(timeline: Timeline, tables_in: tuple[str, str] | None) -> 
         t for t in timeline.declared
         if t in timeline.rules and (tables_in is None or tables_in[0] <= t <= tables_in[1])
     )
+
+
+def round_keys(keys: Sequence[tuple[str, str, int]]) -> pa.Table:
+    """(table, shoe, round) keys as a table to register and join a query's rounds to."""
+    return pa.table({
+        "table_id": pa.array([k[0] for k in keys], pa.string()),
+        "shoe": pa.array([k[1] for k in keys], pa.string()),
+        "round": pa.array([k[2] for k in keys], pa.int64()),
+    })
 
 
 def _rounds_sql(tables_in: tuple[str, str] | None) -> str:
@@ -250,20 +266,10 @@ def tables_with_other_orders(
         ).to_arrow_table()
     finally:
         con.unregister("batch_rounds")
-    if not got.num_rows:
-        return [], 0
-    table_col = pc.dictionary_encode(got.column("table_id").combine_chunks())
-    moves_col = pc.dictionary_encode(got.column("moves").combine_chunks())
-    t_idx = table_col.indices.to_numpy()
-    m_idx = moves_col.indices.to_numpy()
-    first_seq = got.column("first_seq").to_numpy()
-    names, orders = table_col.dictionary.to_pylist(), moves_col.dictionary.to_pylist()
-    starts = np.flatnonzero(np.diff(t_idx, prepend=-1))
-    pairs: dict[int, tuple[tuple[str, int], ...]] = {}
     suspects: set[str] = set()
     rounds = 0
-    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), got.num_rows], strict=True):
-        table = names[t_idx[lo]]
+    tables_at, first_seq, m_idx, orders = _by_table(got)
+    for table, lo, hi in tables_at:
         charged = vig_charged(table)
         if charged is None:
             continue
@@ -272,14 +278,36 @@ def tables_with_other_orders(
         known = declared >= 0
         seen = np.unique(declared[known] * len(orders) + m_idx[lo:hi][known])
         for d, m in (divmod(k, len(orders)) for k in seen.tolist()):
-            if m not in pairs:
-                words = orders[m].split(" ")
-                pairs[m] = tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
-            fits, informative = order_facts(pairs[m], charged)
+            fits, informative = order_facts(_pairs(orders[m]), charged)
             if informative and fits and d not in fits:
                 suspects.add(table)
                 break
     return sorted(suspects), rounds
+
+
+def _by_table(got: pa.Table) -> tuple[list[tuple[str, int, int]], np.ndarray, np.ndarray,
+                                      list[str]]:
+    """Rows of one round each (table_id, first_seq, moves; in table order) as (table, first
+    row, end row) per table, the first seqs, each row's index in the distinct orders, and
+    those orders: a table repeats a few orders, each parsed and judged once."""
+    if not got.num_rows:
+        return [], np.array([], np.int64), np.array([], np.int64), []
+    table_col = pc.dictionary_encode(got.column("table_id").combine_chunks())
+    moves_col = pc.dictionary_encode(got.column("moves").combine_chunks())
+    t_idx = table_col.indices.to_numpy()
+    names = table_col.dictionary.to_pylist()
+    starts = np.flatnonzero(np.diff(t_idx, prepend=-1)).tolist()
+    at = [(names[t_idx[lo]], lo, hi)
+          for lo, hi in zip(starts, [*starts[1:], got.num_rows], strict=True)]
+    return (at, got.column("first_seq").to_numpy(), moves_col.indices.to_numpy(),
+            moves_col.dictionary.to_pylist())
+
+
+@lru_cache(maxsize=4096)
+def _pairs(moves: str) -> tuple[tuple[str, int], ...]:
+    """'pay 1 vig 1 pay 5' -> (('pay', 1), ('vig', 1), ('pay', 5))."""
+    words = moves.split(" ")
+    return tuple((words[i], int(words[i + 1])) for i in range(0, len(words), 2))
 
 
 def load_round_orders(
@@ -288,9 +316,16 @@ def load_round_orders(
     vig_charged: Callable[[str], bool | None],
     tables_in: tuple[str, str] | None = None,
     only: Sequence[str] | None = None,
-) -> list[RoundOrder]:
-    """Each non-void round's payout order at tables with procedures, in seq order (of the
-    tables in `tables_in`, one of db.table_batches, or of all; and of `only` if given).
+    min_rounds: int = MIN_UNDECLARED_ROUNDS,
+) -> list[list[RoundOrder]]:
+    """The non-void rounds' payout orders where an undeclared run can lie, at tables with
+    procedures (of the tables in `tables_in`, one of db.table_batches, or of all; and of `only`
+    if given): one list per span of replay.tables.run_spans, in seq order.
+
+    Two reads: every round's order as text (one row per round, judged once per distinct order
+    and declared procedure), then the times and sources of the spans' rounds alone. A year's
+    history has millions of rounds and a handful of spans; a RoundOrder for each round was
+    most of the table pass (issue 32).
 
     `vig_charged(table)` says whether the table's variant charges vigorish (None: unknown
     variant, the table is skipped).
@@ -301,37 +336,87 @@ def load_round_orders(
     if not tables:
         return []
     these_e = table_range_sql(tables_in, "e.table_id")
-    # One row per round (its payments' types and seats in seq order, the first one's seq,
-    # time and source), not one per payment: a Python loop per pay event was the most of it.
-    rows = con.execute(
+    paid = f"""
+        ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
+        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
+        GROUP BY e.table_id, e.shoe, e.round, r.first_seq"""
+    got = con.sql(
         f"""
         WITH r AS ({_rounds_sql(tables_in)})
         SELECT e.table_id, e.shoe, e.round, r.first_seq,
-               list(e.type ORDER BY e.seq), list(coalesce(e.seat, 0) ORDER BY e.seq),
-               min(e.seq), arg_min(e.ts, e.seq), arg_min(s.path || ':' || e.line_no, e.seq)
-        FROM events e JOIN r USING (table_id, shoe, round)
-        JOIN sources s ON s.id = e.source_id
-        ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
-        WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-        GROUP BY e.table_id, e.shoe, e.round, r.first_seq
+               string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
+        FROM events e JOIN r USING (table_id, shoe, round) {paid}
         ORDER BY e.table_id, r.first_seq
         """,
-        [tables],
-    ).fetchall()
-    out: list[RoundOrder] = []
-    for table, group in itertools.groupby(rows, key=lambda row: row[0]):
+        params=[tables],
+    ).to_arrow_table()
+    picked, declared_of = _in_spans(got, timeline, vig_charged, min_rounds)
+    if not picked:
+        return []
+    con.register("span_rounds", round_keys([k for span in picked for k in span]))
+    try:
+        rows = con.execute(
+            f"""
+            WITH r AS (SELECT * FROM ({_rounds_sql(tables_in)})
+                       SEMI JOIN span_rounds USING (table_id, shoe, round))
+            SELECT e.table_id, e.shoe, e.round, r.first_seq,
+                   list(e.type ORDER BY e.seq), list(coalesce(e.seat, 0) ORDER BY e.seq),
+                   min(e.seq), arg_min(e.ts, e.seq),
+                   arg_min(s.path || ':' || e.line_no, e.seq)
+            FROM events e JOIN r USING (table_id, shoe, round)
+            JOIN sources s ON s.id = e.source_id {paid}
+            """,
+            [tables],
+        ).fetchall()
+    finally:
+        con.unregister("span_rounds")
+    by_key = {(t, shoe, rnd): row for t, shoe, rnd, *row in rows}
+    spans: list[list[RoundOrder]] = []
+    for span in picked:
+        orders = []
+        for key in span:
+            first_seq, kinds, seats, seq, ts, source = by_key[key]
+            d = declared_of[key]
+            orders.append(paid_round(key[0], key[1], key[2], first_seq,
+                                     tuple(zip(kinds, seats, strict=True)), (seq, ts, source),
+                                     d, bool(vig_charged(key[0]))))
+        spans.append(orders)
+    return spans
+
+
+def _in_spans(
+    got: pa.Table,
+    timeline: Timeline,
+    vig_charged: Callable[[str], bool | None],
+    min_rounds: int,
+) -> tuple[list[list[tuple[str, str, int]]], dict[tuple[str, str, int], int | None]]:
+    """The rounds of `got` (table_id, shoe, round, first_seq, moves; by table and first_seq)
+    in run_spans' spans (each a list of keys in order), and their declared procedures."""
+    picked: list[list[tuple[str, str, int]]] = []
+    declared_of: dict[tuple[str, str, int], int | None] = {}
+    tables_at, first_seq, m_idx, orders = _by_table(got)
+    for table, lo, hi in tables_at:
         charged = vig_charged(table)
         if charged is None:
             continue
-        at = list(group)
-        declared = declared_at(timeline.declared[table], np.array([r[3] for r in at]))
-        for (_, shoe, rnd, first_seq, kinds, seats, seq, ts, source), d in zip(
-            at, declared.tolist(), strict=True
-        ):
-            out.append(paid_round(table, shoe, rnd, first_seq,
-                                  tuple(zip(kinds, seats, strict=True)), (seq, ts, source),
-                                  None if d < 0 else d, charged))
-    return out
+        declared = declared_at(timeline.declared[table], first_seq[lo:hi])
+        # each (declared, order) pair of the table judged once
+        seen, which = np.unique((declared + 1) * len(orders) + m_idx[lo:hi],
+                                return_inverse=True)
+        kinds = np.array(
+            [round_kind(None if d == 0 else d - 1, *order_facts(_pairs(orders[m]), charged))
+             for d, m in (divmod(k, len(orders)) for k in seen.tolist())], np.int8)[which]
+        spans = run_spans(declared, kinds, min_rounds)
+        if not spans:
+            continue
+        shoes = got.column("shoe").slice(lo, hi - lo).to_pylist()
+        rounds = got.column("round").slice(lo, hi - lo).to_pylist()
+        for a, b in spans:
+            keys = [(table, shoes[i], rounds[i]) for i in range(a, b)]
+            picked.append(keys)
+            for i, k in zip(range(a, b), keys, strict=True):
+                declared_of[k] = None if declared[i] < 0 else int(declared[i])
+    return picked, declared_of
 
 
 # --- where table streams stop ---------------------------------------------------------------

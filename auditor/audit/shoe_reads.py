@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.audit.load import load_rounds
+from auditor.audit.load import load_rounds, round_keys
 from auditor.replay.shoe_labels import misfiled_kind
 from auditor.replay.shoes import (
     Excess,
@@ -224,11 +224,7 @@ def _round_heads(
     (table, shoe as logged, round), read for those rounds only."""
     if not keys:
         return {}
-    con.register("head_rounds", pa.table({
-        "table_id": pa.array([k[0] for k in keys], pa.string()),
-        "shoe": pa.array([k[1] for k in keys], pa.string()),
-        "round": pa.array([k[2] for k in keys], pa.int64()),
-    }))
+    con.register("head_rounds", round_keys(keys))
     try:
         rows = con.execute(
             f"""

@@ -232,11 +232,10 @@ def _by_batch(
         )
         out.counts["rounds"] += n
         if suspects:
-            rounds = load.load_round_orders(
-                con, timeline, lambda t: charged.get(t), tables_in, only=suspects
-            )
-            out.runs += table_checks.undeclared_runs(rounds, min_undeclared_rounds)
-            del rounds
+            for span in load.load_round_orders(con, timeline, lambda t: charged.get(t),
+                                               tables_in, only=suspects,
+                                               min_rounds=min_undeclared_rounds):
+                out.runs += table_checks.undeclared_runs(span, min_undeclared_rounds)
         shoes = shoe_reads.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
         excess, used = shoe_reads.load_composition(con, tables_in, shoes)

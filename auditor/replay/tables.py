@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from auditor.finding import Finding
 from auditor.finding import fingerprint as make_fingerprint
 from auditor.replay import order as order_rules
@@ -338,6 +340,42 @@ def undeclared_runs(
             run = Run(table, r.declared, r.fits, [r], [r])
         close()
     return runs
+
+
+# What a round is to a run (run_spans): one that closes any run (no declared procedure, or
+# informative and fitting the declared), one that can be in a run as informative, or neither.
+BREAKS, OTHER, NEITHER = 0, 1, 2
+
+
+def round_kind(declared: int | None, fits: frozenset[int], informative: bool) -> int:
+    """BREAKS, OTHER or NEITHER, as undeclared_runs treats the round."""
+    if declared is None or (informative and declared in fits):
+        return BREAKS
+    return OTHER if informative and fits else NEITHER
+
+
+def run_spans(
+    declared: np.ndarray, kinds: np.ndarray, min_rounds: int = MIN_UNDECLARED_ROUNDS
+) -> list[tuple[int, int]]:
+    """Where in one table's rounds (seq order: each one's declared procedure, -1 for none,
+    and its round_kind) a run can lie: the [start, stop) index spans between the points where
+    `undeclared_runs` closes any run (a BREAKS round, a declared change) that hold at least
+    `min_rounds` OTHER rounds. `undeclared_runs` over each span alone finds exactly the runs
+    it finds over all the rounds, since it begins each span and ends it with no run open:
+    the table pass builds a RoundOrder, with its time and source, only for these rounds, not
+    for every round of a year's history (issue 32). In numpy: it looks at every round."""
+    n = len(kinds)
+    if not n:
+        return []
+    breaks = kinds == BREAKS
+    after_break = np.concatenate(([True], breaks[:-1]))
+    changed = np.concatenate(([True], declared[1:] != declared[:-1]))
+    starts = np.flatnonzero(~breaks & (after_break | changed))
+    bounds = np.append(np.union1d(np.flatnonzero(breaks), starts), n)
+    stops = bounds[np.searchsorted(bounds, starts, side="right")]
+    other = np.concatenate(([0], np.cumsum(kinds == OTHER)))
+    keep = other[stops] - other[starts] >= min_rounds
+    return list(zip(starts[keep].tolist(), stops[keep].tolist(), strict=True))
 
 
 def _round_name(r: RoundOrder) -> str:

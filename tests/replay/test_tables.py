@@ -5,19 +5,23 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers.tablelog import Log, TablePassDb, at
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor.audit.run import audit
 from auditor.audit.table_pass import OWNED_CODES, covered_rounds, supersede_round_mismatches
 from auditor.config import PropertyConfig
 from auditor.ingest.run import ingest
 from auditor.replay.procedures import Change, Notice, ProcedureRules, judge_change
-from auditor.replay.tables import RoundOrder, undeclared_runs
+from auditor.replay.tables import RoundOrder, round_kind, run_spans, undeclared_runs
 from auditor.replay.text import minutes
 from auditor.rules.pack import load_pack
 from auditor.store import notices, runs
@@ -407,7 +411,8 @@ def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
     tmp_path, monkeypatch
 ):
     """The table pass reads payment orders round by round (times, sources) only at tables
-    where a run can start: an informative round fitting another procedure, not the declared."""
+    where a run can start (an informative round fitting another procedure, not the declared)
+    and there only the rounds where one can lie (replay.tables.run_spans)."""
     from auditor.audit import load
 
     log = Log()
@@ -422,12 +427,14 @@ def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
     real = load.load_round_orders
 
     def spy(*args, **kw):
-        seen.append(kw.get("only"))
-        return real(*args, **kw)
+        spans = real(*args, **kw)
+        seen.append((kw.get("only"), [[(r.table, r.round) for r in s] for s in spans]))
+        return spans
 
     monkeypatch.setattr(load, "load_round_orders", spy)
     a = audited(tmp_path, log)
-    assert seen == [["MB-01", "MB-03"]]
+    # MB-03's two rounds paid as 4 are too few for a run: none of its rounds is built
+    assert seen == [(["MB-01", "MB-03"], [[("MB-01", 2), ("MB-01", 3), ("MB-01", 4)]])]
     [f] = a.findings("procedure.undeclared_change")
     assert (f["table_id"], f["round"]) == ("MB-01", 2)
     assert a.run()["rounds_with_payout_order"] == 15
@@ -492,6 +499,47 @@ def test_undeclared_runs_is_pure_and_honours_the_minimum():
     assert [x.round for x in run.covered] == [1, 3, 4, 5]  # round 2 fits nothing: not covered
     assert undeclared_runs(seq, 4) == []
     assert undeclared_runs([r(1, {4}), r(2, {2}), r(3, {4})], 2) == []
+
+
+def _spans_rounds(draw: Any) -> list[RoundOrder]:
+    t = at("23:00")
+    kinds = st.tuples(st.sampled_from([None, 1, 3, 3, 3]),
+                      st.frozensets(st.integers(1, 4), max_size=3), st.booleans())
+    return [RoundOrder("MB-01", "S1", n, n * 10, n * 10 + 5, t, "f", d, fits, informative)
+            for n, (d, fits, informative) in enumerate(draw(st.lists(kinds, max_size=40)), 1)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data(), st.integers(1, 4))
+def test_the_runs_found_span_by_span_are_those_found_over_every_round(data, min_rounds):
+    """The table pass builds RoundOrders only for run_spans' rounds: each span alone must give
+    undeclared_runs what all the rounds give it, runs, covered rounds and all."""
+    rounds = _spans_rounds(data.draw)
+    spans = _spans(rounds, min_rounds)
+    assert all(lo < hi for lo, hi in spans)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    by_span = [run for lo, hi in spans for run in undeclared_runs(rounds[lo:hi], min_rounds)]
+    assert by_span == undeclared_runs(rounds, min_rounds)
+
+
+def _spans(rounds: list[RoundOrder], min_rounds: int) -> list[tuple[int, int]]:
+    declared = np.array([-1 if r.declared is None else r.declared for r in rounds], np.int64)
+    kinds = np.array([round_kind(r.declared, r.fits, r.informative) for r in rounds], np.int8)
+    return run_spans(declared, kinds, min_rounds)
+
+
+def test_run_spans_cut_where_a_run_must_close():
+    t = at("23:00")
+    s, i, two = frozenset({4}), frozenset({3}), frozenset({2})  # 3 and 4 declared below
+    facts = [(3, s, True), (3, s, True), (3, i, True), (3, s, True), (3, s, True),
+             (3, frozenset(), True), (3, s, True), (4, two, True), (4, two, True),
+             (None, s, True)]
+    rounds = [RoundOrder("MB-01", "S1", n, n, n, t, "f", d, fits, informative)
+              for n, (d, fits, informative) in enumerate(facts)]
+    assert _spans(rounds, 3) == [(3, 7)]  # the 4-fitting rounds after the declared-fit one
+    assert _spans(rounds, 2) == [(0, 2), (3, 7), (7, 9)]  # and a declared change cuts
+    assert _spans(rounds[:2], 3) == []
+    assert _spans([], 1) == []
 
 
 @pytest.mark.slow

@@ -12,14 +12,18 @@ from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from helpers.tablelog import Log, TablePassDb, deal_rounds
 
 from auditor import config
+from auditor.audit import sidebets
 from auditor.audit.run import audit
 from auditor.ingest.run import ingest
 from auditor.replay.sidebets import (
     FALSE_ALARM,
     MIN_ROUNDS,
+    MIN_SIDE_WAGERS,
     Z_THRESHOLD,
     Observation,
     SeatSeries,
@@ -200,12 +204,12 @@ def counted(tmp_path_factory: pytest.TempPathFactory):
         "FROM current_findings"
     ).fetchall()
     con.close()
-    return r, rows, first.tables["side_bets"], again.tables["side_bets"]
+    return r, rows, first.tables["side_bets"], again.tables["side_bets"], tmp / "a.duckdb"
 
 
 @pytest.mark.slow
 def test_the_counting_seat_is_found_and_nothing_else(counted):
-    r, rows, first, again = counted
+    r, rows, first, again, _ = counted
     truth = [d for d in r.deviations if d["kind"] == "counting_seat"]
     assert truth == [{"code": CODE, "table": "MB-02", "shoe": None, "round": None,
                       "kind": "counting_seat", "seat": 2, "bet": "dragon7", "shift": SHIFT}]
@@ -225,7 +229,7 @@ def test_the_counting_seat_is_found_and_nothing_else(counted):
 
 @pytest.mark.slow
 def test_the_evidence_series_is_every_round_the_seat_played_at_its_true_count(counted):
-    r, rows, _, _ = counted
+    r, rows, _, _, _ = counted
     [ev] = [json.loads(row[5]) for row in rows if row[0] == CODE]
     series = ev["series"]
     assert len(series) == ev["rounds"] > 60
@@ -240,6 +244,69 @@ def test_the_evidence_series_is_every_round_the_seat_played_at_its_true_count(co
         assert amount in ("0", "10.00", "50.00")
         assert (amount != "0") == (recount[(shoe, rnd)] >= 2)
     assert sum(a != "0" for *_, a in series) == ev["side_wagers"]
+
+
+@pytest.mark.slow
+def test_the_screen_in_duckdb_keeps_every_series_the_test_flags(counted):
+    """The audit tests every series in DuckDB and builds in Python only those at or near the
+    threshold (auditor.audit.sidebets.compute): at thresholds that flag many series, it must
+    find what the Python test over every series finds, finding for finding."""
+    *_, path = counted
+    con = db.connect(path)
+    conf = config.PropertyConfig()
+    counts = load_counts()
+    series = sidebets.seat_series(con, conf, counts)
+    zs = sorted(t.z for s in series if (t := seat_test(s.rounds)).z is not None
+                and t.rounds >= MIN_ROUNDS and t.side_wagers >= MIN_SIDE_WAGERS)
+    flagged = []
+    for threshold in [*zs, Z_THRESHOLD]:  # each series exactly at the cut once
+        want, tested = counting_findings(series, counts, threshold=threshold)
+        got, screened = sidebets.compute(con, conf, threshold=threshold)
+        assert screened == tested > 1
+        assert [(f.fingerprint, f.message, f.evidence, f.ts, f.pit) for f in got] == [
+            (f.fingerprint, f.message, f.evidence, f.ts, f.pit) for f in want]
+        flagged.append(len(got))
+    con.close()
+    assert flagged == [*range(len(zs), 0, -1), 1]
+
+
+def test_the_true_counts_in_duckdb_are_the_counts_shoe_by_shoe(tmp_path):
+    """sidebets.true_counts_sql against the Python count (load_segments, shoe_counts) on a
+    table with what the count has to get right: a burn of several cards, a card found face
+    up with cards burned under it, a round named twice, a shoe started again with other
+    decks, a shoe never started."""
+    log = Log()
+    log.open("MB-01", "P1", "22:00", side_bets=["dragon7", "panda8"])
+    log.shoe_start("MB-01", "22:01", "S1", decks=8)
+    log.burn("MB-01", "S1", ["7h", "Kd", "2c"])
+    deck = ["9s", "8d", "7c", "6h", "5s", "4d", "3c", "2h", "As", "Kc", "Qh", "Jd",
+            "Ts", "9d", "8c", "7s", "6d", "5c", "4h", "3s"]
+    hands = deal_rounds(deck, 0, 5)
+    log.round("MB-01", "S1", 1, hands[0])
+    log.face_up("MB-01", "S1", "8h", ["3d", "4c"])
+    log.round("MB-01", "S1", 2, hands[1])
+    log.round("MB-01", "S1", 1, hands[2])  # round 1 named again: its first count holds
+    log.shoe_start("MB-01", "23:00", "S1", decks=6)
+    log.round("MB-01", "S1", 3, hands[3])
+    log.round("MB-01", "S2", 1, hands[4])  # S2 never started: no size, no count
+    db_ = TablePassDb(tmp_path)
+    db_.ingest(log)
+    counts = load_counts()
+    shoes = [("MB-01", "S1"), ("MB-01", "S2")]
+    python = {(bet, t, s, r): c.true
+              for (bet, t, s), by_round in sidebets.true_counts(db_.con, counts, shoes).items()
+              for r, c in by_round.items()}
+    db_.con.register("some_shoes", pa.table({"table_id": ["MB-01"] * 2, "shoe": ["S1", "S2"]}))
+    rows = db_.con.execute(sidebets.true_counts_sql(db_.con, counts, "some_shoes")).fetchall()
+    duck = {(bet, t, s, r): x for bet, t, s, r, x in rows}
+    assert duck == python
+    assert sorted({k[2:] for k in duck}) == [("S1", 1), ("S1", 2), ("S1", 3)]
+    # by hand, Dragon 7 (7, K, 2 burned: the 7 seen; 6 decks from the second start on):
+    dragon = counts["dragon7"]
+    seen = dragon.tag("7h")
+    assert duck[("dragon7", "MB-01", "S1", 1)] == seen * 52 / (6 * 52 - 3)
+    seen += sum(dragon.tag(card) for _, card in hands[0]) + dragon.tag("8h")
+    assert duck[("dragon7", "MB-01", "S1", 2)] == seen * 52 / (6 * 52 - 3 - 4 - 3)
 
 
 @pytest.mark.stats

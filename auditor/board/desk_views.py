@@ -32,6 +32,7 @@ from auditor.store import signoffs, versions
 from auditor.store.filters import known_pits, known_tables
 from auditor.store.findings import short_id
 from auditor.store.notice_entry import known_places
+from auditor.store.stamps import refuse_impossible_stamps
 
 
 def notices_view(
@@ -146,7 +147,10 @@ def filed_versions(con: duckdb.DuckDBPyConnection, zone: dt.tzinfo,
     `archive` every other version that folder holds (archive_versions), newest report
     first, its versions in order: the file, its SHA-256 as filed, when, what changed since
     the version before (store.versions.changes) and its sign-offs (store.signoffs). A file
-    recorded twice (an archive moved) is listed once, where it was first filed."""
+    recorded twice (an archive moved) is listed once, where it was first filed. A filing's
+    or a sign-off's time no clock can show (an edited row) is refused naming where: 409, not
+    a 500."""
+    refuse_impossible_stamps(con, tables={"report_versions", "signoffs"})
     rows = _recorded(con)
     seen = {(slug, int(number)) for slug, number, *_ in rows}
     rows += [r for r in archive_versions(archive) if (r[0], r[1]) not in seen]

@@ -13,6 +13,7 @@ from auditor.cli import console
 from auditor.cli.options import DbOption, JsonOption
 from auditor.errors import UserError
 from auditor.store import db
+from auditor.store.stamps import refuse_impossible_stamps
 
 
 def signoff_cmd(
@@ -49,6 +50,7 @@ def signoff_cmd(
             raise UserError("signoff list takes no --by, --title or --note")
         con = db.connect(path, read_only=True)
         try:
+            refuse_impossible_stamps(con, tables={"signoffs"})  # exit 2 naming the row
             rows = [signoffs.as_dict(s) for s in signoffs.list_signoffs(con)]
         finally:
             con.close()

@@ -190,3 +190,24 @@ def test_the_archives_versions_are_listed_though_another_database_filed_them(
     # Without the archive, the same database lists nothing.
     with desk_client(night_copy) as c:
         assert "No report was filed from this database yet" in c.get("/reports").text
+
+
+def test_a_filing_time_no_clock_can_show_is_a_sentence_naming_where(
+    filed_copy: tuple[Path, Path]
+) -> None:
+    """A filed version's time edited past the year 9999: the reports page and the version's
+    page were 500s; now 409 naming the table, column and row. Other pages still answer."""
+    path, _ = filed_copy
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE report_versions SET filed_at = TIMESTAMPTZ '10000-01-01 00:00:00+00' "
+                "WHERE version = 1")
+    con.close()
+    said = ("the audit database holds 10000-01-01 00:00:00+00 in report_versions.filed_at "
+            "(row 0), outside the years 1 to 9999 in UTC")
+    with desk_client(path) as c:
+        for page in ("/reports", "/reports/2026-11-28_grave/v2"):
+            r = c.get(page)
+            assert r.status_code == 409, (page, r.status_code, r.text[:300])
+            assert said in words(r.text), words(r.text)[:600]
+        assert c.get("/floor").status_code == 200
+

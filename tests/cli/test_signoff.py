@@ -223,3 +223,20 @@ def test_a_signing_key_that_will_not_open_is_one_sentence_and_exit_2(
     assert line.startswith(f"ok   signing key {filed.key.p12}: opens, certificate of "
                            f"{filed.key.subject} valid until ")
     assert line.endswith(f"chains to {filed.key.ca_pem}; a PDF signed with it validates")
+
+
+def test_signoff_list_refuses_a_signoff_time_no_clock_can_show(
+    filed: Filed, bacc_audit: Any
+) -> None:
+    """`signoff list` was an internal error (exit 3) over a sign-off whose time was edited
+    past the year 9999; now exit 2 naming the table, column and row."""
+    assert bacc_audit("signoff", filed.v1, "--by", SIGNER, "--title", TITLE,
+                      "--db", filed.db).code == 0
+    con = duckdb.connect(str(filed.db))
+    con.execute("UPDATE signoffs SET recorded_at = TIMESTAMPTZ '10000-01-01 00:00:00+00'")
+    con.close()
+    r = bacc_audit("signoff", "list", "--db", filed.db)
+    assert r.code == EXIT_INPUT, r
+    assert "the audit database holds 10000-01-01 00:00:00+00 in signoffs.recorded_at (row 0), " \
+           "outside the years 1 to 9999 in UTC, which no clock can show" in r.err, r.err
+    assert "Traceback" not in r.err

@@ -94,6 +94,9 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    if args.against and not (args.against / ".venv" / "bin" / "python").exists():
+        p.error(f"--against {args.against}: no .venv/bin/python there (a checkout with its "
+                "own .venv: make .venv/bin/.installed in it, or link this tree's .venv)")
     sys.path.insert(0, str(ROOT))
     if args.date + dt.timedelta(days=args.days) >= dt.date.today():
         p.error("the days must be over by today: an earlier --date or fewer --days")

@@ -350,6 +350,8 @@ def load_round_orders(
         """,
         params=[tables],
     ).to_arrow_table()
+    # run_spans needs each table's rounds in seq order: sorted here, not left to the plan
+    got = got.sort_by([("table_id", "ascending"), ("first_seq", "ascending")])
     picked, declared_of = _in_spans(got, timeline, vig_charged, min_rounds)
     if not picked:
         return []

@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -197,14 +198,16 @@ def _series(
     ]
 
 
+@contextmanager
 def true_counts_sql(
     con: duckdb.DuckDBPyConnection, counts: dict[str, SideBetCount], shoes: str
-) -> str:
+) -> Iterator[str]:
     """A query of (bet, table_id, shoe, round, x): the true count `x` of each bet's count
     before each round of the shoes in table `shoes` (table_id, shoe) that have a shoe_start,
     as load_segments and replay.sidebets.shoe_counts make it (tests hold the two to each
     other), in one pass of window sums instead of a Python loop over every card of every
-    shoe. Registers `side_tags` (each card text's tag), which the caller unregisters."""
+    shoe. The query reads `side_tags` (each card text's tag), registered while in the
+    `with`."""
     texts = [t for (t,) in con.execute(
         f"""
         SELECT DISTINCT CASE type WHEN 'burn' THEN cards[1] ELSE card END FROM events
@@ -223,7 +226,7 @@ def true_counts_sql(
         f"SELECT {quote(b)} AS bet, table_id, shoe, round, seg, "
         f"r{i} * {CARDS_PER_DECK} / greatest(decks * {CARDS_PER_DECK} - out, 1) AS x FROM c"
         for i, b in enumerate(bets))
-    return f"""
+    query = f"""
       WITH e AS (
         SELECT table_id, shoe, seq, type, round, decks,
                CASE type WHEN 'card' THEN card WHEN 'burn' THEN cards[1]
@@ -255,6 +258,10 @@ def true_counts_sql(
       SELECT bet, table_id, shoe, round, arg_min(x, seg) AS x
       FROM ({true}) WHERE seg > 0 AND round IS NOT NULL
       GROUP BY ALL"""
+    try:
+        yield query
+    finally:
+        con.unregister("side_tags")
 
 
 # Each series' rho, as DuckDB computes it, is within this of Python's (float sums in another
@@ -322,32 +329,32 @@ def _screen(
     con.register("side_played", played)
     con.register("side_shoes", shoes)
     try:
-        rows = con.execute(
-            f"""
-            WITH side_trues AS ({true_counts_sql(con, counts, "side_shoes")}),
-            o AS (
-              SELECT p.label, p.table_id, p.seat, t.bet, t.x, coalesce({amount}, 0) AS y
-              FROM side_played p JOIN side_trues t
-                ON t.table_id = p.table_id AND t.shoe = p.shoe AND t.round = p.round
-            ), r AS (
-              SELECT *,
-                     rank() OVER (PARTITION BY label, table_id, seat, bet ORDER BY x)
-                       + (count(*) OVER (PARTITION BY label, table_id, seat, bet, x) - 1) / 2
-                       AS rx,
-                     rank() OVER (PARTITION BY label, table_id, seat, bet ORDER BY y)
-                       + (count(*) OVER (PARTITION BY label, table_id, seat, bet, y) - 1) / 2
-                       AS ry
-              FROM o
-            )
-            SELECT label, table_id, seat, bet, count(*) AS n,
-                   count(*) FILTER (WHERE y > 0) AS side, corr(rx, ry) AS rho
-            FROM r GROUP BY ALL
-            """
-        ).fetchall()
+        with true_counts_sql(con, counts, "side_shoes") as trues:
+            rows = con.execute(
+                f"""
+                WITH side_trues AS ({trues}),
+                o AS (
+                  SELECT p.label, p.table_id, p.seat, t.bet, t.x, coalesce({amount}, 0) AS y
+                  FROM side_played p JOIN side_trues t
+                    ON t.table_id = p.table_id AND t.shoe = p.shoe AND t.round = p.round
+                ), r AS (
+                  SELECT *,
+                         rank() OVER (PARTITION BY label, table_id, seat, bet ORDER BY x)
+                           + (count(*) OVER (PARTITION BY label, table_id, seat, bet, x) - 1) / 2
+                           AS rx,
+                         rank() OVER (PARTITION BY label, table_id, seat, bet ORDER BY y)
+                           + (count(*) OVER (PARTITION BY label, table_id, seat, bet, y) - 1) / 2
+                           AS ry
+                  FROM o
+                )
+                SELECT label, table_id, seat, bet, count(*) AS n,
+                       count(*) FILTER (WHERE y > 0) AS side, corr(rx, ry) AS rho
+                FROM r GROUP BY ALL
+                """
+            ).fetchall()
     finally:
         con.unregister("side_played")
         con.unregister("side_shoes")
-        con.unregister("side_tags")
     tested, near = 0, []
     for label, table, seat, bet, n, side, rho in rows:
         if n < MIN_ROUNDS or side < MIN_SIDE_WAGERS:

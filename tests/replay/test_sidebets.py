@@ -297,7 +297,8 @@ def test_the_true_counts_in_duckdb_are_the_counts_shoe_by_shoe(tmp_path):
               for (bet, t, s), by_round in sidebets.true_counts(db_.con, counts, shoes).items()
               for r, c in by_round.items()}
     db_.con.register("some_shoes", pa.table({"table_id": ["MB-01"] * 2, "shoe": ["S1", "S2"]}))
-    rows = db_.con.execute(sidebets.true_counts_sql(db_.con, counts, "some_shoes")).fetchall()
+    with sidebets.true_counts_sql(db_.con, counts, "some_shoes") as query:
+        rows = db_.con.execute(query).fetchall()
     duck = {(bet, t, s, r): x for bet, t, s, r, x in rows}
     assert duck == python
     assert sorted({k[2:] for k in duck}) == [("S1", 1), ("S1", 2), ("S1", 3)]

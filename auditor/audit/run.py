@@ -15,8 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -42,6 +41,7 @@ from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, findings
+from auditor.store.columns import py_columns
 from auditor.store.sql import quote
 
 BATCH_ROWS = 200_000
@@ -302,35 +302,22 @@ def _replay(
         audited.append((*key, head[3], head[4], len(found)))
 
     for batch in reader:
-        cols = batch.to_pydict()
-        n = batch.num_rows
-        for i in range(n):
-            k = (cols["table_id"][i], cols["shoe"][i], cols["round"][i])
+        cols = py_columns(batch)
+        tables, shoes, rounds, types = (cols[c] for c in ("table_id", "shoe", "round", "type"))
+        heads = [cols[c] for c in _HEAD_COLUMNS]
+        plain = zip(*(cols[c] for c in _EVENT_COLUMNS), strict=True)
+        chemin_only = zip(*(cols[c] for c in _CHEMIN_COLUMNS), strict=True)
+        for i, (row, more) in enumerate(zip(plain, chemin_only, strict=True)):
+            k = (tables[i], shoes[i], rounds[i])
             if k != key:
                 flush()
                 key = k
-                head = tuple(
-                    cols[c][i]
-                    for c in (
-                        "table_id",
-                        "shoe",
-                        "round",
-                        "n",
-                        "last_seq",
-                        "pit",
-                        "game",
-                        "jurisdiction",
-                        "variant",
-                        "seats",
-                        "side_bets",
-                        "procedure",
-                    )
-                )
+                head = tuple(c[i] for c in heads)
                 events = []
                 dealer = None
-            if dealer is None and cols["type"][i] == "round_start":
+            if dealer is None and types[i] == "round_start":
                 dealer = cols["event_dealer"][i]
-            events.append(_chemin_event(cols, i) if head[6] == CHEMIN else event_at(cols, i))
+            events.append(CheminEvent(*row, *more) if head[6] == CHEMIN else Event(*row))
     flush()
     _store(con, run_id, rows, audited, result)
 
@@ -431,54 +418,26 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
     return all_terms
 
 
-def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
-    """The Event with the fields only chemin de fer events carry (option, bank_pass)."""
-    return _event(
-        CheminEvent,
-        cols,
-        i,
-        hand=cols["hand"][i],
-        choice=cols["choice"][i],
-        from_seat=cols["from_seat"][i],
-        to_seat=cols["to_seat"][i],
-    )
+# The columns of round_events_sql that make an Event, in the order of its fields, and those
+# a chemin de fer round's CheminEvent adds after them; the columns of a round's head.
+_EVENT_COLUMNS = ("seq", "type", "ts", "source", "to_hand", "card", "seat", "bet", "amount",
+                  "kind", "player_count", "banker_count", "winner", "count", "mode",
+                  "void_reason", "disposition", "shoe", "round")
+_CHEMIN_COLUMNS = ("hand", "choice", "from_seat", "to_seat")
+_HEAD_COLUMNS = ("table_id", "shoe", "round", "n", "last_seq", "pit", "game", "jurisdiction",
+                 "variant", "seats", "side_bets", "procedure")
 
 
 def event_at(cols: dict[str, list], i: int) -> Event:
-    """Row `i` of a batch's event columns as the replay's Event (the verdict's witness in
-    tests/replay/test_verdict.py builds its rounds the same way)."""
-    return _event(Event, cols, i)
+    """Row `i` of a batch's event columns as the replay's Event, as `_replay` makes it (the
+    verdict's witness in tests/replay/test_verdict.py builds its rounds the same way). The
+    amount column is DuckDB's DECIMAL, so its values are Decimals already."""
+    return Event(*(cols[c][i] for c in _EVENT_COLUMNS))
 
 
-_E = TypeVar("_E", bound=Event)
-
-
-def _event(cls: type[_E], cols: dict[str, list], i: int, **extra: Any) -> _E:
-    """Row `i` as `cls`, built once: a chemin de fer round's events went through an Event
-    copied field by field first (dataclasses.fields per event: most of that replay's time)."""
-    amount = cols["amount"][i]
-    return cls(
-        seq=cols["seq"][i],
-        type=cols["type"][i],
-        ts=cols["ts"][i],
-        source=cols["source"][i],
-        to=cols["to_hand"][i],
-        card=cols["card"][i],
-        seat=cols["seat"][i],
-        bet=cols["bet"][i],
-        amount=None if amount is None else Decimal(amount),
-        kind=cols["kind"][i],
-        player=cols["player_count"][i],
-        banker=cols["banker_count"][i],
-        winner=cols["winner"][i],
-        count=cols["count"][i],
-        mode=cols["mode"][i],
-        reason=cols["void_reason"][i],
-        disposition=cols["disposition"][i],
-        shoe=cols["shoe"][i],
-        round=cols["round"][i],
-        **extra,
-    )
+def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
+    """Row `i` as a chemin de fer round's event, with the fields only those carry."""
+    return CheminEvent(*(cols[c][i] for c in (*_EVENT_COLUMNS, *_CHEMIN_COLUMNS)))
 
 
 def _context(

@@ -23,12 +23,14 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.config import PropertyConfig
 from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
 from auditor.replay.text import iso
 from auditor.store import findings
+from auditor.store.columns import utc_times
 from auditor.store.sql import stream_key
 
 CODES = ("shoe.repeated_order", "shoe.unshuffled")
@@ -78,8 +80,7 @@ def integrity_findings(
         if not touched:
             con.execute("COMMIT")
             return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
-        orders = _index(con, touched)
-        laid = _laid_out(orders)  # the touched shoes' cards end to end, for both searches
+        orders, laid = _index(con, touched)  # laid: their cards end to end, for both searches
         found = repeats(con, orders, config, laid) + _unshuffled(con, orders, laid)
         new = 0
         if found:
@@ -196,15 +197,20 @@ def _waiting(
     return [x for x in shoes if x in over]
 
 
-def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> list[ShoeOrder]:
-    """Read the touched shoes' cards in order, replace their rows in the index."""
+def _index(
+    con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]
+) -> tuple[list[ShoeOrder], tuple[np.ndarray, np.ndarray]]:
+    """Read the touched shoes' cards in order, replace their rows in the index. Returns the
+    shoes and their cards end to end (_laid_out). The cards stay columns from DuckDB to the
+    index: a night's shoes hold close to a million cards, and a Python int made of each, and
+    an Arrow value made again of that, cost more than the read."""
     con.register("_touched_shoes", pa.table({
         "table_id": pa.array([t for t, _ in touched], pa.string()),
         "shoe": pa.array([s for _, s in touched], pa.string()),
     }))
     sources = _sources_of(con, {t for t, _ in touched})
     try:
-        rows = con.execute(
+        got = con.sql(
             f"""
             WITH cards AS (
               SELECT table_id, shoe, seq, ts, round, {_CODE_SQL} AS code FROM events
@@ -217,14 +223,16 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
               FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
               WHERE source_id IN ({sources}) AND type = 'shoe_start' GROUP BY ALL
             )
-            SELECT c.table_id, c.shoe, min(c.ts), any_value(s.decks), any_value(s.shuffle),
-                   any_value(s.batch), list(c.code ORDER BY c.seq),
-                   list(c.round ORDER BY c.seq), o.shoe_no
+            SELECT o.shoe_no, c.table_id, c.shoe, min(c.ts) AS first_ts,
+                   any_value(s.decks) AS decks, any_value(s.shuffle) AS shuffle,
+                   any_value(s.batch) AS batch,
+                   list(c.code::UTINYINT ORDER BY c.seq) AS codes,
+                   list(coalesce(c.round, 0) ORDER BY c.seq) AS rounds
             FROM cards c LEFT JOIN starts s USING (table_id, shoe)
             LEFT JOIN shoe_orders o USING (table_id, shoe)
             GROUP BY c.table_id, c.shoe, o.shoe_no ORDER BY c.table_id, c.shoe
             """
-        ).fetchall()
+        ).to_arrow_table()
         con.execute("DELETE FROM shoe_grams WHERE shoe_no IN (SELECT shoe_no FROM shoe_orders "
                     "SEMI JOIN _touched_shoes USING (table_id, shoe))").fetchall()
         con.execute("DELETE FROM shoe_orders WHERE (table_id, shoe) IN "
@@ -232,29 +240,26 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
     finally:
         con.unregister("_touched_shoes")
     no = int(con.execute("SELECT coalesce(max(shoe_no), 0) + 1 FROM shoe_orders").fetchall()[0][0])
-    orders: list[ShoeOrder] = []
-    for table, shoe, first_ts, decks, shuffle, batch, codes, rounds, shoe_no in rows:
-        if shoe_no is None:
-            shoe_no, no = no, no + 1
-        orders.append(ShoeOrder(int(shoe_no), table, shoe, first_ts, decks, shuffle, batch,
-                                [int(c) for c in codes], [int(r or 0) for r in rounds]))
-    con.register("_orders", pa.table({
-        "shoe_no": pa.array([o.shoe_no for o in orders], pa.int64()),
-        "table_id": pa.array([o.table for o in orders], pa.string()),
-        "shoe": pa.array([o.shoe for o in orders], pa.string()),
-        "first_ts": pa.array([o.first_ts for o in orders], pa.timestamp("us", tz="UTC")),
-        "decks": pa.array([o.decks for o in orders], pa.int64()),
-        "shuffle": pa.array([o.shuffle for o in orders], pa.string()),
-        "batch": pa.array([o.batch for o in orders], pa.string()),
-        "codes": pa.array([o.codes for o in orders], pa.list_(pa.uint8())),
-        "rounds": pa.array([o.rounds for o in orders], pa.list_(pa.int64())),
-    }))
-    shoe_ix, pos, gram = _grams(orders)
+    # A shoe indexed before keeps its number; a new one takes the next, in (table, shoe) order.
+    numbers = pc.fill_null(got.column("shoe_no"), -1).to_numpy().astype(np.int64)
+    new = numbers < 0
+    numbers[new] = np.arange(no, no + int(new.sum()), dtype=np.int64)
+    got = got.set_column(0, "shoe_no", pa.array(numbers, pa.int64()))
+    codes = got.column("codes").combine_chunks()
+    offsets = np.asarray(codes.offsets, np.int64)
+    laid = (np.asarray(pc.list_flatten(codes), np.int64), offsets - offsets[0])
+    cols = {name: got.column(name).to_pylist()
+            for name in ("table_id", "shoe", "decks", "shuffle", "batch", "codes", "rounds")}
+    orders = [ShoeOrder(*row) for row in zip(
+        numbers.tolist(), cols["table_id"], cols["shoe"], utc_times(got.column("first_ts")),
+        cols["decks"], cols["shuffle"], cols["batch"], cols["codes"], cols["rounds"],
+        strict=True)]
+    con.register("_orders", got)
+    shoe_ix, pos, gram = rules.grams(*laid, K)
     keep = pos % STEP == 0
     con.register("_grams", pa.table({
         "gram": pa.array(gram[keep], pa.int64()),
-        "shoe_no": pa.array(np.array([o.shoe_no for o in orders], np.int64)[shoe_ix[keep]]
-                            if orders else np.zeros(0, np.int64), pa.int64()),
+        "shoe_no": pa.array(numbers[shoe_ix[keep]], pa.int64()),
         "pos": pa.array(pos[keep].astype(np.int32), pa.int32()),
     }))
     try:
@@ -263,7 +268,7 @@ def _index(con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]) -> li
     finally:
         con.unregister("_orders")
         con.unregister("_grams")
-    return orders
+    return orders, laid
 
 
 def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:
@@ -272,10 +277,6 @@ def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:
     codes = np.fromiter(chain.from_iterable(o.codes for o in orders), np.int64,
                         count=int(offsets[-1]))
     return codes, offsets
-
-
-def _grams(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return rules.grams(*_laid_out(orders), K)
 
 
 # --- shoe.repeated_order --------------------------------------------------------------------

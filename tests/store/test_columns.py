@@ -60,13 +60,14 @@ def test_py_columns_is_to_pydict(times: pa.Table) -> None:
 
 def test_an_event_row_fills_each_field_from_its_own_column() -> None:
     """`_replay` builds an Event from the columns by position: each field gets its column."""
-    row = {"seq": 7, "type": "pay", "ts": dt.datetime(2026, 11, 28, tzinfo=dt.UTC),
+    when = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
+    row = {"seq": 7, "type": "pay", "ts": when,
            "source": "f.jsonl:9", "to_hand": "player", "card": "Ts", "seat": 3, "bet": "banker",
            "amount": Decimal("19.00"), "kind": "k", "player_count": 4, "banker_count": 5,
            "winner": "banker", "count": 6, "mode": "m", "void_reason": "r",
            "disposition": "d", "shoe": "S1", "round": 12}
     e = event_at({k: [v] for k, v in row.items()}, 0)
-    assert e == Event(seq=7, type="pay", ts=row["ts"], source="f.jsonl:9", to="player",
+    assert e == Event(seq=7, type="pay", ts=when, source="f.jsonl:9", to="player",
                       card="Ts", seat=3, bet="banker", amount=Decimal("19.00"), kind="k",
                       player=4, banker=5, winner="banker", count=6, mode="m", reason="r",
                       disposition="d", shoe="S1", round=12)

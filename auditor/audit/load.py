@@ -230,45 +230,83 @@ def load_rounds(
     ).to_arrow_table()
 
 
-def tables_with_other_orders(
+_NO_ORDERS = pa.schema([("table_id", pa.string()), ("shoe", pa.string()), ("round", pa.int64()),
+                        ("first_seq_all", pa.int64()), ("void_stood", pa.bool_()),
+                        ("first_seq", pa.int64()), ("void", pa.bool_()), ("moves", pa.string())])
+
+
+def load_orders(
     con: duckdb.DuckDBPyConnection,
     timeline: Timeline,
-    vig_charged: Callable[[str], bool | None],
     tables_in: tuple[str, str] | None = None,
     rounds: pa.Table | None = None,
-) -> tuple[list[str], int]:
-    """The tables where an undeclared run can start, and the rounds with payments seen.
+) -> pa.Table:
+    """Every round with a payment or vigorish at the tables with procedures (of the tables in
+    `tables_in`), one row each, its order as text (`moves`: 'pay 5 vig 5 ...', the events
+    left out of the round aside), and the round read two ways: `first_seq_all` and
+    `void_stood` as it stood (load_rounds: without the events left out of it), `first_seq`
+    and `void` over all the events that name it. `rounds`: load_rounds of the same tables,
+    if already read.
 
-    A run starts only at an informative round whose order fits some procedure but not the
-    declared one; at any other table `undeclared_runs` finds nothing. One row per round with
-    its order as text (no times, no sources), read as columns: a table repeats a few orders
-    under a few declared procedures, and each (order, declared) pair is judged once.
-    `rounds`: load_rounds of the same tables, if already read.
-    """
+    One read serves tables_with_other_orders (the round as it stood) and load_round_orders
+    (over all its events): the orders are the costliest part of both, and the events left
+    out of rounds are few, so the second reading is the first amended by them."""
     tables = _procedure_tables(timeline, tables_in)
     if not tables:
-        return [], 0
+        return _NO_ORDERS.empty_table()
     these_e = table_range_sql(tables_in, "e.table_id")
     con.register("batch_rounds", load_rounds(con, tables_in) if rounds is None else rounds)
     try:
         got = con.sql(
             f"""
-            SELECT e.table_id, r.first_seq_all AS first_seq,
-                   string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
-            FROM events e JOIN batch_rounds r USING (table_id, shoe, round)
-            ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
-            WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
-              AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
-            GROUP BY e.table_id, e.shoe, e.round, r.first_seq_all
-            ORDER BY e.table_id
+            WITH paid AS (
+              SELECT e.table_id, e.shoe, e.round, r.first_seq_all, r.void AS void_stood,
+                     string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq)
+                       AS moves
+              FROM events e JOIN batch_rounds r USING (table_id, shoe, round)
+              ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
+              WHERE e.type IN ('pay', 'vig') AND {these_e}
+                AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
+              GROUP BY ALL
+            ), left_out AS (
+              SELECT e.table_id, e.shoe, e.round, min(e.seq) AS first_seq,
+                     bool_or(e.type = 'void') AS void
+              FROM events e SEMI JOIN round_exclusions x
+                ON x.table_id = e.table_id AND x.seq = e.seq
+              WHERE e.shoe IS NOT NULL AND e.round IS NOT NULL AND {these_e}
+                AND e.table_id IN (SELECT unnest(?::VARCHAR[]))
+              GROUP BY ALL
+            )
+            SELECT p.table_id, p.shoe, p.round, p.first_seq_all, p.void_stood,
+                   least(p.first_seq_all, o.first_seq) AS first_seq,
+                   p.void_stood OR coalesce(o.void, false) AS void, p.moves
+            FROM paid p LEFT JOIN left_out o USING (table_id, shoe, round)
             """,
-            params=[tables],
+            params=[tables, tables],
         ).to_arrow_table()
     finally:
         con.unregister("batch_rounds")
+    return got
+
+
+def tables_with_other_orders(
+    timeline: Timeline,
+    vig_charged: Callable[[str], bool | None],
+    orders: pa.Table,
+) -> tuple[list[str], int]:
+    """The tables where an undeclared run can start, and the rounds with payments seen
+    (not void as they stood), from load_orders.
+
+    A run starts only at an informative round whose order fits some procedure but not the
+    declared one; at any other table `undeclared_runs` finds nothing. A table repeats a few
+    orders under a few declared procedures, and each (order, declared) pair is judged once.
+    """
+    got = orders.filter(~pc.field("void_stood")).select(
+        ["table_id", "first_seq_all", "moves"]).rename_columns(
+        ["table_id", "first_seq", "moves"]).sort_by("table_id")
     suspects: set[str] = set()
     rounds = 0
-    tables_at, first_seq, m_idx, orders = _by_table(got)
+    tables_at, first_seq, m_idx, moves = _by_table(got)
     for table, lo, hi in tables_at:
         charged = vig_charged(table)
         if charged is None:
@@ -276,9 +314,9 @@ def tables_with_other_orders(
         rounds += hi - lo
         declared = declared_at(timeline.declared[table], first_seq[lo:hi])
         known = declared >= 0
-        seen = np.unique(declared[known] * len(orders) + m_idx[lo:hi][known])
-        for d, m in (divmod(k, len(orders)) for k in seen.tolist()):
-            fits, informative = order_facts(_pairs(orders[m]), charged)
+        seen = np.unique(declared[known] * len(moves) + m_idx[lo:hi][known])
+        for d, m in (divmod(k, len(moves)) for k in seen.tolist()):
+            fits, informative = order_facts(_pairs(moves[m]), charged)
             if informative and fits and d not in fits:
                 suspects.add(table)
                 break
@@ -317,15 +355,16 @@ def load_round_orders(
     tables_in: tuple[str, str] | None = None,
     only: Sequence[str] | None = None,
     min_rounds: int = MIN_UNDECLARED_ROUNDS,
+    orders: pa.Table | None = None,
 ) -> list[list[RoundOrder]]:
     """The non-void rounds' payout orders where an undeclared run can lie, at tables with
     procedures (of the tables in `tables_in`, one of db.table_batches, or of all; and of `only`
     if given): one list per span of replay.tables.run_spans, in seq order.
 
-    Two reads: every round's order as text (one row per round, judged once per distinct order
-    and declared procedure), then the times and sources of the spans' rounds alone. A year's
-    history has millions of rounds and a handful of spans; a RoundOrder for each round was
-    most of the table pass (issue 32).
+    Two reads: every round's order as text (load_orders, or `orders` if already read; one row
+    per round, judged once per distinct order and declared procedure), then the times and
+    sources of the spans' rounds alone. A year's history has millions of rounds and a handful
+    of spans; a RoundOrder for each round was most of the table pass (issue 32).
 
     `vig_charged(table)` says whether the table's variant charges vigorish (None: unknown
     variant, the table is skipped).
@@ -335,21 +374,15 @@ def load_round_orders(
         tables = sorted(set(tables) & set(only))
     if not tables:
         return []
+    if orders is None:
+        orders = load_orders(con, timeline, tables_in)
     these_e = table_range_sql(tables_in, "e.table_id")
     paid = f"""
         ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
         WHERE e.type IN ('pay', 'vig') AND NOT r.void AND {these_e}
         GROUP BY e.table_id, e.shoe, e.round, r.first_seq"""
-    got = con.sql(
-        f"""
-        WITH r AS ({_rounds_sql(tables_in)})
-        SELECT e.table_id, e.shoe, e.round, r.first_seq,
-               string_agg(e.type || ' ' || coalesce(e.seat, 0), ' ' ORDER BY e.seq) AS moves
-        FROM events e JOIN r USING (table_id, shoe, round) {paid}
-        ORDER BY e.table_id, r.first_seq
-        """,
-        params=[tables],
-    ).to_arrow_table()
+    got = orders.filter(~pc.field("void") & pc.field("table_id").isin(tables))
+    got = got.select(["table_id", "shoe", "round", "first_seq", "moves"])
     # run_spans needs each table's rounds in seq order: sorted here, not left to the plan
     got = got.sort_by([("table_id", "ascending"), ("first_seq", "ascending")])
     picked, declared_of = _in_spans(got, timeline, vig_charged, min_rounds)
@@ -375,14 +408,14 @@ def load_round_orders(
     by_key = {(t, shoe, rnd): row for t, shoe, rnd, *row in rows}
     spans: list[list[RoundOrder]] = []
     for span in picked:
-        orders = []
+        span_orders = []
         for key in span:
             first_seq, kinds, seats, seq, ts, source = by_key[key]
             d = declared_of[key]
-            orders.append(paid_round(key[0], key[1], key[2], first_seq,
+            span_orders.append(paid_round(key[0], key[1], key[2], first_seq,
                                      tuple(zip(kinds, seats, strict=True)), (seq, ts, source),
                                      d, bool(vig_charged(key[0]))))
-        spans.append(orders)
+        spans.append(span_orders)
     return spans
 
 

@@ -227,15 +227,15 @@ def _by_batch(
     out = _Batches()
     for tables_in in db.table_batches(con):
         every_round = load.load_rounds(con, tables_in)
-        suspects, n = load.tables_with_other_orders(
-            con, timeline, lambda t: charged.get(t), tables_in, every_round
-        )
+        orders = load.load_orders(con, timeline, tables_in, every_round)
+        suspects, n = load.tables_with_other_orders(timeline, lambda t: charged.get(t), orders)
         out.counts["rounds"] += n
         if suspects:
             for span in load.load_round_orders(con, timeline, lambda t: charged.get(t),
                                                tables_in, only=suspects,
-                                               min_rounds=min_undeclared_rounds):
+                                               min_rounds=min_undeclared_rounds, orders=orders):
                 out.runs += table_checks.undeclared_runs(span, min_undeclared_rounds)
+        del orders
         shoes = shoe_reads.load_shoes(con, shoe_rules, tables_in, every_round)
         del every_round
         excess, used = shoe_reads.load_composition(con, tables_in, shoes)

@@ -8,7 +8,8 @@ import datetime as dt
 import itertools
 import re
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -438,6 +439,38 @@ def test_only_tables_with_a_round_in_another_order_are_read_round_by_round(
     [f] = a.findings("procedure.undeclared_change")
     assert (f["table_id"], f["round"]) == ("MB-01", 2)
     assert a.run()["rounds_with_payout_order"] == 15
+
+
+def test_the_orders_read_once_give_each_round_as_it_stood_and_over_all_its_events(tmp_path):
+    """load_orders serves both readers with one read: tables_with_other_orders takes a round
+    as it stood, load_round_orders over every event that names it. A void logged after its
+    round's end is left out of the round (log.after_round_end): void over all its events,
+    not as it stood."""
+    from auditor.audit import load
+
+    log = Log()
+    table_on_three(log)
+    rounds(log, "MB-01", "S1", [ORDER[3], ORDER[4]])
+    late = log.emit("table:MB-01", log._next("MB-01"), "void", shoe="S1", round=2,
+                    reason="insufficient_cards")
+    rounds(log, "MB-01", "S1", [ORDER[3]], first=3)
+    db = TablePassDb(tmp_path)
+    db.ingest(log)
+    audit(db.con, runs.start(db.con, "audit", {}), db.config)
+    assert db.con.execute("SELECT round, seq, why FROM round_exclusions").fetchall() == [
+        (2, late["seq"], "after_end")]
+    firsts = {e["round"]: e["seq"] for e in reversed(log.streams["table:MB-01"])
+              if e.get("round") is not None}
+    tables = cast(Any, SimpleNamespace(declared={"MB-01": None}, rules={"MB-01": None}))
+    got = load.load_orders(db.con, tables).sort_by("round").to_pylist()
+    assert [(r["round"], r["first_seq_all"], r["first_seq"], r["void_stood"], r["void"],
+             r["moves"]) for r in got] == [
+        (1, firsts[1], firsts[1], False, False, "pay 7 vig 7 pay 4 vig 4"),
+        (2, firsts[2], firsts[2], False, True, "vig 7 pay 7 vig 4 pay 4"),
+        (3, firsts[3], firsts[3], False, False, "pay 7 vig 7 pay 4 vig 4"),
+    ]
+    # the table pass counts the three rounds as they stood
+    assert db.run()["rounds_with_payout_order"] == 3
 
 
 def test_two_rounds_in_another_procedures_order_stay_single_round_mismatches(tmp_path):

@@ -35,17 +35,22 @@ def procedure_order(
     procedure: int, pay_seats: Iterable[int], vig_seats: Iterable[int]
 ) -> list[Step]:
     """The order procedure 1-4 requires for these seats to be paid and charged vigorish."""
-    pays = sorted(set(pay_seats), reverse=True)
-    vigs = sorted(set(vig_seats), reverse=True)
+    return _required(procedure, sorted(set(pay_seats), reverse=True),
+                     sorted(set(vig_seats), reverse=True))
+
+
+def _required(procedure: int, pays: list[int], vigs: list[int]) -> list[Step]:
+    """procedure_order of seats given each once, highest first."""
     if procedure == 1:  # pay every winner, then go back for the vigorish
         return [(PAY, s) for s in pays] + [(VIG, s) for s in vigs]
     if procedure == 2:  # all the vigorish, then go back and pay
         return [(VIG, s) for s in vigs] + [(PAY, s) for s in pays]
     first, then = (PAY, VIG) if procedure == 3 else (VIG, PAY)
+    seats = {PAY: set(pays), VIG: set(vigs)}
     order: list[Step] = []
-    for seat in sorted(set(pays) | set(vigs), reverse=True):  # seat by seat
+    for seat in sorted(seats[PAY] | seats[VIG], reverse=True):  # seat by seat
         for kind in (first, then):
-            if seat in (pays if kind == PAY else vigs):
+            if seat in seats[kind]:
                 order.append((kind, seat))
     return order
 
@@ -70,7 +75,11 @@ def consistent_procedures(
     round here and over runs of rounds by the table audit (procedure.undeclared_change).
     """
     observed = steps(pays_and_vigs, vig_charged)
-    return frozenset(p for p in PROCEDURES if required_order(p, observed) == observed)
+    pays = sorted({s for k, s in observed if k == PAY}, reverse=True)
+    vigs = sorted({s for k, s in observed if k == VIG}, reverse=True)
+    if len(pays) + len(vigs) != len(observed):  # a seat paid or charged twice apart
+        return frozenset()
+    return frozenset(p for p in PROCEDURES if _required(p, pays, vigs) == observed)
 
 
 def first_departure(observed: Sequence[Step], required: Sequence[Step]) -> int:

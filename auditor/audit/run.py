@@ -384,7 +384,7 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
             if tk not in known.terms:
                 ok = verdict.outcome_key(ctx)
                 if ok not in known.outcomes:
-                    known.outcomes[ok] = verdict.outcome_tables(ctx)
+                    known.outcomes[ok] = verdict.shared_outcome_tables(ctx)
                 known.terms[tk] = verdict.terms(ctx, known.outcomes[ok])
             if tk not in index:
                 t = known.terms[tk]

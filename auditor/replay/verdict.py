@@ -21,6 +21,7 @@ Pure: numpy arrays and rule packs in, a boolean array out.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from fractions import Fraction
@@ -32,6 +33,7 @@ from auditor.replay.model import TableContext
 from auditor.replay.order import PROCEDURES
 from auditor.replay.round import announcement_due
 from auditor.replay.settle import COLLECT, PAY, PUSH, settlement_terms
+from auditor.rules.pack import RulePack
 
 # The round event types the facts count. Any other type of ROUND_EVENTS in a round (void,
 # irregularity, the chemin de fer types, or one added to the vocabulary later) is counted as
@@ -197,6 +199,30 @@ def outcome_tables(ctx: TableContext) -> OutcomeTables | str:
     if any(f.numerator >= LIMIT_ODDS or f.denominator >= LIMIT_ODDS for f in odds):
         return "pack: odds or a vigorish rate beyond the verdict's integers"
     return tuple(due), tuple(how), tuple(num), tuple(den)
+
+
+# outcome_tables kept across audits in one process (nightly's passes, a watch's sweeps,
+# the tests): each costs ~25 ms of CPU, a fixed cost of every audit per kind of table. Keyed by
+# the pack object, which is frozen and shared while its file is unchanged (a pack edited on
+# disk is another object: rules/pack.load_pack_file); kept with its tables so that its id
+# is not reused while the entry lives.
+_SHARED: dict[tuple, tuple[RulePack, OutcomeTables | str]] = {}
+_SHARED_MAX = 64
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_outcome_tables(ctx: TableContext) -> OutcomeTables | str:
+    """outcome_tables(ctx), worked out once a process for its pack and outcome_key."""
+    key = (id(ctx.pack), *outcome_key(ctx))
+    hit = _SHARED.get(key)
+    if hit is not None and hit[0] is ctx.pack:
+        return hit[1]
+    tables = outcome_tables(ctx)
+    with _SHARED_LOCK:  # audits in two threads of a process (backfill's workers) both add
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)), None)  # the oldest
+        _SHARED[key] = (ctx.pack, tables)
+    return tables
 
 
 def _step_key(procedure: int, code: int) -> int:

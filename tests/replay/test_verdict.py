@@ -789,3 +789,27 @@ def test_event_types_the_verdict_does_not_count_send_the_round_to_check_round() 
     assert set(verdict.UNDERSTOOD) <= set(ROUND_EVENTS)
     assert set(facts.OTHER_TYPES) == set(ROUND_EVENTS) - set(verdict.UNDERSTOOD)
     assert {"void", "irregularity", "bank", "banco", "commission"} <= set(facts.OTHER_TYPES)
+
+
+def test_outcome_tables_are_shared_by_pack_object_and_outcome_key() -> None:
+    """shared_outcome_tables works a pack's tables out once a process: the same tables for
+    the same pack object and outcome key, worked out again for another pack object (a pack
+    read afresh after an edit is one) or another variant."""
+    pack = load_pack("NJ", "mini_baccarat")
+
+    def ctx(p: RulePack, variant: str = "standard", procedure: int | None = 1) -> TableContext:
+        return TableContext("MB-01", "P1", "mini_baccarat", "NJ", variant, procedure, 7,
+                            ("dragon7",), p)
+
+    first = verdict.shared_outcome_tables(ctx(pack))
+    assert first == verdict.outcome_tables(ctx(pack))
+    assert verdict.shared_outcome_tables(ctx(pack, procedure=3)) is first  # not in the key
+    edited = dataclasses.replace(
+        pack, announcements=MappingProxyType({k: v for k, v in pack.announcements.items()
+                                              if k != "tie_hand"}))
+    again = verdict.shared_outcome_tables(ctx(edited))
+    assert again is not first and again == verdict.outcome_tables(ctx(edited))
+    assert again != first  # a tie no longer announced
+    other = next(v for v in pack.variants if v != "standard")
+    assert verdict.shared_outcome_tables(ctx(pack, other)) == verdict.outcome_tables(
+        ctx(pack, other))

@@ -26,9 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.config import PropertyConfig
+from auditor.errors import UserError
 from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
 from auditor.replay.text import iso
+from auditor.rules.cards import CARD_PATTERN_SQL
 from auditor.store import findings
 from auditor.store.columns import utc_times
 from auditor.store.sql import stream_key
@@ -38,9 +40,11 @@ K, STEP = rules.seed_layout(rules.MIN_REPEAT)
 RUN_CARDS_SHOWN = 24  # cards of a run written into the evidence; the length says the rest
 
 # The card's code 0..51 (rules.card_code) from any spelling the log format allows.
+# A card's code 0-51 (rules.card_code), NULL for a text no card pattern reads.
 _CODE_SQL = (
+    f"CASE WHEN regexp_full_match(card, '{CARD_PATTERN_SQL}') THEN "
     "((strpos('A23456789TJQK', CASE WHEN length(card) = 3 THEN 'T' "
-    "ELSE upper(left(card, 1)) END) - 1) * 4 + strpos('cdhs', lower(right(card, 1))) - 1)"
+    "ELSE upper(left(card, 1)) END) - 1) * 4 + strpos('cdhs', lower(right(card, 1))) - 1) END"
 )
 
 
@@ -246,6 +250,9 @@ def _index(
     numbers[new] = np.arange(no, no + int(new.sum()), dtype=np.int64)
     got = got.set_column(0, "shoe_no", pa.array(numbers, pa.int64()))
     codes = got.column("codes").combine_chunks()
+    if pc.list_flatten(codes).null_count:  # ingest stores only cards; a row changed since
+        _refuse_no_card(got.column("table_id").to_pylist(), got.column("shoe").to_pylist(),
+                        codes.to_pylist())
     offsets = np.asarray(codes.offsets, np.int64)
     laid = (np.asarray(pc.list_flatten(codes), np.int64), offsets - offsets[0])
     cols = {name: got.column(name).to_pylist()
@@ -269,6 +276,16 @@ def _index(
         con.unregister("_orders")
         con.unregister("_grams")
     return orders, laid
+
+
+def _refuse_no_card(tables: list[str], shoes: list[str], codes: list[list[int | None]]) -> None:
+    """The first shoe with a card event no card code reads, by name and place."""
+    for table, shoe, cards in zip(tables, shoes, codes, strict=True):
+        if None in cards:
+            raise UserError(
+                f"table {table} shoe {shoe}: the events table holds a card event whose card "
+                f"is no card (card {cards.index(None) + 1} of the shoe), so it was changed "
+                "after ingest; run `bacc-audit verify` to name the row")
 
 
 def _laid_out(orders: list[ShoeOrder]) -> tuple[np.ndarray, np.ndarray]:

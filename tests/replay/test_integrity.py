@@ -364,6 +364,34 @@ def test_integrity_pass_reads_only_new_lines(tmp_path):
     assert summary == {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
 
 
+@pytest.mark.parametrize("card", [None, "Zz", "Qx", "Q"])
+def test_a_card_changed_in_the_database_into_no_card_stops_the_pass_and_says_where(
+    tmp_path, card
+):
+    """Ingest stores only cards; a card event changed since to no card (NULL, or a text no
+    card code reads) is refused by name, nothing indexed, rather than read as some card."""
+    from auditor.audit.integrity import integrity_findings
+    from auditor.errors import UserError
+
+    simulate(tmp_path / "logs", 2, 1, seed=4, games=("mini_baccarat",))
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        ingest(con, sorted((tmp_path / "logs").glob("*.jsonl")), runs.start(con, "ingest", {}))
+        table, shoe, seq = con.execute(
+            "SELECT table_id, shoe, seq FROM events WHERE type = 'card' ORDER BY table_id, seq "
+            "LIMIT 1 OFFSET 7").fetchall()[0]
+        con.execute("UPDATE events SET card = ? WHERE table_id = ? AND seq = ?",
+                    [card, table, seq])
+        with pytest.raises(UserError) as e:
+            integrity_findings(con, runs.start(con, "audit", {}), PropertyConfig())
+        assert str(e.value).startswith(
+            f"table {table} shoe {shoe}: the events table holds a card event whose card is "
+            "no card (card ")
+        assert con.execute("SELECT count(*) FROM shoe_orders").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
 @pytest.mark.slow
 def test_cli_simulate_plants_the_orders_on_request(bacc_audit, tmp_path):
     res = bacc_audit("simulate", "--out", str(tmp_path / "s"), "--tables", "6", "--hours", "3",

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -33,12 +34,14 @@ from auditor.audit.rounds import (
 )
 from auditor.audit.streams import check_streams
 from auditor.config import PropertyConfig
+from auditor.errors import UserError
 from auditor.finding import Finding
 from auditor.replay import verdict
 from auditor.replay.chemin import replay_chemin_round, round_facts
 from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
 from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
+from auditor.rules.cards import parse_card
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, findings
 from auditor.store.columns import py_columns
@@ -301,25 +304,50 @@ def _replay(
         result.by_code.update(f.code for f in found)
         audited.append((*key, head[3], head[4], len(found)))
 
-    for batch in reader:
-        cols = py_columns(batch)
-        tables, shoes, rounds, types = (cols[c] for c in ("table_id", "shoe", "round", "type"))
-        heads = [cols[c] for c in _HEAD_COLUMNS]
-        plain = zip(*(cols[c] for c in _EVENT_COLUMNS), strict=True)
-        chemin_only = zip(*(cols[c] for c in _CHEMIN_COLUMNS), strict=True)
-        for i, (row, more) in enumerate(zip(plain, chemin_only, strict=True)):
-            k = (tables[i], shoes[i], rounds[i])
-            if k != key:
-                flush()
-                key = k
-                head = tuple(c[i] for c in heads)
-                events = []
-                dealer = None
-            if dealer is None and types[i] == "round_start":
-                dealer = cols["event_dealer"][i]
-            events.append(CheminEvent(*row, *more) if head[6] == CHEMIN else Event(*row))
-    flush()
+    try:
+        for batch in reader:
+            cols = py_columns(batch)
+            tables, shoes, rounds, types, cards = (
+                cols[c] for c in ("table_id", "shoe", "round", "type", "card"))
+            heads = [cols[c] for c in _HEAD_COLUMNS]
+            plain = zip(*(cols[c] for c in _EVENT_COLUMNS), strict=True)
+            chemin_only = zip(*(cols[c] for c in _CHEMIN_COLUMNS), strict=True)
+            for i, (row, more) in enumerate(zip(plain, chemin_only, strict=True)):
+                k = (tables[i], shoes[i], rounds[i])
+                if k != key:
+                    flush()
+                    key = k
+                    head = tuple(c[i] for c in heads)
+                    events = []
+                    dealer = None
+                if dealer is None and types[i] == "round_start":
+                    dealer = cols["event_dealer"][i]
+                if cards[i] is not None and not _is_card(cards[i]):
+                    raise _changed_card(tables[i], row[0], row[3], cards[i])
+                events.append(CheminEvent(*row, *more) if head[6] == CHEMIN else Event(*row))
+        flush()
+    finally:
+        # Whatever went wrong, the stream is let go first: DuckDB refuses the rollback and
+        # the run's record on a connection with a result still open, and says only that.
+        reader.close()
     _store(con, run_id, rows, audited, result)
+
+
+@lru_cache(maxsize=256)
+def _is_card(text: str) -> bool:
+    try:
+        parse_card(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _changed_card(table: str, seq: int, source: str, card: str) -> UserError:
+    """Ingest stores only cards: a card column that reads as none was changed since."""
+    return UserError(
+        f"table {table} seq {seq} ({source}): the events table holds the card {card!r}, "
+        "which no card reads and ingest never stores, so the row was changed after ingest; "
+        "run `bacc-audit verify` to compare it with its line")
 
 
 def _shoe_dealers(con: duckdb.DuckDBPyConnection, rounds: str) -> dict[tuple[str, str], str]:

@@ -276,3 +276,31 @@ def test_a_stamp_no_audit_can_read_is_a_sentence_and_exit_2(sample_audited, tmp_
     assert con.execute("SELECT status, exit_code FROM runs ORDER BY id DESC LIMIT 1"
                        ).fetchall() == [("failed", 2)]
     con.close()
+
+
+def test_a_card_changed_in_the_database_into_no_card_is_a_sentence_and_exit_2(
+    tmp_path, bacc_audit
+):
+    """Ingest stores only cards. A card column changed since into text no card reads ended
+    the audit in "internal error: ... connection has an open result" (the replay's error
+    hidden behind the events still streaming); now it names the row and its line, says what
+    to do, records the run as failed and keeps no part of the audit."""
+    log = (Path(__file__).resolve().parents[2] / "sample_logs" / "2026-11-28_MB-01.jsonl")
+    path = tmp_path / "a.duckdb"
+    con = db.connect(path)
+    ingest(con, [log], runs.start(con, "ingest", {}))
+    seq, line = con.execute("SELECT seq, line_no FROM events WHERE table_id = 'MB-01' AND "
+                            "type = 'card' ORDER BY seq LIMIT 1 OFFSET 40").fetchall()[0]
+    con.execute("UPDATE events SET card = 'Qx' WHERE table_id = 'MB-01' AND seq = ?", [seq])
+    con.close()
+    r = bacc_audit("audit", "--db", path)
+    assert r.code == 2, r
+    assert r.err.splitlines()[-1] == (
+        f"error: table MB-01 seq {seq} ({log}:{line}): the events table holds the card 'Qx', "
+        "which no card reads and ingest never stores, so the row was changed after ingest; "
+        "run `bacc-audit verify` to compare it with its line")
+    con = db.connect(path, read_only=True)
+    assert con.execute("SELECT status, exit_code FROM runs ORDER BY id DESC LIMIT 1"
+                       ).fetchall() == [("failed", 2)]
+    assert con.execute("SELECT count(*) FROM round_audits").fetchall() == [(0,)]
+    con.close()

@@ -607,6 +607,9 @@ class _CheminHistory:
         finally:
             con.unregister("chemin_lookback")
         cols = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        for i, card in enumerate(cols["card"]):
+            if card is not None and not _is_card(card):
+                raise _changed_card(cols["table_id"][i], cols["seq"][i], cols["source"][i], card)
         by_round: dict[RoundKey, list[int]] = {}
         for i in range(len(cols["seq"])):
             by_round.setdefault(

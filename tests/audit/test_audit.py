@@ -123,6 +123,27 @@ def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_p
     )
 
 
+def test_a_card_changed_into_no_card_in_a_round_read_back_is_refused_by_name(tmp_path):
+    """The chemin de fer history reads back rounds audited before: a card of theirs changed
+    since into no card is refused as the replay refuses it, not an internal error."""
+    from auditor.errors import UserError
+
+    lines = (SAMPLE / "2026-11-28_CF-01.jsonl").read_text().splitlines()
+    cut = max(i for i, line in enumerate(lines) if '"round_start"' in line)
+    con = db.connect(tmp_path / "cf.duckdb")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:cut]) + "\n")
+    second.write_text("\n".join(lines[cut:]) + "\n")
+    ingest(con, [first], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    seq = con.execute("SELECT max(seq) FROM events WHERE type = 'card'").fetchall()[0][0]
+    con.execute("UPDATE events SET card = '1s' WHERE seq = ? AND type = 'card'", [seq])
+    ingest(con, [second], runs.start(con, "ingest", {}))
+    with pytest.raises(UserError, match=rf"^table CF-01 seq {seq} \(.*first\.jsonl:\d+\): the "
+                       "events table holds the card '1s', which no card reads"):
+        audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+
+
 @pytest.mark.slow
 def test_tables_audited_in_small_batches_give_the_same_audit(audited, tmp_path, monkeypatch):
     """A big day is replayed a few tables at a time; the batches must not change a thing."""

@@ -322,7 +322,7 @@ def _replay(
                     dealer = None
                 if dealer is None and types[i] == "round_start":
                     dealer = cols["event_dealer"][i]
-                if cards[i] is not None and not _is_card(cards[i]):
+                if not _card_ok(types[i], cards[i]):
                     raise _changed_card(tables[i], row[0], row[3], cards[i])
                 events.append(CheminEvent(*row, *more) if head[6] == CHEMIN else Event(*row))
         flush()
@@ -331,6 +331,12 @@ def _replay(
         # the run's record on a connection with a result still open, and says only that.
         reader.close()
     _store(con, run_id, rows, audited, result)
+
+
+def _card_ok(type_: str, card: str | None) -> bool:
+    """Whether an event's card is one ingest would have stored: a card, and one on every
+    card event."""
+    return type_ != "card" if card is None else _is_card(card)
 
 
 @lru_cache(maxsize=256)
@@ -342,12 +348,14 @@ def _is_card(text: str) -> bool:
     return True
 
 
-def _changed_card(table: str, seq: int, source: str, card: str) -> UserError:
-    """Ingest stores only cards: a card column that reads as none was changed since."""
+def _changed_card(table: str, seq: int, source: str, card: str | None) -> UserError:
+    """Ingest stores only cards, and one on every card event: a card column that reads as
+    none was changed since."""
+    held = "a card event without its card" if card is None else f"the card {card!r}"
     return UserError(
-        f"table {table} seq {seq} ({source}): the events table holds the card {card!r}, "
-        "which no card reads and ingest never stores, so the row was changed after ingest; "
-        "run `bacc-audit verify` to compare it with its line")
+        f"table {table} seq {seq} ({source}): the events table holds {held}, which "
+        "ingest never stores, so the row was changed after ingest; run `bacc-audit verify` "
+        "to compare it with its line")
 
 
 def _shoe_dealers(con: duckdb.DuckDBPyConnection, rounds: str) -> dict[tuple[str, str], str]:
@@ -608,7 +616,7 @@ class _CheminHistory:
             con.unregister("chemin_lookback")
         cols = {name: [row[i] for row in rows] for i, name in enumerate(names)}
         for i, card in enumerate(cols["card"]):
-            if card is not None and not _is_card(card):
+            if not _card_ok(cols["type"][i], card):
                 raise _changed_card(cols["table_id"][i], cols["seq"][i], cols["source"][i], card)
         by_round: dict[RoundKey, list[int]] = {}
         for i in range(len(cols["seq"])):

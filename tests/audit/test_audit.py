@@ -140,7 +140,7 @@ def test_a_card_changed_into_no_card_in_a_round_read_back_is_refused_by_name(tmp
     con.execute("UPDATE events SET card = '1s' WHERE seq = ? AND type = 'card'", [seq])
     ingest(con, [second], runs.start(con, "ingest", {}))
     with pytest.raises(UserError, match=rf"^table CF-01 seq {seq} \(.*first\.jsonl:\d+\): the "
-                       "events table holds the card '1s', which no card reads"):
+                       "events table holds the card '1s', which ingest never stores"):
         audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
 
 
@@ -299,8 +299,9 @@ def test_a_stamp_no_audit_can_read_is_a_sentence_and_exit_2(sample_audited, tmp_
     con.close()
 
 
+@pytest.mark.parametrize("card", ["Qx", None])
 def test_a_card_changed_in_the_database_into_no_card_is_a_sentence_and_exit_2(
-    tmp_path, bacc_audit
+    tmp_path, bacc_audit, card
 ):
     """Ingest stores only cards. A card column changed since into text no card reads ended
     the audit in "internal error: ... connection has an open result" (the replay's error
@@ -312,14 +313,15 @@ def test_a_card_changed_in_the_database_into_no_card_is_a_sentence_and_exit_2(
     ingest(con, [log], runs.start(con, "ingest", {}))
     seq, line = con.execute("SELECT seq, line_no FROM events WHERE table_id = 'MB-01' AND "
                             "type = 'card' ORDER BY seq LIMIT 1 OFFSET 40").fetchall()[0]
-    con.execute("UPDATE events SET card = 'Qx' WHERE table_id = 'MB-01' AND seq = ?", [seq])
+    con.execute("UPDATE events SET card = ? WHERE table_id = 'MB-01' AND seq = ?", [card, seq])
     con.close()
     r = bacc_audit("audit", "--db", path)
     assert r.code == 2, r
+    held = "the card 'Qx'" if card else "a card event without its card"
     assert r.err.splitlines()[-1] == (
-        f"error: table MB-01 seq {seq} ({log}:{line}): the events table holds the card 'Qx', "
-        "which no card reads and ingest never stores, so the row was changed after ingest; "
-        "run `bacc-audit verify` to compare it with its line")
+        f"error: table MB-01 seq {seq} ({log}:{line}): the events table holds {held}, which "
+        "ingest never stores, so the row was changed after ingest; run `bacc-audit verify` "
+        "to compare it with its line")
     con = db.connect(path, read_only=True)
     assert con.execute("SELECT status, exit_code FROM runs ORDER BY id DESC LIMIT 1"
                        ).fetchall() == [("failed", 2)]

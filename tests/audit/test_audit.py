@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from auditor import config
@@ -96,6 +97,20 @@ def test_chemin_de_fer_findings_point_at_their_events(audited):
 
 
 @pytest.mark.slow
+def _first_part_audited(
+    tmp_path: Path, lines: list[str], cut: int
+) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """CF-01's lines before `cut` ingested and audited into a new database; the rest written
+    to a second file, not ingested yet."""
+    con = db.connect(tmp_path / "cf.duckdb")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:cut]) + "\n")
+    second.write_text("\n".join(lines[cut:]) + "\n")
+    ingest(con, [first], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    return con, second
+
+
 def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_path):
     """A rerun that replays only the last rounds reads back the rounds audited before, so a
     banco suivi is judged against the Banker's preceding wager, not guessed."""
@@ -104,12 +119,7 @@ def test_a_chemin_de_fer_round_audited_alone_still_knows_the_rounds_before(tmp_p
     shoe, rnd = max(planted)  # the banco suivi nobody was entitled to
     cut = next(i for i, line in enumerate(lines)
                if f'"shoe":"{shoe}","round":{rnd},' in line and '"round_start"' in line)
-    con = db.connect(tmp_path / "cf.duckdb")
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_text("\n".join(lines[:cut]) + "\n")
-    second.write_text("\n".join(lines[cut:]) + "\n")
-    ingest(con, [first], runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    con, second = _first_part_audited(tmp_path, lines, cut)
     ingest(con, [second], runs.start(con, "ingest", {}))
     again = audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
     assert 0 < again.rounds < 200
@@ -130,12 +140,7 @@ def test_a_card_changed_into_no_card_in_a_round_read_back_is_refused_by_name(tmp
 
     lines = (SAMPLE / "2026-11-28_CF-01.jsonl").read_text().splitlines()
     cut = max(i for i, line in enumerate(lines) if '"round_start"' in line)
-    con = db.connect(tmp_path / "cf.duckdb")
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_text("\n".join(lines[:cut]) + "\n")
-    second.write_text("\n".join(lines[cut:]) + "\n")
-    ingest(con, [first], runs.start(con, "ingest", {}))
-    audit(con, runs.start(con, "audit", {}), config.PropertyConfig(), tables=False)
+    con, second = _first_part_audited(tmp_path, lines, cut)
     seq = con.execute("SELECT max(seq) FROM events WHERE type = 'card'").fetchall()[0][0]
     con.execute("UPDATE events SET card = '1s' WHERE seq = ? AND type = 'card'", [seq])
     ingest(con, [second], runs.start(con, "ingest", {}))

@@ -61,10 +61,16 @@ EVENT_SELECT = (
 )
 
 
-def round_events_sql(rounds: str) -> str:
+def round_events_sql(rounds: str, bounded: bool = False) -> str:
     """The events of the rounds listed in table `rounds` (shaped like `todo`) as they stood
     (without `round_excluded`), each row with its round's table context, in round and seq
-    order: what check_round is given."""
+    order: what check_round is given.
+
+    `bounded`: only events stamped at or after the one parameter, the `since` select_rounds
+    counted the rounds' events from (`watch`): then a round's events read are the `n` it
+    counted, and DuckDB reads only the night's last row groups instead of every event of the
+    database. Not for rounds read one by one (`late_seen`), whose `n` has no bound."""
+    since = "AND e.ts >= ?" if bounded else ""
     return f"""
         SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
                t.variant, t.seats, t.side_bets, t.procedure, {EVENT_SELECT},
@@ -74,7 +80,7 @@ def round_events_sql(rounds: str) -> str:
         JOIN sources s ON s.id = e.source_id
         {ORDERED_JOIN}
         LEFT JOIN round_excluded x ON x.table_id = e.table_id AND x.seq = e.seq
-        WHERE e.type IN ({ROUND_TYPES}) AND x.seq IS NULL
+        WHERE e.type IN ({ROUND_TYPES}) AND x.seq IS NULL {since}
         ORDER BY t.table_id, t.shoe, t.round, e.seq
         """
 

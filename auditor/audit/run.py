@@ -182,18 +182,21 @@ def audit_rounds(
     rounds end, with the same replay and the same writer as `audit`, so a watched night's
     findings are a batch audit's.
 
-    `since` bounds the events read (no event of these rounds is older): the events table is
-    appended in time order while watching, so DuckDB skips the row groups before it and a
-    poll's cost follows the new rounds, not the night so far. `known` carries contexts, packs
-    and Terms from one call to the next. `contexts`: see select_rounds. One transaction,
-    as `audit`.
+    `since` bounds the events read: no event of these rounds is older (`watch` knows it of
+    every event it loaded: auditor.jobs.earliest). The events table is appended in time
+    order while watching, so DuckDB skips the row groups before it and a poll's cost follows
+    the new rounds, not the night so far. Were an event of one older all the same (loaded
+    before the watch began), the round is recorded with the events it was judged on, and
+    the next sweep (a batch audit, which reads every event) finds it changed and judges it
+    again whole. `known` carries contexts, packs and Terms from one call to the next.
+    `contexts`: see select_rounds. One transaction, as `audit`.
     """
     result = AuditResult(run_id)
     known = known or Known()
     with _rounds_transaction(con, run_id):
         select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
         _late(result, record_late(con, run_id, known.zone_of(con, config)))
-        _replay(con, run_id, result, known)
+        _replay(con, run_id, result, known, since)
     return result
 
 
@@ -253,12 +256,16 @@ class Known:
 
 
 def _replay(
-    con: duckdb.DuckDBPyConnection, run_id: int, result: AuditResult, known: Known
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    result: AuditResult,
+    known: Known,
+    since: dt.datetime | None = None,
 ) -> None:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
     without a usable pack) goes through the reference, in table order, which alone writes
-    round findings."""
+    round findings. `since`: select_rounds' bound (audit_rounds)."""
     contexts, packs = known.contexts, known.packs
     todo_rounds = con.execute("SELECT count(*) FROM todo").fetchall()[0][0]
     if todo_rounds >= VERDICT_MIN_ROUNDS:
@@ -279,7 +286,13 @@ def _replay(
     # before the reader: DuckDB streams one result at a time
     chemin = _CheminHistory.load(con, packs)
     shoe_dealers = _shoe_dealers(con, "todo_py")
-    reader = con.sql(round_events_sql("todo_py")).to_arrow_reader(BATCH_ROWS)
+    # Rounds read one by one counted every event of theirs, with no bound.
+    bounded = since is not None and not con.execute(
+        "SELECT 1 FROM late_seen SEMI JOIN todo_py USING (table_id, shoe, round) LIMIT 1"
+    ).fetchall()
+    reader = con.sql(
+        round_events_sql("todo_py", bounded), params=[since] if bounded else None
+    ).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
     head: tuple = ()
     events: list[Event] = []

@@ -103,12 +103,12 @@ class Poll:
     # per stream ('table:MB-07', 'pit:P3'): event type -> events loaded
     types: dict[str, Counter[str]] = field(default_factory=dict)
     rounds_ended: list[tuple[str, str, int]] = field(default_factory=list)  # table, shoe, round
-    # Every round that received round events (a round that ended before, and gets more,
-    # has late events: `watch` judges them at once).
-    rounds_touched: set[tuple[str, str, int]] = field(default_factory=set)
-    # The time of the earliest event loaded: the rounds that ended began after it less the
-    # length of a round, which bounds what the caller reads to audit them.
-    earliest: dt.datetime | None = None
+    # Every round that received events (a round that ended before, and gets more, has late
+    # events: `watch` judges them at once), with the earliest stamp among those events
+    # (auditor.jobs.earliest).
+    # (None: an event without a stamp, so no bound).
+    rounds_touched: dict[tuple[str, str, int], dt.datetime | None] = field(default_factory=dict)
+    earliest: dt.datetime | None = None  # the time of the earliest event loaded
     waiting: dict[Path, int] = field(default_factory=dict)  # bytes of a line without newline
     gone: list[Path] = field(default_factory=list)  # followed files no longer there
 
@@ -124,6 +124,20 @@ class Poll:
         self.types.setdefault(stream, Counter())[type_] += n
         if ts is not None and (self.earliest is None or ts < self.earliest):
             self.earliest = ts
+
+    def _touched(self, rows: list[tuple[str, str, int, dt.datetime | None]]) -> None:
+        for table, shoe, rnd, ts in rows:
+            fold_earliest(self.rounds_touched, (table, shoe, rnd), ts)
+
+
+def fold_earliest(
+    into: dict[tuple[str, str, int], dt.datetime | None],
+    key: tuple[str, str, int],
+    ts: dt.datetime | None,
+) -> None:
+    """`into[key]` becomes the earlier of it and `ts`; None (a stamp missing) stays None."""
+    if key not in into or ((was := into[key]) is not None and (ts is None or ts < was)):
+        into[key] = ts
 
 
 @dataclass
@@ -591,6 +605,12 @@ def _advance(piece: _Staged, r: FileResult) -> None:
     s.mtime_ns, s.waiting = piece.seen.st_mtime_ns, piece.waiting
 
 
+# The rounds a poll's events name, each with the earliest stamp among them, NULL if one has
+# none (Poll._touched).
+TOUCHED = "SELECT table_id, shoe, round, CASE WHEN count(ts) = count(*) THEN min(ts) END"
+TOUCHED_WHERE = "shoe IS NOT NULL AND round IS NOT NULL AND table_id IS NOT NULL"
+
+
 def _key(x: Any) -> tuple[str, str, int]:
     """A (table, shoe, round) struct as DuckDB gives it (a dict or a tuple)."""
     return tuple(x.values()) if isinstance(x, dict) else tuple(x)
@@ -609,10 +629,8 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
         f"SELECT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
         "AND type = 'round_end' ORDER BY ALL"
     ).fetchall()
-    out.rounds_touched.update(con.execute(
-        f"SELECT DISTINCT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
-        "AND shoe IS NOT NULL AND round IS NOT NULL AND table_id IS NOT NULL"
-    ).fetchall())
+    out._touched(con.execute(f"{TOUCHED} FROM events WHERE source_id IN ({sources}) "
+                             f"AND {TOUCHED_WHERE} GROUP BY ALL").fetchall())
 
 
 # -- small pieces ---------------------------------------------------------------------------
@@ -676,14 +694,13 @@ def _finish(
 ) -> list[FileResult]:
     """The pieces finished (commit.finish), with what the poll tells its caller of them: the
     event types each stream received, and the rounds that ended."""
-    for stream, type_, n, ts, ended, touched in con.execute(
+    for stream, type_, n, ts, ended in con.execute(
         "SELECT stream, type, count(*), min(ts), "
-        "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end'), "
-        "list(DISTINCT (table_id, shoe, round)) FILTER (shoe IS NOT NULL AND round IS NOT NULL "
-        "AND table_id IS NOT NULL) "
+        "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
         f"FROM ({rows.kept_sql}) GROUP BY source_id, stream, type ORDER BY source_id, stream, type"
     ).fetchall():
         out._count(stream, type_, n, ts)
         out.rounds_ended += [_key(x) for x in ended or ()]
-        out.rounds_touched.update(_key(x) for x in touched or ())
+    out._touched(con.execute(
+        f"{TOUCHED} FROM ({rows.kept_sql}) WHERE {TOUCHED_WHERE} GROUP BY ALL").fetchall())
     return commit.finish(con, rows, pieces, run_id)

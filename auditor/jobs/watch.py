@@ -38,6 +38,7 @@ from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import folders_changed, logs_in
+from auditor.jobs.earliest import EarliestSeen
 from auditor.replay.log_ends import GamingDays
 from auditor.store import ledger, notice_entry
 from auditor.store.closed_days import closed_days
@@ -45,9 +46,6 @@ from auditor.store.events import ROUND_EVENTS
 from auditor.store.findings import short_id
 from auditor.store.sql import stream_name
 
-# A round's events are read from this long before the first event of the poll that ended it;
-# a round dealt over longer than that is read again without the bound (see _audit_ended).
-ROUND_LOOKBACK = dt.timedelta(minutes=10)
 # The events a round's table context comes from, and the closes that end its rounds
 # (auditor.audit.rounds.CONTEXT_EVENTS_SQL).
 CONTEXT_TYPES = ("table_open", "procedure_change", "table_close")
@@ -170,6 +168,8 @@ class Watch:
         # judged at once (log.after_round_end, log.late_delivery); those of rounds that
         # ended before a restart wait for the next sweep.
         self._ended: set[tuple[str, str, int]] = set()
+        # From when the rounds it judges must be read (auditor.jobs.earliest).
+        self._earliest = EarliestSeen()
         self._contexts_stale = True  # live_contexts: read again after a table_open or change
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
         self._notices_seen = notice_entry.entries(con)  # notices entered by hand, withdrawals
@@ -260,7 +260,8 @@ class Watch:
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
         self._note(poll)
-        late = (poll.rounds_touched & self._ended) - set(poll.rounds_ended)
+        self._earliest.loaded(poll.rounds_touched)
+        late = (poll.rounds_touched.keys() & self._ended) - set(poll.rounds_ended)
         self._ended.update(poll.rounds_ended)
         if poll.rounds_ended or self._unclosed or late:
             self._audit_ended(poll, late)
@@ -445,14 +446,14 @@ class Watch:
                 "round": pa.array([k[2] for k in ended], pa.int64()),
             }
         )
-        since = None if poll.earliest is None else poll.earliest - ROUND_LOOKBACK
+        since = self._earliest.since(ended)
         self.con.register("live_ended", keys)
         try:
             self.con.execute("CREATE OR REPLACE TEMP TABLE live_keys AS SELECT * FROM live_ended")
         finally:
             self.con.unregister("live_ended")
         if since is not None and _started_before(self.con, since):
-            since = None  # a round dealt over more than ROUND_LOOKBACK: read it whole
+            since = None  # begun before the watch, or stamped before the rest: read it whole
         if self._contexts_stale:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
             self._contexts_stale = False
@@ -469,6 +470,7 @@ class Watch:
             ).fetchall()
         }
         self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
+        self._earliest.judged(audited)
 
     @staticmethod
     def _tables_moved(poll: Poll) -> set[str]:

@@ -399,6 +399,15 @@ def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_pat
         con.close()
 
 
+def _stepped(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path, Watch]:
+    """A database, its spool and a Watch stepped by hand: no sweep but its first poll's."""
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    return con, spool, Watch(con, spool, CONF, runs.start(con, "watch", {}),
+                             WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+
+
 @pytest.mark.slow
 def test_an_event_after_a_judged_rounds_end_is_judged_as_it_comes_in(tmp_path):
     """MB-01's round 72 is judged at its round_end (its missed Banker draw); a Banker card
@@ -408,11 +417,7 @@ def test_an_event_after_a_judged_rounds_end_is_judged_as_it_comes_in(tmp_path):
     lines = schedule(files, 1.0)
     end = next(i for i, x in enumerate(lines) if x.round_end == ("MB-01", "MB-01-1128-01", 72))
     upto = end + 40
-    con = db.connect(tmp_path / "live.duckdb")
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
-              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    con, spool, w = _stepped(tmp_path)
     target = spool / lines[0].name
     target.write_bytes(b"".join(x.data for x in lines[:upto]))
     w.step()  # its first poll sweeps once (what a restart left), then no more
@@ -724,3 +729,44 @@ def test_each_poll_that_wrote_is_sealed_and_the_run_stays_verifiable(tmp_path):
         run.done(0, {})
     assert verifying.verify(con).ok
     con.close()
+
+
+@pytest.mark.slow
+def test_a_card_stamped_long_before_its_round_is_judged_with_it_live(tmp_path):
+    """A poll reads the rounds it judges from the earliest stamp it loaded since they began
+    (auditor.jobs.earliest), not the whole database: a card of MB-01's round stamped 30
+    minutes before the rest, loaded a poll before the round_end, is still one of the round's
+    events when the round is judged (before, the read began 10 minutes before the round_end's
+    poll: the round was counted one event short)."""
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    events = [json.loads(x.data) for x in lines]
+    end = next(i for i, e in enumerate(events) if e["type"] == "round_end"
+               and e["ts"] >= "2026-11-28T22:45" and e["shoe"] == "MB-01-1128-01")
+    key = lines[end].round_end
+    assert key is not None
+    cards = [i for i, e in enumerate(events[:end])
+             if e["type"] == "card" and (e["table"], e["shoe"], e["round"]) == key]
+    back = dict(events[cards[-1]])
+    stamped = dt.datetime.fromisoformat(back["ts"]) - dt.timedelta(minutes=30)
+    back["ts"] = stamped.isoformat(timespec="milliseconds")
+    data = [x.data for x in lines]
+    data[cards[-1]] = (json.dumps(back) + "\n").encode()
+    con, spool, w = _stepped(tmp_path)
+    target = spool / lines[0].name
+    target.write_bytes(b"".join(data[:cards[-1] + 1]))
+    w.step()  # up to the card stamped back; its first poll sweeps once, then no more
+    sweeps = w.stats.sweeps
+    with target.open("ab") as fh:
+        fh.write(b"".join(data[cards[-1] + 1:end + 1]))
+    w.step()  # the rest of the round, its round_end last: judged now
+    assert w.stats.sweeps == sweeps
+    total = con.execute("SELECT count(*) FROM events WHERE table_id = ? AND shoe = ? "
+                        "AND round = ?", list(key)).fetchone()
+    judged = con.execute("SELECT events FROM round_audits WHERE table_id = ? AND shoe = ? "
+                         "AND round = ?", list(key)).fetchall()
+    assert total is not None and judged == [(total[0],)]
+    # Judged on all its cards: no draw or settlement finding for a card it did not see.
+    assert con.execute("SELECT code FROM current_findings WHERE round = ?",
+                       [key[2]]).fetchall() == []
+

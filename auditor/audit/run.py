@@ -51,6 +51,9 @@ BATCH_ROWS = 200_000
 # Rounds already audited that a chemin de fer round may need to look back on (banco suivi
 # skips stand offs): how many are read before each run of rounds to replay.
 CHEMIN_LOOKBACK = 12
+# Chemin de fer rounds' facts kept between calls (Known.chemin_facts): a night of 50 tables
+# is about 30,000 rounds; past this many they are forgotten and read back as needed.
+FACTS_KEPT = 100_000
 # Below this many rounds the verdict is skipped and check_round judges every round: the
 # verdict's dozen statements cost more than a few hundred replays. Its contract (a round it
 # calls clean has no finding from check_round) makes both ways give the same findings.
@@ -188,8 +191,9 @@ def audit_rounds(
     the new rounds, not the night so far. Were an event of one older all the same (loaded
     before the watch began), the round is recorded with the events it was judged on, and
     the next sweep (a batch audit, which reads every event) finds it changed and judges it
-    again whole. `known` carries contexts, packs and Terms from one call to the next.
-    `contexts`: see select_rounds. One transaction, as `audit`.
+    again whole. `known` carries contexts, packs, Terms, chemin de fer facts and shoes'
+    dealers from one call to the next. `contexts`: see select_rounds. One transaction, as
+    `audit`.
     """
     result = AuditResult(run_id)
     known = known or Known()
@@ -241,6 +245,19 @@ class Known:
     # their per-outcome tables, by verdict.outcome_key: the same for every procedure
     outcomes: dict[tuple, verdict.OutcomeTables | str] = field(default_factory=dict)
     zone: dt.tzinfo | None = None  # the property's, for the findings' sentences
+    # Kept from one call to the next (`watch`'s polls), so a poll does not read the whole
+    # database again for them: the facts of chemin de fer rounds replayed or read back (a
+    # round's events as it stood do not change once judged; one judged again is recorded
+    # again), and each shoe's dealer (None: its shoe_start names none), which only a new
+    # shoe_start of its table can change (forget_shoes).
+    chemin_facts: dict[RoundKey, RoundFacts] = field(default_factory=dict)
+    shoe_dealers: dict[tuple[str, str], str | None] = field(default_factory=dict)
+
+    def forget_shoes(self, tables: set[str]) -> None:
+        """A shoe_start of these tables was loaded: their shoes' dealers are read again."""
+        if tables:
+            self.shoe_dealers = {k: v for k, v in self.shoe_dealers.items()
+                                 if k[0] not in tables}
 
     def zone_of(self, con: duckdb.DuckDBPyConnection, config: PropertyConfig) -> dt.tzinfo:
         """config.zone_for, kept once known (without a configured zone it reads the logs).
@@ -284,8 +301,8 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
-    chemin = _CheminHistory.load(con, packs)
-    shoe_dealers = _shoe_dealers(con, "todo_py")
+    chemin = _CheminHistory.load(con, packs, known.chemin_facts)
+    shoe_dealers = _shoe_dealers(con, "todo_py", known.shoe_dealers)
     # Rounds read one by one counted every event of theirs, with no bound.
     bounded = since is not None and not con.execute(
         "SELECT 1 FROM late_seen SEMI JOIN todo_py USING (table_id, shoe, round) LIMIT 1"
@@ -304,6 +321,7 @@ def _replay(
         ctx = _context(head, contexts, packs)
         if isinstance(ctx, str):
             result.skipped[ctx] += 1
+            chemin.forget(key)
             return
         found: list[Finding]
         if ctx.game == CHEMIN:
@@ -371,20 +389,26 @@ def _changed_card(table: str, seq: int, source: str, card: str | None) -> UserEr
         "to compare it with its line")
 
 
-def _shoe_dealers(con: duckdb.DuckDBPyConnection, rounds: str) -> dict[tuple[str, str], str]:
-    """(table, shoe) -> the dealer of the shoe's first shoe_start, for the shoes of the rounds
-    in table `rounds`: a round whose round_start names no dealer was dealt by its shoe's."""
-    return {
-        (t, s): d
-        for t, s, d in con.execute(
-            f"""
-            SELECT table_id, shoe, arg_min(dealer, seq) FROM events
-            SEMI JOIN (SELECT DISTINCT table_id, shoe FROM {rounds}) USING (table_id, shoe)
-            WHERE type = 'shoe_start' AND dealer IS NOT NULL
-            GROUP BY ALL
-            """
-        ).fetchall()
-    }
+def _shoe_dealers(
+    con: duckdb.DuckDBPyConnection, rounds: str, known: dict[tuple[str, str], str | None]
+) -> dict[tuple[str, str], str | None]:
+    """(table, shoe) -> the dealer of the shoe's first shoe_start (None: none names one), for
+    the shoes of the rounds in table `rounds`: a round whose round_start names no dealer was
+    dealt by its shoe's. `known` holds those read before: when a shoe is not in it, every
+    shoe's is read (the same scan of the events' types as for a few), so the next new shoe
+    is one that started since."""
+    shoes = con.execute(f"SELECT DISTINCT table_id, shoe FROM {rounds}").fetchall()
+    new = [k for k in shoes if k not in known]
+    if new:
+        known.update(
+            ((t, s), d)
+            for t, s, d in con.execute(
+                "SELECT table_id, shoe, arg_min(dealer, seq) FILTER (dealer IS NOT NULL) "
+                "FROM events WHERE type = 'shoe_start' GROUP BY ALL"
+            ).fetchall()
+        )
+        known.update((k, None) for k in new if k not in known)
+    return known
 
 
 def clean_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> int:
@@ -545,8 +569,10 @@ class _CheminHistory:
 
     Loaded before the replay streams: the rounds of the tables with chemin de fer rounds to
     replay, and the facts of up to CHEMIN_LOOKBACK rounds audited before, read back from their
-    events. A round whose predecessors are beyond that gets an unknown history, and what
-    depends on it (banco suivi, the bank's holder) is not judged rather than guessed.
+    events unless `facts` (Known.chemin_facts: an earlier call's, such as `watch`'s previous
+    poll) holds them. A round whose predecessors are beyond those gets an unknown history,
+    and what depends on it (banco suivi, the bank's holder) is not judged rather than
+    guessed.
     """
 
     order: dict[str, list[RoundKey]] = field(default_factory=dict)
@@ -555,8 +581,15 @@ class _CheminHistory:
     cut_cards: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, con: duckdb.DuckDBPyConnection, packs: PackCache) -> _CheminHistory:
-        h = cls()
+    def load(
+        cls,
+        con: duckdb.DuckDBPyConnection,
+        packs: PackCache,
+        facts: dict[RoundKey, RoundFacts] | None = None,
+    ) -> _CheminHistory:
+        if facts is not None and len(facts) > FACTS_KEPT:
+            facts.clear()  # read back again as needed
+        h = cls(facts=facts if facts is not None else {})
         todo = {
             (t, s, r)
             for t, s, r in con.execute(
@@ -565,6 +598,8 @@ class _CheminHistory:
         }
         if not todo:
             return h
+        for k in todo:  # judged again: as the replay finds it, not as it was
+            h.facts.pop(k, None)
         tables = sorted({t for t, _, _ in todo})
         for t, s, r in con.execute(
             f"""
@@ -586,7 +621,8 @@ class _CheminHistory:
         for keys in h.order.values():
             for i, k in enumerate(keys):
                 if k in todo:
-                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i] if b not in todo)
+                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i]
+                                if b not in todo and b not in h.facts)
         if need:
             h._read_back(con, need, packs)
         return h
@@ -672,6 +708,10 @@ class _CheminHistory:
 
     def record(self, key: RoundKey, facts: RoundFacts) -> None:
         self.facts[key] = facts
+
+    def forget(self, key: RoundKey) -> None:
+        """A round judged again without being replayed: its facts are read back if needed."""
+        self.facts.pop(key, None)
 
 
 def _later_pass_codes() -> str:

@@ -259,6 +259,11 @@ class Watch:
         self._committed = self._committed or bool(poll.files)
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
+        # only the watcher writes events: a shoe's dealer changes with a shoe_start loaded
+        self.known.forget_shoes({
+            t for s, counts in poll.types.items()
+            if "shoe_start" in counts and (t := stream_name("table", s)) is not None
+        })
         self._note(poll)
         self._earliest.loaded(poll.rounds_touched)
         late = (poll.rounds_touched.keys() & self._ended) - set(poll.rounds_ended)

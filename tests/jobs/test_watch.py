@@ -770,3 +770,39 @@ def test_a_card_stamped_long_before_its_round_is_judged_with_it_live(tmp_path):
     assert con.execute("SELECT code FROM current_findings WHERE round = ?",
                        [key[2]]).fetchall() == []
 
+
+@pytest.mark.slow
+def test_a_shoe_start_delivered_late_names_the_dealer_of_the_rounds_judged_after(tmp_path):
+    """Shoes' dealers are kept from poll to poll (Known.shoe_dealers), and a shoe_start
+    loaded makes its table's shoes read again: MB-01's third shoe, whose round_starts name
+    no dealer, dealt before its shoe_start is in (a file of its own, delivered later); its
+    round 47's planted vig.wrong_amount, judged after, counts against the dealer that
+    shoe_start names, as in a batch audit."""
+    [log] = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    shoe = "MB-01-1128-03"
+    events = [json.loads(line) for line in log.read_bytes().splitlines()]
+    start = next(e for e in events if e["type"] == "shoe_start" and e["shoe"] == shoe)
+    for e in events:
+        if e.get("shoe") == shoe and e["type"] == "round_start":
+            del e["dealer"]
+    kept = [e for e in events if e is not start]
+
+    def end_of(rnd: int) -> int:
+        return next(i for i, e in enumerate(kept) if e["type"] == "round_end"
+                    and e["shoe"] == shoe and e["round"] == rnd)
+
+    def lines(part: list[dict]) -> bytes:
+        return b"".join((json.dumps(e) + "\n").encode() for e in part)
+
+    con, spool, w = _stepped(tmp_path)
+    target = spool / log.name
+    target.write_bytes(lines(kept[:end_of(2) + 1]))
+    w.step()  # the third shoe's first two rounds judged: no dealer known for them
+    (spool / "2026-11-28_MB-01.shoe.jsonl").write_bytes(lines([start]))
+    w.step()
+    with target.open("ab") as fh:
+        fh.write(lines(kept[end_of(2) + 1:end_of(47) + 1]))
+    w.step()
+    assert con.execute(
+        "SELECT code, dealer FROM current_findings WHERE shoe = ? AND round = 47", [shoe]
+    ).fetchall() == [("vig.wrong_amount", start["dealer"])]

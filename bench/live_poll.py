@@ -1,8 +1,10 @@
 """What one poll of `watch` costs, statement by statement, without a clock.
 
-    python bench/live_poll.py [--tables 500] [--log-seconds 2] [--polls 30] [--start 60]
+    python bench/live_poll.py [--tables 500] [--hours 0.28] [--log-seconds 2] [--polls 30]
+                              [--start 60]
 
-Takes bench/live.py's night (`--tables` tables, cached under bench/out/), writes its first
+Takes bench/live.py's night (`--tables` tables, `--hours` long, cached under bench/out/:
+a poll's cost late in the night needs a longer night and a later `--start`), writes its first
 `--start` seconds of log into a spool and lets a Watch load them (the first pieces: at 60 s
 the floor is still opening, a light feed; at 600 s it is in full swing), then before each of
 `--polls` polls writes the next `--log-seconds` of log (2 s: a poll every 0.2 s at ten times
@@ -56,16 +58,23 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=500)
     ap.add_argument("--log-seconds", type=float, default=2.0)
     ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--hours", type=float, default=0.28,
+                    help="the night's length (bench/live.py's night, cached); a later "
+                         "--start needs a longer night")
     ap.add_argument("--start", type=float, default=60.0,
                     help="seconds of the night loaded before the polls timed (60: the floor "
                          "still opening; 600: in full swing)")
+    ap.add_argument("--warm-step", type=float, default=0.0, metavar="S",
+                    help="load the first --start seconds S seconds of log a poll, as a watch "
+                         "running all night would (its events table then in time order, "
+                         "which bounded reads rely on); 0: in one poll")
     ap.add_argument("--top", type=int, default=25, help="the N costliest statements shown")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N costliest functions of the polls (cProfile)")
     ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"),
                     help="the profile's order: with what each calls, or its own time")
     args = ap.parse_args()
-    files = night(args.tables, 0.28, 11, 0.1)
+    files = night(args.tables, args.hours, 11, 0.1)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
     opens = min(line.at for line in lines if "notices" not in line.name)
     work = Path(tempfile.mkdtemp(prefix="bench-live-poll-"))
@@ -92,6 +101,10 @@ def main() -> None:
         w = Watch(con, spool, config.load(None), run.id,
                   WatchOptions(sweep_every=1e9, idle_sweep=1e9))
         t = args.start
+        if args.warm_step > 0:
+            for warm in range(1, int(t / args.warm_step) + 1):
+                write_until(warm * args.warm_step)
+                w.step()
         write_until(t)
         w.step()  # the first pieces, and the first sweep
         w.step()
@@ -118,8 +131,9 @@ def main() -> None:
     n = args.polls
     walls.sort()
     cpus.sort()
-    print(f"command: python bench/live_poll.py --tables {args.tables} "
-          f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}")
+    print(f"command: python bench/live_poll.py --tables {args.tables} --hours {args.hours:g} "
+          f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}"
+          + (f" --warm-step {args.warm_step:g}" if args.warm_step else ""))
     print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
           f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "

@@ -461,8 +461,9 @@ def refuse_impossible_stamps(con: duckdb.DuckDBPyConnection) -> None:
     """Ingest quarantines a line stamped outside the years 1 to 9999 in UTC (no Python
     datetime holds such an instant, so the audit could not read it back); a database loaded
     by an earlier bacc-audit, or edited since, may still hold one. It is said as a sentence
-    before any work, not met as an internal error in the middle of it. (The row groups'
-    statistics answer this for nearly every group without reading it.)"""
+    before any work, not met as an internal error in the middle of it. So is an event
+    without its seq (edited since: ingest quarantines a line without one). (The row groups'
+    statistics answer these for nearly every group without reading it.)"""
     row = one(
         con,
         f"""
@@ -482,6 +483,21 @@ def refuse_impossible_stamps(con: duckdb.DuckDBPyConnection) -> None:
             "verify says which); ingest its logs into a new database"
         )
     stamps.refuse_impossible_stamps(con)  # and in every other time column
+    row = one(
+        con,
+        """
+        SELECT coalesce(f.path, 'source ' || e.source_id), e.line_no, e.table_id, e.type
+        FROM events e LEFT JOIN source_files f ON f.id = e.source_id
+        WHERE e.seq IS NULL LIMIT 1
+        """,
+    )
+    if row is not None:  # its stream's order, and so its times, cannot be worked out
+        path, line, table, kind = row
+        raise UserError(
+            f"{path}:{line}: the events table holds a {kind} event of table {table} without "
+            "its seq, which ingest never stores, so the row was changed after ingest; run "
+            "`bacc-audit verify` to compare it with its line"
+        )
 
 
 def load_latest_ts(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:

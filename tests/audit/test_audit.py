@@ -312,23 +312,44 @@ def test_a_card_changed_in_the_database_into_no_card_is_a_sentence_and_exit_2(
     the audit in "internal error: ... connection has an open result" (the replay's error
     hidden behind the events still streaming); now it names the row and its line, says what
     to do, records the run as failed and keeps no part of the audit."""
-    log = (Path(__file__).resolve().parents[2] / "sample_logs" / "2026-11-28_MB-01.jsonl")
-    path = tmp_path / "a.duckdb"
-    con = db.connect(path)
-    ingest(con, [log], runs.start(con, "ingest", {}))
-    seq, line = con.execute("SELECT seq, line_no FROM events WHERE table_id = 'MB-01' AND "
-                            "type = 'card' ORDER BY seq LIMIT 1 OFFSET 40").fetchall()[0]
-    con.execute("UPDATE events SET card = ? WHERE table_id = 'MB-01' AND seq = ?", [card, seq])
-    con.close()
-    r = bacc_audit("audit", "--db", path)
-    assert r.code == 2, r
+    log, seq, line, r = _edited_and_audited(tmp_path, bacc_audit, "card", 40, "card", card)
     held = "the card 'Qx'" if card else "a card event without its card"
     assert r.err.splitlines()[-1] == (
         f"error: table MB-01 seq {seq} ({log}:{line}): the events table holds {held}, which "
         "ingest never stores, so the row was changed after ingest; run `bacc-audit verify` "
         "to compare it with its line")
+
+
+
+def _edited_and_audited(tmp_path, bacc_audit, kind: str, offset: int, column: str, value):
+    """MB-01's night ingested, one `kind` event's `column` set to `value` in the database,
+    then `audit`: refused (exit 2, the run recorded failed, no round audited). Returns the
+    log, the event's seq and line, and the command's result."""
+    log = (Path(__file__).resolve().parents[2] / "sample_logs" / "2026-11-28_MB-01.jsonl")
+    path = tmp_path / "a.duckdb"
+    con = db.connect(path)
+    ingest(con, [log], runs.start(con, "ingest", {}))
+    seq, line = con.execute("SELECT seq, line_no FROM events WHERE table_id = 'MB-01' AND "
+                            "type = ? ORDER BY seq LIMIT 1 OFFSET ?", [kind, offset]).fetchall()[0]
+    con.execute(f"UPDATE events SET {column} = ? WHERE table_id = 'MB-01' AND seq = ?",
+                [value, seq])
+    con.close()
+    r = bacc_audit("audit", "--db", path)
+    assert r.code == 2, r
     con = db.connect(path, read_only=True)
     assert con.execute("SELECT status, exit_code FROM runs ORDER BY id DESC LIMIT 1"
                        ).fetchall() == [("failed", 2)]
     assert con.execute("SELECT count(*) FROM round_audits").fetchall() == [(0,)]
     con.close()
+    return log, seq, line, r
+
+
+def test_an_event_without_its_seq_in_the_database_is_a_sentence_and_exit_2(tmp_path, bacc_audit):
+    """Ingest quarantines a line without a seq. A seq emptied in the database since ended
+    the audit in "internal error: Constraint Error: NOT NULL constraint failed:
+    ordered_times.seq" (the stream's order is worked out from it); now it names the line."""
+    log, _, line, r = _edited_and_audited(tmp_path, bacc_audit, "wager", 30, "seq", None)
+    assert r.err.splitlines()[-1] == (
+        f"error: {log}:{line}: the events table holds a wager event of table MB-01 without its "
+        "seq, which ingest never stores, so the row was changed after ingest; run `bacc-audit "
+        "verify` to compare it with its line")

@@ -104,11 +104,9 @@ class Poll:
     types: dict[str, Counter[str]] = field(default_factory=dict)
     rounds_ended: list[tuple[str, str, int]] = field(default_factory=list)  # table, shoe, round
     # Every round that received events (a round that ended before, and gets more, has late
-    # events: `watch` judges them at once), with the earliest stamp among those events
-    # (auditor.jobs.earliest).
-    # (None: an event without a stamp, so no bound).
+    # events: `watch` judges them at once), with the earliest stamp among those events, or
+    # None if one had none (auditor.jobs.earliest: from when `watch` reads the round).
     rounds_touched: dict[tuple[str, str, int], dt.datetime | None] = field(default_factory=dict)
-    earliest: dt.datetime | None = None  # the time of the earliest event loaded
     waiting: dict[Path, int] = field(default_factory=dict)  # bytes of a line without newline
     gone: list[Path] = field(default_factory=list)  # followed files no longer there
 
@@ -120,10 +118,8 @@ class Poll:
     def quarantined(self) -> int:
         return sum(f.quarantined for f in self.files if f.status == "ingested")
 
-    def _count(self, stream: str, type_: str, n: int, ts: dt.datetime | None) -> None:
+    def _count(self, stream: str, type_: str, n: int) -> None:
         self.types.setdefault(stream, Counter())[type_] += n
-        if ts is not None and (self.earliest is None or ts < self.earliest):
-            self.earliest = ts
 
     def _touched(self, rows: list[tuple[str, str, int, dt.datetime | None]]) -> None:
         for table, shoe, rnd, ts in rows:
@@ -620,11 +616,11 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
     """Event types and round ends of the first pieces just committed (new sources: their
     rows are the last ones written, which DuckDB finds without reading the others)."""
     sources = ", ".join(str(int(i)) for i in ids)
-    for stream, type_, n, ts in con.execute(
-        f"SELECT stream, type, count(*), min(ts) FROM events WHERE source_id IN ({sources}) "
+    for stream, type_, n in con.execute(
+        f"SELECT stream, type, count(*) FROM events WHERE source_id IN ({sources}) "
         "GROUP BY ALL ORDER BY ALL"
     ).fetchall():
-        out._count(stream, type_, n, ts)
+        out._count(stream, type_, n)
     out.rounds_ended += con.execute(
         f"SELECT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
         "AND type = 'round_end' ORDER BY ALL"
@@ -694,12 +690,12 @@ def _finish(
 ) -> list[FileResult]:
     """The pieces finished (commit.finish), with what the poll tells its caller of them: the
     event types each stream received, and the rounds that ended."""
-    for stream, type_, n, ts, ended in con.execute(
-        "SELECT stream, type, count(*), min(ts), "
+    for stream, type_, n, ended in con.execute(
+        "SELECT stream, type, count(*), "
         "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
         f"FROM ({rows.kept_sql}) GROUP BY source_id, stream, type ORDER BY source_id, stream, type"
     ).fetchall():
-        out._count(stream, type_, n, ts)
+        out._count(stream, type_, n)
         out.rounds_ended += [_key(x) for x in ended or ()]
     out._touched(con.execute(
         f"{TOUCHED} FROM ({rows.kept_sql}) WHERE {TOUCHED_WHERE} GROUP BY ALL").fetchall())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+import json
 import random
 import subprocess
 import sys
@@ -20,6 +21,19 @@ import duckdb
 
 from auditor.ingest.paths import unescape_path
 from auditor.simulate.generator import Night, TableNight, TableSpec
+
+
+def rounds_touched(
+    lines: list[bytes] | tuple[bytes, ...],
+) -> dict[tuple[str, str, int], dt.datetime]:
+    """Each round the log lines name, with the earliest stamp among its lines: what a poll
+    that loads them says in Poll.rounds_touched."""
+    out: dict[tuple[str, str, int], dt.datetime] = {}
+    for e in map(json.loads, lines):
+        if "shoe" in e and "round" in e:
+            k, ts = (e["table"], e["shoe"], e["round"]), dt.datetime.fromisoformat(e["ts"])
+            out[k] = min(out.get(k, ts), ts)
+    return out
 
 
 @cache

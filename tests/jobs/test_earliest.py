@@ -9,6 +9,8 @@ import json
 import random
 from pathlib import Path
 
+from helpers.growing import rounds_touched
+
 from auditor.ingest.follow import Follower
 from auditor.jobs.earliest import EarliestSeen
 from auditor.simulate.feed import schedule
@@ -91,13 +93,7 @@ def test_a_poll_tells_each_round_its_earliest_stamp(tmp_path: Path) -> None:
         with target.open("ab") as fh:
             fh.write(b"".join(part))
         poll = follower.poll(con)
-        want: dict[tuple[str, str, int], dt.datetime] = {}
-        for line in part:
-            ev = json.loads(line)
-            if "shoe" in ev and "round" in ev:
-                ts = dt.datetime.fromisoformat(ev["ts"])
-                k = (ev["table"], ev["shoe"], ev["round"])
-                want[k] = min(want.get(k, ts), ts)
+        want = rounds_touched(part)
         assert poll.rounds_touched == want
         assert len(want) > 5
     assert want[(back["table"], back["shoe"], back["round"])] == dt.datetime.fromisoformat(

@@ -43,7 +43,7 @@ from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
 from auditor.rules.cards import parse_card
 from auditor.rules.pack import PackCache, RulePack, RulePackError
-from auditor.store import db, findings
+from auditor.store import db, derived, findings
 from auditor.store.columns import py_columns
 from auditor.store.sql import quote
 
@@ -133,6 +133,7 @@ def audit(
     )
 
     refuse_impossible_stamps(con)
+    derived.refuse_untrusted(con)
     result = AuditResult(run_id)
     known = known or Known()
     zone = known.zone_of(con, config)

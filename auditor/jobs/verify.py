@@ -101,6 +101,7 @@ def verify(con: duckdb.DuckDBPyConnection, *, fast: bool = False) -> Verificatio
     v.pieces_read = lv.piece_scope(con, v.start)
     found.add(lv.check_records(con))
     found.add(lv.check_rows(con))
+    found.add(lv.check_derived(con, v.start))
     for sid, line, col, stored, read in _reread(con, v.start, v.mode == "full")[0]:
         found.problems.append(Problem(
             "changed", "events", f"source {sid} line {line}",

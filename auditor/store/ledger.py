@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from auditor import merkle
 from auditor.errors import UserError
-from auditor.store import ledger_rows
+from auditor.store import derived, ledger_rows
 from auditor.store.sql import quote
 
 
@@ -117,6 +117,12 @@ COVERED: tuple[Covered, ...] = (
     Covered("ledger_check", "ledger_checks", ("id", "size", "root", "peaks", "mode",
                                               "checked_at", "run_id"),
             since="checked_at", what="verification of the ledger"),
+    # The audit's bookkeeping of a run, digested when it ends (store/derived.py); sealed
+    # by the run that digested it (the run itself, or the run that sealed it dead).
+    Covered("derived", derived.TABLE, ("run_id", "tab", "rows", "sha256", "recorded_by",
+                                       "recorded_at"),
+            key=derived.KEY_SQL, order="run_id, tab", run="recorded_by",
+            what="digest of a run's derived rows"),
     Covered("run.end", "runs", ("id", "finished_at", "status", "exit_code", "summary"),
             run="id", ready="finished_at IS NOT NULL", what="run (its end)"),
 )
@@ -169,6 +175,7 @@ DDL = [
       run_id BIGINT NOT NULL
     )""",
     ledger_rows.STAGED_DDL,
+    derived.DDL,
 ]
 
 
@@ -320,6 +327,7 @@ def seal(
     since: dt.datetime | None = None,
     note: str = "",
     types: dict[str, dict[str, str]] | None = None,
+    starting: bool = False,
 ) -> Sealed:
     """Seal the records of run `run_id` that have no leaf (all records, whatever their run,
     when None: the genesis of a database from before the ledger), as leaves appended by run
@@ -328,14 +336,14 @@ def seal(
     `since`: only rows of kinds with a `since` column at or after it are looked for, and
     no rows of the other kinds (watch's seal after a poll, which wrote only those); the seal
     at the end of the run looks at every kind and row. `types`: `column_types(con)`, for a
-    caller that seals often.
+    caller that seals often. `starting`: the seal of the run's start (derived.at_seal).
     """
     sealer = run_id if sealer is None else sealer
     assert sealer is not None
     for attempt in range(SEAL_TRIES):
         con.execute("BEGIN TRANSACTION")
         try:
-            done = _seal_once(con, run_id, sealer, since, note, types)
+            done = _seal_once(con, run_id, sealer, since, note, types, starting)
             con.execute("COMMIT")
             return done
         except (duckdb.TransactionException, duckdb.ConstraintException):
@@ -362,6 +370,7 @@ def _seal_once(
     since: dt.datetime | None,
     note: str,
     types: dict[str, dict[str, str]] | None,
+    starting: bool = False,
 ) -> Sealed:
     # One statement for the head and the count, one INSERT for every kind's leaves: a
     # seal's fixed cost is its statements (a `watch` seals every second), not its rows.
@@ -374,6 +383,8 @@ def _seal_once(
             "run `bacc-audit verify`"
         )
     types = types or column_types(con)
+    if since is None and derived.TABLE in types:  # not a poll's seal: bookkeeping first
+        derived.at_seal(con, run_id, sealer, starting)
     selects = []
     for rank, c in enumerate(COVERED):
         if c.table not in types or (since is not None and c.since is None):
@@ -474,7 +485,7 @@ def seal_start(
     if live is not None:
         for dead in dead_runs(con, run_id, live):
             seal(con, dead, sealer=run_id, note=f"run {dead} ended without its seal")
-    seal(con, run_id)
+    seal(con, run_id, starting=True)
 
 
 def leaf_index(con: duckdb.DuckDBPyConnection, kind: str, keys: Sequence[str]) -> dict[str, int]:

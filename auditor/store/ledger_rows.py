@@ -16,7 +16,7 @@ and hashlib reads their buffers: no loop over rows in Python, one over pieces.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -161,6 +161,19 @@ class _Digest:
 
     def hexdigest(self) -> str:
         return hashlib.sha256(b"".join(c.digest() for c in self.columns)).hexdigest()
+
+
+def batches_digest(
+    batches: Iterable[pa.RecordBatch], text: Sequence[bool]
+) -> tuple[int, str]:
+    """(rows, SHA-256) of the rows of `batches`, in their order, each column digested as a
+    piece's are (the module's docstring); `text`: which columns are text."""
+    d = _Digest(len(text), text)
+    for rb in batches:
+        d.rows += rb.num_rows
+        for j, col in enumerate(d.columns):
+            col.add(rb.column(j))
+    return d.rows, d.hexdigest()
 
 
 def _digest_rows(

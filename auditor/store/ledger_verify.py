@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor import merkle
-from auditor.store import ledger, ledger_rows
+from auditor.store import derived, ledger, ledger_rows
 from auditor.store.sql import quote
 
 SHOWN = 50  # problems of one kind read back in detail; the rest are counted
@@ -209,6 +209,59 @@ def check_rows(con: duckdb.DuckDBPyConnection) -> Found:
         found.problems.append(Problem(
             "changed", "events", f"source {source} line {line}",
             f"an event row says it was rejected ({why!r}); ingest keeps no such row"))
+    return found
+
+
+def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
+    """The audit's bookkeeping (store/derived.py) against the digests sealed when each run
+    ended: every run's rows counted again, and digested again where the digest was sealed
+    at or after leaf `from_leaf` (the fast check; the whole check passes 0). Rows of a run
+    whose end sealed no digest of that table are named inserted, unless the run is still
+    open (its end digests them, as it seals its end)."""
+    found = Found()
+    types = ledger.column_types(con)
+    if derived.TABLE not in types:
+        return found
+    runs = _status(con)
+    present = {t for (t,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()}
+    for d in derived.DERIVED:
+        if d.table not in present:
+            continue
+        rows = con.execute(
+            f"""
+            WITH now AS (SELECT run_id, count(*) AS n FROM {d.table} GROUP BY run_id),
+            sealed AS (
+              SELECT r.run_id, r.rows, r.sha256, l.idx FROM {derived.TABLE} r
+              LEFT JOIN ledger l ON l.kind = 'derived' AND l.record_key = {derived.KEY_SQL}
+              WHERE r.tab = ?
+            )
+            SELECT coalesce(n.run_id, s.run_id), coalesce(n.n, 0), s.rows, s.sha256, s.idx
+            FROM now n FULL OUTER JOIN sealed s USING (run_id) ORDER BY 1
+            """,
+            [d.table],
+        ).fetchall()
+        for run, now, digested, sha, idx in rows:
+            key = f"rows of run {run}"
+            if digested is None:
+                if runs.get(int(run)) == "open":  # its end digests them
+                    continue
+                who = ("which is not on the record" if int(run) not in runs
+                       else "whose end sealed none")
+                found.problems.append(Problem(
+                    "inserted", d.table, key,
+                    f"{now:,} {'row stands' if now == 1 else 'rows stand'} under run {run}, "
+                    f"{who}: no run of the product wrote them"))
+            elif now != digested:
+                found.problems.append(Problem(
+                    "inserted" if now > digested else "missing", d.table, key,
+                    f"{now:,} rows stand, the ledger sealed a digest of {digested:,}",
+                    idx))
+            elif (idx is None or idx >= from_leaf) and derived.digest(con, d, run)[1] != sha:
+                found.problems.append(Problem(
+                    "changed", d.table, key,
+                    f"its {now:,} rows are not those the ledger sealed (a row edited)", idx))
     return found
 
 

@@ -367,3 +367,62 @@ def test_a_closed_gaming_day_deleted_is_named(
     assert r.code == 1, r
     assert re.match(rf"ledger FAILED: missing: closed_days {re.escape(key)} \(leaf \d+\): the "
                     "closed gaming day sealed here is gone$", first_line(r.out)), r.out
+
+
+def _round_audit_runs(f: Filed) -> tuple[int, int]:
+    """The nightly run that judged the rounds, and how many it judged."""
+    [(run, n)] = f.sql("SELECT run_id, count(*) FROM round_audits GROUP BY run_id")
+    [(digested,)] = f.sql(
+        "SELECT rows FROM run_derived WHERE run_id = ? AND tab = 'round_audits'", [run])
+    assert digested == n > 100
+    return run, n
+
+
+def test_a_round_audit_forged_is_named_and_the_next_audit_refuses_to_trust_it(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """A round_audits row says a round was judged: forged, it would make every later audit
+    skip that round. Each run's rows are digested when it ends (store/derived.py)."""
+    f = filed.copy(tmp_path / "x")
+    run, n = _round_audit_runs(f)
+    f.sql("INSERT INTO round_audits SELECT table_id, shoe, round + 1000, events, last_seq, 0, "
+          "run_id, audited_at FROM round_audits ORDER BY ALL LIMIT 1")
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: inserted: round_audits rows of run {run} \(leaf \d+\): "
+                    rf"{n + 1:,} rows stand, the ledger sealed a digest of {n:,}$",
+                    first_line(r.out)), r.out
+    a = bacc_audit("audit", "--db", f.db)
+    assert a.code == 2, a
+    assert (f"round_audits: {n + 1:,} rows stand under run {run}, for which the ledger sealed "
+            f"a digest of {n:,}: the audit's record of what it judged was changed outside the "
+            "product") in a.err, a.err
+    # under a run that has not begun: named as no run's
+    g = filed.copy(tmp_path / "y")
+    [(top,)] = g.sql("SELECT max(id) FROM runs")
+    g.sql("INSERT INTO round_audits SELECT table_id, shoe, round + 1000, events, last_seq, 0, "
+          "?, audited_at FROM round_audits ORDER BY ALL LIMIT 1", [top + 5])
+    r = bacc_audit("verify", "--db", g.db)
+    assert r.code == 1 and (f"inserted: round_audits rows of run {top + 5}: 1 row stands under "
+                            f"run {top + 5}, which is not on the record: no run of the product "
+                            "wrote them") in r.out, r.out
+
+
+def test_a_round_audit_edited_or_deleted_is_named(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    f = filed.copy(tmp_path / "x")
+    run, n = _round_audit_runs(f)
+    # the same number of rows, one pointing at another round: only the digest shows it
+    f.sql("UPDATE round_audits SET round = round + 1 WHERE rowid = (SELECT min(rowid) FROM "
+          "round_audits)")
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert re.match(rf"ledger FAILED: changed: round_audits rows of run {run} \(leaf \d+\): "
+                    rf"its {n:,} rows are not those the ledger sealed \(a row edited\)$",
+                    first_line(r.out)), r.out
+    g = filed.copy(tmp_path / "y")
+    g.sql("DELETE FROM change_audits")
+    r = bacc_audit("verify", "--db", g.db)
+    assert r.code == 1 and re.search(r"missing: change_audits rows of run \d+ \(leaf \d+\): 0 "
+                                     r"rows stand, the ledger sealed a digest of \d+", r.out), r.out

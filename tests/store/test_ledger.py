@@ -19,7 +19,8 @@ import pytest
 from helpers.db import AuditDb
 from helpers.shared import copy_of, once
 
-from auditor import merkle
+from auditor import config, merkle
+from auditor.audit import run as audit_run
 from auditor.jobs import verify as verifying
 from auditor.store import acks, db, ledger, ledger_rows, runs
 
@@ -65,10 +66,13 @@ def test_a_run_seals_its_start_its_rows_and_its_end_in_that_order(
 ) -> None:
     kinds = night.execute("SELECT kind, record_run FROM ledger ORDER BY idx").fetchall()
     assert kinds[0] == ("run.start", 1) and kinds[-1] == ("run.end", 1)
-    assert {k for k, _ in kinds} == {"run.start", "source", "source_file", "piece", "finding",
-                                      "run.end"}
+    assert {k for k, _ in kinds} == {"run.start", "derived", "source", "source_file", "piece",
+                                      "finding", "run.end"}
+    # the first seal of a database says it took in no earlier run's bookkeeping (derived.py)
+    assert night.execute("SELECT run_id, tab, rows FROM run_derived").fetchall() == [
+        (1, "(runs before)", 0)]
     heads = ledger.heads(night)
-    assert [h.size for h in heads] == [1, len(kinds)]
+    assert [h.size for h in heads] == [2, len(kinds)]
     hashes = [bytes.fromhex(h) for (h,) in night.execute(
         "SELECT leaf_hash FROM ledger ORDER BY idx").fetchall()]
     assert heads[-1].root == merkle.root(hashes).hex()
@@ -213,5 +217,42 @@ def test_a_database_from_before_the_ledger_is_taken_in_as_its_genesis(tmp_path: 
         first = ledger.heads(con)[0]
         assert first.note == "genesis: the records written before the ledger"
         assert verifying.verify(con).ok
+    finally:
+        con.close()
+
+
+def test_the_bookkeeping_of_a_database_from_before_its_digests_is_taken_in_once(
+    tmp_path: Path,
+) -> None:
+    """A database audited by a bacc-audit from before `run_derived` (store/derived.py): the
+    first seal digests every ended run's round_audits as found, and says so; a row forged
+    under one of those runs after that is named, not taken in by the next seal."""
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        with runs.recorded(con, "ingest", {}) as run:
+            AuditDb(tmp_path, con, run.id).ingest(SAMPLE / "2026-11-28_MB-01.jsonl")
+        audit = runs.start(con, "audit", {})
+        audit_run.audit(con, audit, config.PropertyConfig())
+        runs.finish(con, audit, "done", 1, {})
+        [(judged,)] = con.execute("SELECT count(*) FROM round_audits").fetchall()
+        assert judged == 477
+        # as an earlier version left it: no digest, its ledger sealed without them
+        for t in ("ledger", "ledger_heads", "ledger_nodes", "run_derived"):
+            con.execute(f"DELETE FROM {t}")
+        with runs.recorded(con, "verify", {}) as later:
+            pass
+        assert con.execute("SELECT run_id, tab, rows, recorded_by FROM run_derived "
+                           "ORDER BY run_id, tab").fetchall() == [
+            (audit, "change_audits", 1, later.id), (audit, "round_audits", 477, later.id),
+            (audit, "stream_checks", 1, later.id), (later.id, "(runs before)", 2, later.id)]
+        assert verifying.verify(con).ok
+        con.execute("INSERT INTO round_audits SELECT * REPLACE (round + 500 AS round) "
+                    "FROM round_audits LIMIT 1")
+        with runs.recorded(con, "verify", {}):
+            pass
+        v = verifying.verify(con)
+        assert [p.sentence() for p in v.problems] == [
+            f"inserted: round_audits rows of run {audit} (leaf {v.problems[0].leaf}): 478 rows "
+            "stand, the ledger sealed a digest of 477"]
     finally:
         con.close()

@@ -112,10 +112,10 @@ def at_seal(
     """What a seal of `run_id` by `sealer` digests (store/ledger.py): the run once it has
     ended, or when another run seals it (it died); at its start (`starting`), rows that
     already carry its id (forged before it began: it has written none), so that its end
-    cannot take them in as its own. The first seal of a database that has no digest yet (a
-    new one, or one from before `run_derived`) also digests every run that has ended, as
-    their rows are found, and leaves a row saying so (tab ADOPTED): it happens once, so a
-    row forged later under an earlier run's id is not taken in."""
+    cannot take them in as its own. The first seal of a database whose ledger has no digest
+    yet (a new one, or one from before `run_derived`) also digests every run that has
+    ended, as their rows are found, and leaves a row saying so (tab ADOPTED): it happens
+    once, so a row forged later under an earlier run's id is not taken in."""
     runs: set[int] = set()
     if run_id is not None:
         ended = con.execute(
@@ -123,7 +123,8 @@ def at_seal(
         ).fetchall()
         if starting or run_id != sealer or (ended and ended[0][0]):
             runs.add(int(run_id))
-    first = not con.execute(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchall()
+    # asked of the ledger, not of run_derived: a table emptied or dropped must not look new
+    first = not con.execute("SELECT 1 FROM ledger WHERE kind = 'derived' LIMIT 1").fetchall()
     if first:
         earlier = {int(r) for (r,) in con.execute(
             "SELECT id FROM runs WHERE finished_at IS NOT NULL").fetchall()}

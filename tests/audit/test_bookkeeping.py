@@ -72,3 +72,25 @@ def test_the_round_forged_as_judged_is_still_judged_or_the_audit_refuses(
     assert "rows stand, the ledger sealed a digest of 1\n" in v.out, v.out
     r = bacc_audit("audit", "--db", ahead, "--config", CONFIG)
     assert r.code == 2 and "for which the ledger sealed a digest of 1:" in r.err, r
+
+
+def test_the_digests_dropped_with_a_row_forged_are_not_taken_in_again(
+    tmp_path: Path, bacc_audit: Any
+) -> None:
+    """Dropping run_derived must not make the next seal take in, as a new database's, the
+    rows it finds: whether anything was digested is the ledger's to say."""
+    db = tmp_path / "a.duckdb"
+    assert bacc_audit("ingest", "--db", db, MB01).code == 0
+    [(ingest_run,)] = _sql(db, "SELECT max(id) FROM runs")
+    _sql(db, "DROP TABLE run_derived")
+    _forge(db, ingest_run)
+    r = bacc_audit("audit", "--db", db, "--config", CONFIG)
+    assert r.code == 2, r
+    assert f"round_audits: 1 row stands under run {ingest_run}, for which the ledger sealed no " \
+        "digest" in r.err, r.err
+    assert _sql(db, "SELECT tab FROM run_derived") == []  # nothing taken in
+    v = bacc_audit("verify", "--db", db)
+    assert v.code == 1, v
+    assert "missing: run_derived (runs before) of run 1 (leaf 1): the digest of a run's " \
+        "derived rows sealed here is gone" in v.out, v.out
+    assert f"inserted: round_audits rows of run {ingest_run}: 1 row stands" in v.out, v.out

@@ -261,7 +261,8 @@ def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
             elif (idx is None or idx >= from_leaf) and derived.digest(con, d, run)[1] != sha:
                 found.problems.append(Problem(
                     "changed", d.table, key,
-                    f"its {now:,} rows are not those the ledger sealed (a row edited)", idx))
+                    f"its {now:,} {'row is' if now == 1 else 'rows are'} not what the "
+                    "ledger sealed (a row edited)", idx))
     return found
 
 

@@ -419,7 +419,7 @@ def test_a_round_audit_edited_or_deleted_is_named(
     r = bacc_audit("verify", "--db", f.db)
     assert r.code == 1, r
     assert re.match(rf"ledger FAILED: changed: round_audits rows of run {run} \(leaf \d+\): "
-                    rf"its {n:,} rows are not those the ledger sealed \(a row edited\)$",
+                    rf"its {n:,} rows are not what the ledger sealed \(a row edited\)$",
                     first_line(r.out)), r.out
     g = filed.copy(tmp_path / "y")
     g.sql("DELETE FROM change_audits")

@@ -140,10 +140,9 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection) -> None:
     ended must number what its sealed digest says (a forged round_audits row would make the
     audit skip a round it never judged). Counting is cheap; the digests themselves are for
     `verify`. Rows of a run still open (the caller's own, a `watch`) are not judged."""
-    if not con.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND database_name = "
-        "current_database()", [TABLE]
-    ).fetchall():
+    from auditor.store.db import has_table  # db's schema includes this module's
+
+    if not has_table(con, TABLE):
         return
     for d in DERIVED:
         row = con.execute(

@@ -17,6 +17,7 @@ import duckdb
 
 from auditor import merkle
 from auditor.store import derived, ledger, ledger_rows
+from auditor.store.db import has_table
 from auditor.store.sql import quote
 
 SHOWN = 50  # problems of one kind read back in detail; the rest are counted
@@ -223,11 +224,8 @@ def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
     if derived.TABLE not in types:
         return found
     runs = _status(con)
-    present = {t for (t,) in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-    ).fetchall()}
     for d in derived.DERIVED:
-        if d.table not in present:
+        if not has_table(con, d.table):
             continue
         rows = con.execute(
             f"""

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from auditor.audit.load import DELIVERED_AT, DELIVERY_JOIN, ORDERED_JOIN, ORDERED_TS
 from auditor.config import PropertyConfig
@@ -85,6 +87,37 @@ def round_events_sql(rounds: str, bounded: bool = False) -> str:
         """
 
 
+class JudgedBefore:
+    """Where `watch` looks up whether a poll's rounds were judged before: among the
+    round_audits rows of its own run on (the table's tail, appended while it watches: DuckDB
+    skips the row groups before it by their run ids), unless a round's shoe had a round
+    judged before the watch began (a watch restarted mid-shoe, a round logged again under an
+    old key); then among every row, as a batch audit does. Read whole, the table made every
+    poll cost more with each night the database keeps.
+
+    Exact while no other run writes round_audits under an earlier run's id during the watch
+    (only audits write it, and a watch owns its database). A row forged there then is not
+    read by the polls (the round is judged again); the sweeps, batch audits that read every
+    row, still count it against its run's digest (store/derived.py)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+        self.run_id = int(run_id)
+        pairs = con.execute(
+            "SELECT DISTINCT table_id, shoe FROM round_audits WHERE run_id < ?", [self.run_id]
+        ).fetchall()
+        # hashes, not the pairs: a year of 500 tables' shoes in 12 MB; a collision reads more
+        self._shoes = np.unique(np.fromiter((hash((t, s)) for t, s in pairs), np.int64,
+                                            len(pairs)))
+
+    def audits_sql(self, keys: Iterable[tuple[str, str, int]]) -> str:
+        """The SQL of the round_audits rows that can be of the rounds `keys`."""
+        if self._shoes.size:
+            shoes = np.fromiter((hash((t, s)) for t, s, _ in keys), np.int64)
+            if np.isin(shoes, self._shoes).any():
+                return "round_audits"
+        return f"(SELECT * FROM round_audits WHERE run_id >= {self.run_id})"
+
+
 def select_rounds(
     con: duckdb.DuckDBPyConnection,
     config: PropertyConfig,
@@ -95,6 +128,7 @@ def select_rounds(
     since: dt.datetime | None = None,
     closed_before: dt.datetime | None = None,
     contexts: str = "events",
+    audits: str = "round_audits",
 ) -> None:
     """Temp table `todo`: the rounds to audit, each with its table's context and its events
     as it stood (`n`, `first_seq`, `last_seq`; `partial` when events of it are left out),
@@ -112,7 +146,7 @@ def select_rounds(
 
     `contexts`: where the table_open, procedure_change and table_close events are read
     (`watch` keeps them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night
-    each poll)."""
+    each poll). `audits`: where the rounds' audits are looked up (JudgedBefore)."""
     pits = (
         ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
@@ -154,7 +188,7 @@ def select_rounds(
           GROUP BY ALL
         ), done AS (
           SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
-          FROM round_audits {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
+          FROM {audits} {listed} WHERE {these} ORDER BY table_id, shoe, round, audited_at DESC
         ), opens AS (
           SELECT table_id, seq, pit, game, jurisdiction, variant, seats, side_bets, procedure
           FROM {contexts} WHERE type = 'table_open' AND {these}
@@ -215,7 +249,7 @@ def select_rounds(
         LEFT JOIN round_proper p USING (table_id, shoe, round)
         LEFT JOIN (SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events,
                           last_seq
-                   FROM round_audits SEMI JOIN round_proper USING (table_id, shoe, round)
+                   FROM {audits} SEMI JOIN round_proper USING (table_id, shoe, round)
                    ORDER BY table_id, shoe, round, audited_at DESC) d
           USING (table_id, shoe, round)
         WHERE (NOT r.suspect OR (p.n IS NOT NULL

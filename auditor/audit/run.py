@@ -180,6 +180,7 @@ def audit_rounds(
     since: dt.datetime | None,
     known: Known | None = None,
     contexts: str = "events",
+    audits: str = "round_audits",
 ) -> AuditResult:
     """Audit the rounds listed in table `keys` (table_id, shoe, round) that are not yet
     audited, or were audited before more of their events arrived: what `watch` calls as the
@@ -193,13 +194,14 @@ def audit_rounds(
     before the watch began), the round is recorded with the events it was judged on, and
     the next sweep (a batch audit, which reads every event) finds it changed and judges it
     again whole. `known` carries contexts, packs, Terms, chemin de fer facts and shoes'
-    dealers from one call to the next. `contexts`: see select_rounds. One transaction, as
-    `audit`.
+    dealers from one call to the next. `contexts`, `audits`: see select_rounds. One
+    transaction, as `audit`.
     """
     result = AuditResult(run_id)
     known = known or Known()
     with _rounds_transaction(con, run_id):
-        select_rounds(con, config, None, keys=keys, since=since, contexts=contexts)
+        select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
+                      audits=audits)
         _late(result, record_late(con, run_id, known.zone_of(con, config)))
         _replay(con, run_id, result, known, since)
     return result

@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from auditor.audit.load import load_latest_ts
-from auditor.audit.rounds import CONTEXT_EVENTS_SQL
+from auditor.audit.rounds import CONTEXT_EVENTS_SQL, JudgedBefore
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
 from auditor.ingest.follow import Follower, Poll
@@ -147,6 +147,7 @@ class Watch:
         self.say = say or (lambda _: None)
         self.follower = Follower(run_id)
         self.known = Known()
+        self._judged_before = JudgedBefore(con, run_id)
         self.stats = WatchStats()
         # The gaming days, in the property's zone once it is known (`_gaming_days`).
         self._days: GamingDays | None = None
@@ -462,15 +463,16 @@ class Watch:
         if self._contexts_stale:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
             self._contexts_stale = False
+        audits = self._judged_before.audits_sql(ended)
         result = audit_rounds(
             self.con, self.run_id, self.config, "live_keys", since, known=self.known,
-            contexts="live_contexts",
+            contexts="live_contexts", audits=audits,
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
         audited = {
             (t, s, r) for t, s, r in self.con.execute(
-                "SELECT table_id, shoe, round FROM round_audits SEMI JOIN live_keys "
+                f"SELECT table_id, shoe, round FROM {audits} SEMI JOIN live_keys "
                 "USING (table_id, shoe, round)"
             ).fetchall()
         }

@@ -1,6 +1,7 @@
 """auditor.jobs.earliest: from when `watch` reads the rounds a poll judges. Checked against
 the plain answer (the earliest stamp of every event of the round loaded since it was first
-seen) over random polls, and on the sample night watched poll by poll."""
+seen) over random polls, and on the sample night watched poll by poll. And where a poll
+looks up whether its rounds were judged before (auditor.audit.rounds.JudgedBefore)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from helpers.growing import rounds_touched
 
+from auditor.audit.rounds import JudgedBefore
 from auditor.ingest.follow import Follower
 from auditor.jobs.earliest import EarliestSeen
 from auditor.simulate.feed import schedule
@@ -98,3 +100,24 @@ def test_a_poll_tells_each_round_its_earliest_stamp(tmp_path: Path) -> None:
         assert len(want) > 5
     assert want[(back["table"], back["shoe"], back["round"])] == dt.datetime.fromisoformat(
         back["ts"])
+
+
+def test_a_poll_looks_up_its_own_runs_audits_unless_a_shoe_was_judged_before(tmp_path):
+    """JudgedBefore: a round of a shoe no earlier run judged a round of is looked up among
+    the watch's own run's audits only (the table's tail); one of a shoe judged before the
+    watch began, among all of them."""
+    con = db.connect(tmp_path / "a.duckdb")
+    con.execute(
+        "INSERT INTO round_audits VALUES ('MB-01', 'S1', 1, 12, 12, 0, 3, now()), "
+        "('MB-01', 'S1', 2, 12, 24, 0, 4, now()), ('MB-02', 'S9', 7, 12, 90, 1, 9, now())")
+    judged = JudgedBefore(con, 9)
+    assert judged.audits_sql([("MB-01", "S2", 1), ("MB-02", "S1", 2)]) == (
+        "(SELECT * FROM round_audits WHERE run_id >= 9)")
+    assert judged.audits_sql([("MB-01", "S2", 1), ("MB-01", "S1", 3)]) == "round_audits"
+    # MB-02's S9 was judged by run 9 itself: its own rows are read anyway
+    assert judged.audits_sql([("MB-02", "S9", 8)]) == (
+        "(SELECT * FROM round_audits WHERE run_id >= 9)")
+    assert con.execute(
+        f"SELECT table_id, round FROM {judged.audits_sql([])}").fetchall() == [("MB-02", 7)]
+    assert JudgedBefore(con, 3).audits_sql([("MB-01", "S1", 1)]) == (
+        "(SELECT * FROM round_audits WHERE run_id >= 3)")

@@ -437,6 +437,39 @@ def test_an_event_after_a_judged_rounds_end_is_judged_as_it_comes_in(tmp_path):
         ("draw.banker_missed", "critical", 1149), ("log.after_round_end", "major", card["seq"])]
 
 
+@pytest.mark.slow
+def test_a_round_judged_before_a_restart_and_completed_after_it_is_judged_again(tmp_path):
+    """MB-01's round 72 is logged without its collect, pay and round_end, and judged once
+    the table has gone on (the first poll's sweep): two wagers unsettled. That watch stops;
+    another starts, and the three lines come. Its poll must find the round judged by the
+    run before it (polls look among their own run's audits unless a round's shoe was judged
+    before the watch began: auditor.audit.rounds.JudgedBefore), judge it again whole and
+    withdraw what the missing lines made; a batch audit of the file finds the missed draw
+    alone."""
+    files = sorted(SAMPLE.glob("2026-11-28_MB-01.jsonl"))
+    lines = schedule(files, 1.0)
+    end = next(i for i, x in enumerate(lines) if x.round_end == ("MB-01", "MB-01-1128-01", 72))
+    held = range(end - 2, end + 1)  # its collect, pay and round_end
+    con, spool, w = _stepped(tmp_path)
+    target = spool / lines[0].name
+    target.write_bytes(b"".join(x.data for i, x in enumerate(lines[:end + 40]) if i not in held))
+    w.step()
+    at_72 = "SELECT code, severity, seq FROM current_findings WHERE round = 72 ORDER BY ALL"
+    assert con.execute(at_72).fetchall() == [
+        ("draw.banker_missed", "critical", 1149), ("settle.unsettled", "major", 1150),
+        ("settle.unsettled", "major", 1150)]
+    again = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+                  WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    with target.open("ab") as fh:
+        fh.write(b"".join(lines[i].data for i in held))
+    again.step()
+    assert again.stats.rounds_live == 1 and again.stats.findings_withdrawn == 2
+    assert con.execute(at_72).fetchall() == [("draw.banker_missed", "critical", 1149)]
+    assert con.execute(
+        "SELECT events, last_seq FROM round_audits WHERE round = 72 ORDER BY audited_at"
+    ).fetchall() == [(9, 1150), (12, 1153)]
+
+
 def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN), *args, "--db", str(db_path)], capture_output=True, text=True, timeout=120,

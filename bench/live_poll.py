@@ -53,6 +53,23 @@ def _timed(self: serving.OwnedConnection, *args: Any, **kwargs: Any) -> serving.
         spent[key] += time.perf_counter() - started
 
 
+def _history(con: Any, tables: list[str], n: int) -> None:
+    """`n` rounds of earlier nights of `tables` (80 rounds a shoe, a shoe id of its own per
+    night), recorded as judged by an earlier audit run: the round_audits a database keeps."""
+    with runs.recorded(con, "audit", {}) as past:
+        con.execute(
+            """
+            INSERT INTO round_audits
+            SELECT t[1 + i % len(t)], t[1 + i % len(t)] || '-H' || (i // len(t) // 80)::VARCHAR,
+                   1 + (i // len(t)) % 80, 17, 17 * (1 + (i // len(t)) % 80), 0, ?,
+                   TIMESTAMPTZ '2026-11-01 00:00:00+00' + to_microseconds(i)
+            FROM range(?) r(i), (SELECT ?::VARCHAR[] AS t)
+            """,
+            [past.id, n, tables],
+        )
+        past.done(0, {})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--tables", type=int, default=500)
@@ -73,6 +90,10 @@ def main() -> None:
                     help="print the N costliest functions of the polls (cProfile)")
     ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"),
                     help="the profile's order: with what each calls, or its own time")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="N rounds audited by an earlier run (earlier nights of the same "
+                         "tables) in the database before the watch starts: what a poll "
+                         "costs as the database keeps its history")
     args = ap.parse_args()
     files = night(args.tables, args.hours, 11, 0.1)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
@@ -96,6 +117,9 @@ def main() -> None:
 
     serving.OwnedConnection.execute = _timed  # type: ignore[method-assign]
     con = db.connect(work / "live.duckdb")
+    if args.history:
+        _history(con, sorted({f.name.split("_", 1)[1].split(".")[0] for f in files}),
+                 args.history)
     walls, cpus = [], []
     with runs.recorded(con, "watch", {}) as run:
         w = Watch(con, spool, config.load(None), run.id,
@@ -133,7 +157,8 @@ def main() -> None:
     cpus.sort()
     print(f"command: python bench/live_poll.py --tables {args.tables} --hours {args.hours:g} "
           f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}"
-          + (f" --warm-step {args.warm_step:g}" if args.warm_step else ""))
+          + (f" --warm-step {args.warm_step:g}" if args.warm_step else "")
+          + (f" --history {args.history}" if args.history else ""))
     print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
           f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "

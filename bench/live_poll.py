@@ -70,6 +70,40 @@ def _history(con: Any, tables: list[str], n: int) -> None:
         past.done(0, {})
 
 
+def _past_nights(con: Any, files: list[Path], work: Path, k: int) -> None:
+    """The night's events `k` more times before it, as a database that keeps its history
+    holds them: day d's copy stamped d days earlier, its seqs below the night's (the streams
+    stay in order), its shoes and source ids its own, its rounds recorded as audited by an
+    earlier run. Ingested once into a scratch database, then copied in SQL."""
+    from auditor.ingest.run import ingest
+
+    scratch = db.connect(work / "past.duckdb")
+    with runs.recorded(scratch, "ingest", {}) as past:
+        ingest(scratch, [f for f in files if ".resent." not in f.name], past.id)
+    scratch.close()
+    con.execute(f"ATTACH '{work / 'past.duckdb'}' AS past (READ_ONLY)")
+    with runs.recorded(con, "audit", {}) as run:
+        for d in range(k, 0, -1):
+            con.execute(
+                f"""
+                INSERT INTO events SELECT * REPLACE (
+                  ts - INTERVAL {d} DAY AS ts, seq - {d} * 100000000::BIGINT AS seq,
+                  shoe || '~{d}' AS shoe, source_id + {d} * 1000000::BIGINT AS source_id)
+                FROM past.events ORDER BY ts
+                """
+            )
+        con.execute(
+            """
+            INSERT INTO round_audits
+            SELECT table_id, shoe, round, count(*), max(seq), 0, ?, now() FROM events
+            WHERE round IS NOT NULL AND shoe IS NOT NULL GROUP BY ALL
+            """,
+            [run.id],
+        )
+        run.done(0, {})
+    con.execute("DETACH past")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--tables", type=int, default=500)
@@ -94,6 +128,11 @@ def main() -> None:
                     help="N rounds audited by an earlier run (earlier nights of the same "
                          "tables) in the database before the watch starts: what a poll "
                          "costs as the database keeps its history")
+    ap.add_argument("--past-nights", type=int, default=0, metavar="K",
+                    help="K earlier nights in the database before the watch starts: the "
+                         "night's events again K times, a day apart each (seqs, shoes and "
+                         "sources of their own), their rounds recorded as audited; the "
+                         "watch's first sweep is skipped (it would audit them all)")
     args = ap.parse_args()
     files = night(args.tables, args.hours, 11, 0.1)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
@@ -120,10 +159,16 @@ def main() -> None:
     if args.history:
         _history(con, sorted({f.name.split("_", 1)[1].split(".")[0] for f in files}),
                  args.history)
+    if args.past_nights:
+        _past_nights(con, files, work, args.past_nights)
     walls, cpus = [], []
     with runs.recorded(con, "watch", {}) as run:
         w = Watch(con, spool, config.load(None), run.id,
                   WatchOptions(sweep_every=1e9, idle_sweep=1e9))
+        if args.past_nights:
+            # no sweep: the past nights stand audited (their sources are not on record, a
+            # sweep's table pass would not find their files); a poll is what is timed
+            w._sweep_due, w._sweep_after = False, float("inf")
         t = args.start
         if args.warm_step > 0:
             for warm in range(1, int(t / args.warm_step) + 1):
@@ -158,7 +203,8 @@ def main() -> None:
     print(f"command: python bench/live_poll.py --tables {args.tables} --hours {args.hours:g} "
           f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}"
           + (f" --warm-step {args.warm_step:g}" if args.warm_step else "")
-          + (f" --history {args.history}" if args.history else ""))
+          + (f" --history {args.history}" if args.history else "")
+          + (f" --past-nights {args.past_nights}" if args.past_nights else ""))
     print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
           f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.audit import facts
+from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders
 from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
@@ -255,6 +256,9 @@ class Known:
     # shoe_start of its table can change (forget_shoes).
     chemin_facts: dict[RoundKey, RoundFacts] = field(default_factory=dict)
     shoe_dealers: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # `watch`'s: the chemin de fer tables' rounds in log order, told of each poll's events
+    # (auditor.audit.chemin_order); None: read from the events by each call.
+    chemin_tails: CheminTails | None = None
 
     def forget_shoes(self, tables: set[str]) -> None:
         """A shoe_start of these tables was loaded: their shoes' dealers are read again."""
@@ -304,7 +308,7 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
-    chemin = _CheminHistory.load(con, packs, known.chemin_facts)
+    chemin = _CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
     shoe_dealers = _shoe_dealers(con, "todo_py", known.shoe_dealers)
     # Rounds read one by one counted every event of theirs, with no bound.
     bounded = since is not None and not con.execute(
@@ -589,7 +593,9 @@ class _CheminHistory:
         con: duckdb.DuckDBPyConnection,
         packs: PackCache,
         facts: dict[RoundKey, RoundFacts] | None = None,
+        tails: CheminTails | None = None,
     ) -> _CheminHistory:
+        """`tails`: the orders `watch` keeps (auditor.audit.chemin_order); else read."""
         if facts is not None and len(facts) > FACTS_KEPT:
             facts.clear()  # read back again as needed
         h = cls(facts=facts if facts is not None else {})
@@ -604,31 +610,63 @@ class _CheminHistory:
         for k in todo:  # judged again: as the replay finds it, not as it was
             h.facts.pop(k, None)
         tables = sorted({t for t, _, _ in todo})
-        for t, s, r in con.execute(
-            f"""
-            SELECT table_id, shoe, round FROM events
-            WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND list_contains(?, table_id)
-            GROUP BY ALL ORDER BY table_id, min(seq)
-            """,
-            [tables],
-        ).fetchall():
-            h.index[(t, s, r)] = len(h.order.setdefault(t, []))
-            h.order[t].append((t, s, r))
-        for t, s, r in con.execute(
-            "SELECT table_id, shoe, min(round) FROM events WHERE type = 'cut_card' "
-            "AND list_contains(?, table_id) GROUP BY ALL",
-            [tables],
-        ).fetchall():
-            h.cut_cards[(t, s)] = r
-        need: set[RoundKey] = set()
-        for keys in h.order.values():
-            for i, k in enumerate(keys):
-                if k in todo:
-                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i]
-                                if b not in todo and b not in h.facts)
+        if tails is None:
+            rounds, cuts = read_orders(con, tables)
+            h._place({t: [k for k, _ in r] for t, r in rounds.items()}, cuts)
+        else:
+            orders, cuts, from_floor = tails.orders(con, tables, todo)
+            h._place(orders, cuts)
+            past = h._past_floor(todo, from_floor)
+            if past:  # a round may look back under what was kept: all of them, then
+                h._place(*tails.read(con, sorted(past)))
+        need = h._need(todo)
         if need:
             h._read_back(con, need, packs)
         return h
+
+    def _place(self, orders: Mapping[str, list[RoundKey]], cuts: Mapping[ShoeKey, Any]) -> None:
+        """Each table's rounds in log order (replacing what was placed of it)."""
+        for t, keys in orders.items():
+            for k in self.order.get(t, ()):
+                self.index.pop(k, None)
+            self.order[t] = keys
+            self.index.update((k, i) for i, k in enumerate(keys))
+        self.cut_cards.update(cuts)
+
+    def _need(self, todo: set[RoundKey]) -> set[RoundKey]:
+        """The rounds audited before whose facts the rounds to judge may need."""
+        need: set[RoundKey] = set()
+        for keys in self.order.values():
+            for i, k in enumerate(keys):
+                if k in todo:
+                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i]
+                                if b not in todo and b not in self.facts)
+        return need
+
+    def _past_floor(self, todo: set[RoundKey], from_floor: set[str]) -> set[str]:
+        """The tables of `from_floor` (their rounds placed from a floor on) where a round to
+        judge may walk back (`before`) past the first round placed: whatever it meets that
+        is to be judged or read back may be a stand off, so it walks on."""
+        need = self._need(todo)
+        past: set[str] = set()
+        for t in from_floor:
+            keys = self.order[t]
+            for i, k in enumerate(keys):
+                if k not in todo:
+                    continue
+                for j in range(i - 1, -2, -1):
+                    if j < 0:
+                        past.add(t)
+                        break
+                    b = keys[j]
+                    if b in todo or b in need:
+                        continue
+                    f = self.facts.get(b)
+                    if f is None or f.counts_as_previous_wager:
+                        break
+                if t in past:
+                    break
+        return past
 
     def _read_back(
         self, con: duckdb.DuckDBPyConnection, need: set[RoundKey], packs: PackCache

@@ -61,6 +61,8 @@ from auditor.ingest.reader import Block
 from auditor.ingest.result import FileResult
 from auditor.ingest.stage import Counts, Staging, bulk, odd_sources, staging
 from auditor.store.db import single
+from auditor.store.events import ROUND_EVENTS
+from auditor.store.sql import quote
 
 # At most this much of one file per poll, and of all files together: a backlog (a follower
 # started late in the night) loads over a few polls instead of holding it all at once.
@@ -107,6 +109,11 @@ class Poll:
     # events: `watch` judges them at once), with the earliest stamp among those events, or
     # None if one had none (auditor.jobs.earliest: from when `watch` reads the round).
     rounds_touched: dict[tuple[str, str, int], dt.datetime | None] = field(default_factory=dict)
+    # The first seq among the round events loaded of each round, and the rounds in which a
+    # cut card was loaded: what the chemin de fer rounds' order follows
+    # (auditor.audit.chemin_order).
+    round_seqs: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    cut_cards: set[tuple[str, str, int]] = field(default_factory=set)
     waiting: dict[Path, int] = field(default_factory=dict)  # bytes of a line without newline
     gone: list[Path] = field(default_factory=list)  # followed files no longer there
 
@@ -121,9 +128,14 @@ class Poll:
     def _count(self, stream: str, type_: str, n: int) -> None:
         self.types.setdefault(stream, Counter())[type_] += n
 
-    def _touched(self, rows: list[tuple[str, str, int, dt.datetime | None]]) -> None:
-        for table, shoe, rnd, ts in rows:
-            fold_earliest(self.rounds_touched, (table, shoe, rnd), ts)
+    def _touched(self, rows: list[tuple[Any, ...]]) -> None:
+        for table, shoe, rnd, ts, seq, cut in rows:
+            key = (table, shoe, rnd)
+            fold_earliest(self.rounds_touched, key, ts)
+            if seq is not None:
+                self.round_seqs[key] = min(seq, self.round_seqs.get(key, seq))
+            if cut:
+                self.cut_cards.add(key)
 
 
 def fold_earliest(
@@ -601,9 +613,14 @@ def _advance(piece: _Staged, r: FileResult) -> None:
     s.mtime_ns, s.waiting = piece.seen.st_mtime_ns, piece.waiting
 
 
-# The rounds a poll's events name, each with the earliest stamp among them, NULL if one has
-# none (Poll._touched).
-TOUCHED = "SELECT table_id, shoe, round, CASE WHEN count(ts) = count(*) THEN min(ts) END"
+# The rounds a poll's events name, each with the earliest stamp among them (NULL if one has
+# none), the first seq among its round events and whether a cut card came out in it
+# (Poll._touched).
+TOUCHED = (
+    "SELECT table_id, shoe, round, CASE WHEN count(ts) = count(*) THEN min(ts) END, "
+    f"min(seq) FILTER (type IN ({', '.join(map(quote, ROUND_EVENTS))})), "
+    "bool_or(type = 'cut_card')"
+)
 TOUCHED_WHERE = "shoe IS NOT NULL AND round IS NOT NULL AND table_id IS NOT NULL"
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from auditor.audit.chemin_order import CheminTails
 from auditor.audit.load import load_latest_ts
 from auditor.audit.rounds import CONTEXT_EVENTS_SQL, JudgedBefore
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
@@ -146,7 +147,7 @@ class Watch:
         self.options = options or WatchOptions()
         self.say = say or (lambda _: None)
         self.follower = Follower(run_id)
-        self.known = Known()
+        self.known = Known(chemin_tails=CheminTails())
         self._judged_before = JudgedBefore(con, run_id)
         self.stats = WatchStats()
         # The gaming days, in the property's zone once it is known (`_gaming_days`).
@@ -266,6 +267,8 @@ class Watch:
             if "shoe_start" in counts and (t := stream_name("table", s)) is not None
         })
         self._note(poll)
+        if self.known.chemin_tails is not None:
+            self.known.chemin_tails.loaded(poll.round_seqs, poll.cut_cards)
         self._earliest.loaded(poll.rounds_touched)
         late = (poll.rounds_touched.keys() & self._ended) - set(poll.rounds_ended)
         self._ended.update(poll.rounds_ended)

@@ -31,6 +31,7 @@ from helpers.watched import pauses_cut
 from helpers.watched import sources_free as _sources_free
 
 from auditor import config
+from auditor.audit import chemin_order
 from auditor.ingest import follow
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.rules.codes import REGISTRY
@@ -237,6 +238,39 @@ def test_every_code_is_found_live_as_in_batch(night, tmp_path, tmp_path_factory,
                          config.PropertyConfig(), speed=2000.0, later=later, pause=1.0)
     assert _delivery_free(_sources_free(_findings(live))) == \
         _delivery_free(_sources_free(_findings(batch)))
+    batch.close()
+    live.close()
+
+
+@pytest.mark.slow
+def test_chemin_de_fer_orders_kept_short_still_give_the_batch_findings(
+    tmp_path, tmp_path_factory, monkeypatch
+):
+    """The watch keeps each chemin de fer table's order of rounds from poll to poll
+    (auditor.audit.chemin_order), from a floor on; kept to a few rounds here, the polls are
+    answered from what is kept, past its floor, and read again whole when a round may look
+    back past it, and the night's findings are still the batch audit's."""
+    panda8_rules(tmp_path, monkeypatch)
+    monkeypatch.setattr(chemin_order, "TAIL_ROUNDS", 4)
+    monkeypatch.setattr(chemin_order, "TRIM_AT", 2)
+    served: Counter[str] = Counter()
+    real = chemin_order.CheminTails.orders
+
+    def orders(self, con, tables, todo):
+        got = real(self, con, tables, todo)
+        served["from a floor"] += len(got[2])
+        served["read"] += len(tables) - len(got[2])
+        return got
+
+    monkeypatch.setattr(chemin_order.CheminTails, "orders", orders)
+    audited = _every_code_night(tmp_path_factory, 2)
+    batch = db.connect(audited.database(tmp_path / "batch.duckdb"))
+    live, _ = _watch_fed(list(audited.night.files), tmp_path / "spool",
+                         tmp_path / "live.duckdb", config.PropertyConfig(), speed=2000.0,
+                         later=list(audited.night.later), pause=1.0)
+    assert _delivery_free(_sources_free(_findings(live))) == \
+        _delivery_free(_sources_free(_findings(batch)))
+    assert served["from a floor"] > 20 and served["read"] > 0, served
     batch.close()
     live.close()
 

@@ -34,7 +34,7 @@ class _Log:
     def __init__(self, con, rng: random.Random) -> None:
         self.con, self.rng = con, rng
         self.top = {t: 0 for t in TABLES}  # last seq used, by 10s: gaps left to fill later
-        self.free = {t: [] for t in TABLES}  # seqs left free
+        self.free: dict[str, list[int]] = {t: [] for t in TABLES}  # seqs left free
         self.shoe = {t: 1 for t in TABLES}
         self.round = {t: 0 for t in TABLES}
         self.keys: list[tuple[str, str, int]] = []

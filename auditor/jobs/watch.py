@@ -172,7 +172,12 @@ class Watch:
         self._ended: set[tuple[str, str, int]] = set()
         # From when the rounds it judges must be read (auditor.jobs.earliest).
         self._earliest = EarliestSeen()
-        self._contexts_stale = True  # live_contexts: read again after a table_open or change
+        # live_contexts (the table_open, procedure_change and table_close events), made whole
+        # once, then given those of the sources of each poll that loaded one: made from every
+        # event each time, it read every night the database keeps.
+        self._contexts_stale = True
+        self._contexts_whole = True
+        self._context_sources: set[int] = set()
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
         self._notices_seen = notice_entry.entries(con)  # notices entered by hand, withdrawals
         self._wrote = False  # since the last seal
@@ -261,6 +266,9 @@ class Watch:
         self._committed = self._committed or bool(poll.files)
         if any(t in CONTEXT_TYPES for counts in poll.types.values() for t in counts):
             self._contexts_stale = True
+            loaded = [f.source_id for f in poll.files if f.status == "ingested"]
+            self._contexts_whole |= None in loaded
+            self._context_sources.update(i for i in loaded if i is not None)
         # only the watcher writes events: a shoe's dealer changes with a shoe_start loaded
         self.known.forget_shoes({
             t for s, counts in poll.types.items()
@@ -464,8 +472,7 @@ class Watch:
         if since is not None and _started_before(self.con, since):
             since = None  # begun before the watch, or stamped before the rest: read it whole
         if self._contexts_stale:
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
-            self._contexts_stale = False
+            self._update_contexts()
         audits = self._judged_before.audits_sql(ended)
         result = audit_rounds(
             self.con, self.run_id, self.config, "live_keys", since, known=self.known,
@@ -481,6 +488,21 @@ class Watch:
         }
         self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
         self._earliest.judged(audited)
+
+    def _update_contexts(self) -> None:
+        """live_contexts as CONTEXT_EVENTS_SQL gives them: made whole the first time, then
+        given the new ones, read from the sources of the polls that loaded one (only the
+        watch writes events; a (table, seq) is one event)."""
+        if self._contexts_whole:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
+        elif self._context_sources:
+            ids = ", ".join(str(int(i)) for i in sorted(self._context_sources))
+            self.con.execute(
+                f"INSERT INTO live_contexts SELECT * FROM ({CONTEXT_EVENTS_SQL} "
+                f"AND source_id IN ({ids})) ANTI JOIN live_contexts USING (table_id, seq)"
+            )
+        self._contexts_stale = self._contexts_whole = False
+        self._context_sources.clear()
 
     @staticmethod
     def _tables_moved(poll: Poll) -> set[str]:

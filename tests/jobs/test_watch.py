@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import itertools
 import json
 import os
 import re
@@ -265,9 +266,23 @@ def test_chemin_de_fer_orders_kept_short_still_give_the_batch_findings(
     monkeypatch.setattr(chemin_order.CheminTails, "orders", orders)
     audited = _every_code_night(tmp_path_factory, 2)
     batch = db.connect(audited.database(tmp_path / "batch.duckdb"))
-    live, _ = _watch_fed(list(audited.night.files), tmp_path / "spool",
-                         tmp_path / "live.duckdb", config.PropertyConfig(), speed=2000.0,
-                         later=list(audited.night.later), pause=1.0)
+    # written in 60 parts, a poll after each: the same polls however loaded the machine
+    lines = schedule(list(audited.night.files), 1.0,
+                     later=[f for f in audited.night.files if ".resent." in f.name])
+    live = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    w = Watch(live, spool, config.PropertyConfig(), runs.start(live, "watch", {}),
+              WatchOptions(rescan=0))
+    cuts = [len(lines) * i // 60 for i in range(61)]
+    for lo, hi in itertools.pairwise(cuts):
+        _append(spool, lines[lo:hi])
+        w.step()
+    for f in audited.night.later:
+        (spool / f.name.removesuffix(".later")).write_bytes(f.read_bytes())
+    done = threading.Event()
+    done.set()  # drains the spool, then sweeps
+    w.run(done)
     assert _delivery_free(_sources_free(_findings(live))) == \
         _delivery_free(_sources_free(_findings(batch)))
     assert served["from a floor"] > 20 and served["read"] > 0, served
@@ -433,6 +448,13 @@ def test_a_resend_seen_with_its_streams_own_lines_is_refused_as_in_batch(tmp_pat
         con.close()
 
 
+def _append(spool: Path, lines: list[Line]) -> None:
+    """The lines appended to their files in the spool, at once (no pace)."""
+    for x in lines:
+        with (spool / x.name).open("ab") as fh:
+            fh.write(x.data)
+
+
 def _stepped(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path, Watch]:
     """A database, its spool and a Watch stepped by hand: no sweep but its first poll's."""
     con = db.connect(tmp_path / "live.duckdb")
@@ -502,6 +524,28 @@ def test_a_round_judged_before_a_restart_and_completed_after_it_is_judged_again(
     assert con.execute(
         "SELECT events, last_seq FROM round_audits WHERE round = 72 ORDER BY audited_at"
     ).fetchall() == [(9, 1150), (12, 1153)]
+
+
+@pytest.mark.slow
+def test_the_contexts_a_watch_keeps_are_the_events_own_poll_after_poll(tmp_path):
+    """live_contexts (table opens, procedure changes, closes) is made whole once, then given
+    the new ones of each poll that loaded one: after every poll of the sample night written
+    in twenty parts, it holds what CONTEXT_EVENTS_SQL reads from every event."""
+    from auditor.audit.rounds import CONTEXT_EVENTS_SQL
+
+    lines = schedule(_plain_copies(tmp_path), 1.0)
+    con, spool, w = _stepped(tmp_path)
+    sizes = []
+    cuts = [len(lines) * i // 20 for i in range(21)]
+    for lo, hi in itertools.pairwise(cuts):
+        _append(spool, lines[lo:hi])
+        w.step()
+        if con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'live_contexts'"
+                       ).fetchall():
+            kept = sorted(con.execute("SELECT * FROM live_contexts").fetchall(), key=repr)
+            assert kept == sorted(con.execute(CONTEXT_EVENTS_SQL).fetchall(), key=repr)
+            sizes.append(len(kept))
+    assert len(set(sizes)) >= 3 and sizes[-1] == 21, sizes  # given more twice or more
 
 
 def _reader(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -610,16 +610,18 @@ class _CheminHistory:
         for k in todo:  # judged again: as the replay finds it, not as it was
             h.facts.pop(k, None)
         tables = sorted({t for t, _, _ in todo})
+        from_floor: set[str] = set()  # tables placed from a floor on (`tails`)
         if tails is None:
             rounds, cuts = read_orders(con, tables)
             h._place({t: [k for k, _ in r] for t, r in rounds.items()}, cuts)
         else:
             orders, cuts, from_floor = tails.orders(con, tables, todo)
             h._place(orders, cuts)
-            past = h._past_floor(todo, from_floor)
-            if past:  # a round may look back under what was kept: all of them, then
-                h._place(*tails.read(con, sorted(past)))
         need = h._need(todo)
+        if tails is not None and (past := h._past_floor(todo, from_floor, need)):
+            # a round may look back under what was kept: all of them, then
+            h._place(*tails.read(con, sorted(past)))
+            need = h._need(todo)
         if need:
             h._read_back(con, need, packs)
         return h
@@ -643,11 +645,12 @@ class _CheminHistory:
                                 if b not in todo and b not in self.facts)
         return need
 
-    def _past_floor(self, todo: set[RoundKey], from_floor: set[str]) -> set[str]:
+    def _past_floor(
+        self, todo: set[RoundKey], from_floor: set[str], need: set[RoundKey]
+    ) -> set[str]:
         """The tables of `from_floor` (their rounds placed from a floor on) where a round to
         judge may walk back (`before`) past the first round placed: whatever it meets that
-        is to be judged or read back may be a stand off, so it walks on."""
-        need = self._need(todo)
+        is to be judged or read back (`need`) may be a stand off, so it walks on."""
         past: set[str] = set()
         for t in from_floor:
             keys = self.order[t]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor.audit.rounds import ROUND_TYPES
+from auditor.replay.chemin_model import RoundFacts
 
 RoundKey = tuple[str, str, int]
 ShoeKey = tuple[str, str]
@@ -148,3 +149,35 @@ class CheminTails:
             tail.below.update(k[1] for k, seq in rounds if seq < tail.floor)
         self._tables[table] = tail
         self._cuts.update({k: v for k, v in kept_cuts.items() if k[1] not in tail.below})
+
+
+def walks_past_floor(
+    order: Mapping[str, list[RoundKey]],
+    facts: Mapping[RoundKey, RoundFacts],
+    todo: Collection[RoundKey],
+    need: Collection[RoundKey],
+    from_floor: Iterable[str],
+) -> set[str]:
+    """The tables of `from_floor` (their rounds in `order` from a floor on) where a round to
+    judge may walk back (History: to the last round not a stand off) past the first round
+    placed: whatever it meets that is to be judged or read back (`need`) may be a stand
+    off, so it walks on; a round with no facts, or counted, stops it."""
+    past: set[str] = set()
+    for t in from_floor:
+        keys = order[t]
+        for i, k in enumerate(keys):
+            if k not in todo:
+                continue
+            for j in range(i - 1, -2, -1):
+                if j < 0:
+                    past.add(t)
+                    break
+                b = keys[j]
+                if b in todo or b in need:
+                    continue
+                f = facts.get(b)
+                if f is None or f.counts_as_previous_wager:
+                    break
+            if t in past:
+                break
+    return past

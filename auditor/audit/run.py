@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.audit import facts
-from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders
+from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders, walks_past_floor
 from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
@@ -618,7 +618,9 @@ class _CheminHistory:
             orders, cuts, from_floor = tails.orders(con, tables, todo)
             h._place(orders, cuts)
         need = h._need(todo)
-        if tails is not None and (past := h._past_floor(todo, from_floor, need)):
+        if tails is not None and (
+            past := walks_past_floor(h.order, h.facts, todo, need, from_floor)
+        ):
             # a round may look back under what was kept: all of them, then
             h._place(*tails.read(con, sorted(past)))
             need = h._need(todo)
@@ -644,32 +646,6 @@ class _CheminHistory:
                     need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i]
                                 if b not in todo and b not in self.facts)
         return need
-
-    def _past_floor(
-        self, todo: set[RoundKey], from_floor: set[str], need: set[RoundKey]
-    ) -> set[str]:
-        """The tables of `from_floor` (their rounds placed from a floor on) where a round to
-        judge may walk back (`before`) past the first round placed: whatever it meets that
-        is to be judged or read back (`need`) may be a stand off, so it walks on."""
-        past: set[str] = set()
-        for t in from_floor:
-            keys = self.order[t]
-            for i, k in enumerate(keys):
-                if k not in todo:
-                    continue
-                for j in range(i - 1, -2, -1):
-                    if j < 0:
-                        past.add(t)
-                        break
-                    b = keys[j]
-                    if b in todo or b in need:
-                        continue
-                    f = self.facts.get(b)
-                    if f is None or f.counts_as_previous_wager:
-                        break
-                if t in past:
-                    break
-        return past
 
     def _read_back(
         self, con: duckdb.DuckDBPyConnection, need: set[RoundKey], packs: PackCache

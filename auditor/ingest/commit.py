@@ -226,10 +226,11 @@ def finish(
     rows.record_digests([(p.source_id, p.start, p.end) for p in pieces])
     rows.keep(bool(problems))
     by_id = {x.source_id: x for x in loaded}
-    ahead = log_findings.record_future_stamps(
-        con, run_id, rows.kept_sql,
-        lambda sid: (by_id[sid].resolved, by_id[sid].file_key(con)),
-    )
+    ahead = {} if rows.none_ahead(log_findings.AHEAD_TOLERANCE) else (
+        log_findings.record_future_stamps(
+            con, run_id, rows.kept_sql,
+            lambda sid: (by_id[sid].resolved, by_id[sid].file_key(con)),
+        ))
     if rows.staged:
         _extend_streams(con, run_id, rows)
     else:

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 import duckdb
 import numpy as np
 
-from auditor.ingest import batch, commit, reader
+from auditor.ingest import batch, commit, reader, staged_rows
 from auditor.ingest.commit import loaded_message
 from auditor.ingest.growing import (
     Digest,
@@ -707,13 +707,36 @@ def _finish(
 ) -> list[FileResult]:
     """The pieces finished (commit.finish), with what the poll tells its caller of them: the
     event types each stream received, and the rounds that ended."""
-    for stream, type_, n, ended in con.execute(
-        "SELECT stream, type, count(*), "
-        "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
-        f"FROM ({rows.kept_sql}) GROUP BY source_id, stream, type ORDER BY source_id, stream, type"
-    ).fetchall():
+    types, touched = _loaded(con, rows)
+    for stream, type_, n, ended in types:
         out._count(stream, type_, n)
-        out.rounds_ended += [_key(x) for x in ended or ()]
-    out._touched(con.execute(
-        f"{TOUCHED} FROM ({rows.kept_sql}) WHERE {TOUCHED_WHERE} GROUP BY ALL").fetchall())
+        out.rounds_ended += ended
+    out._touched(touched)
     return commit.finish(con, rows, pieces, run_id)
+
+
+Loaded = tuple[list[tuple[Any, Any, int, list[tuple[str, str, int]]]], list[tuple[Any, ...]]]
+
+
+def _loaded(con: duckdb.DuckDBPyConnection, rows: Staging) -> Loaded:
+    """Per source, stream and type the events to load and the rounds that ended (in seq
+    order), and the rounds touched (TOUCHED): from the rows as read in Python when they were
+    (auditor.ingest.staged_rows), else by asking DuckDB (`_loaded_sql`)."""
+    kept = rows.kept_rows()
+    if kept is None:
+        return _loaded_sql(con, rows.kept_sql)
+    return staged_rows.loaded_types(kept), list(staged_rows.touched(kept))
+
+
+def _loaded_sql(con: duckdb.DuckDBPyConnection, kept_sql: str) -> Loaded:
+    types = [
+        (stream, type_, n, [_key(x) for x in ended or ()])
+        for stream, type_, n, ended in con.execute(
+            "SELECT stream, type, count(*), "
+            "list((table_id, shoe, round) ORDER BY seq) FILTER (type = 'round_end') "
+            f"FROM ({kept_sql}) GROUP BY source_id, stream, type "
+            "ORDER BY source_id, stream, type"
+        ).fetchall()
+    ]
+    return types, con.execute(
+        f"{TOUCHED} FROM ({kept_sql}) WHERE {TOUCHED_WHERE} GROUP BY ALL").fetchall()

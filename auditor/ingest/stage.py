@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.ingest import fast
+from auditor.ingest import fast, staged_rows
 from auditor.ingest.lines import Rows
 from auditor.ingest.reader import LongLine
 from auditor.ingest.validate import names_its_event_sql, present_types, staging_select
@@ -150,11 +150,13 @@ def staging(
     """A transaction over the rows staged for `sources` (ids, or how many new sources to
     take): committed when the block calls `commit`, else rolled back (an exception
     included); then the staging's temporary tables go."""
+    began = dt.datetime.now(dt.UTC)  # at most the transaction's now()
     con.execute("BEGIN TRANSACTION")
     rows = None
     try:
         ids = new_source_ids(con, sources) if isinstance(sources, int) else sources
         rows = Staging(con, ids, staged)
+        rows.began = began
         yield rows
         if not rows.committed:
             con.execute("ROLLBACK")
@@ -187,6 +189,13 @@ class Staging:
         self.committed = False
         self._ranges: list[Range] | None = None  # as last computed, while the rows hold
         self._problems: dict[int, list[tuple[int, str]]] | None = None
+        # The staged rows as read once (staged_rows), while they hold; None: not read yet,
+        # or not to be judged in Python (see _summary).
+        self._summary: list[staged_rows.Row] | None = None
+        self._summary_read = False
+        self._dup_lines: frozenset[int] | None = None
+        # A time no later than the transaction's start (DuckDB's now()), if known.
+        self.began: dt.datetime | None = None
         self._made: list[str] = []  # the temporary tables made, for `close`
         # Per source, the (line_no, raw) of its rows as inserted, for `record_digests`;
         # None once past HOLD_BYTES.
@@ -208,6 +217,43 @@ class Staging:
         """The rows changed: what was read of them is read again."""
         self._ranges = None
         self._problems = None
+        self._summary, self._summary_read, self._dup_lines = None, False, None
+
+    def _rows_read(self) -> list[staged_rows.Row] | None:
+        """The staged rows, read once while they hold, for the questions below to be
+        answered in Python (a poll's few rows: auditor.ingest.staged_rows); None for rows
+        in `events` (a batch's, too many) or whose times cannot be compared in Python."""
+        if not self.staged:
+            return None
+        if not self._summary_read:
+            self._summary = staged_rows.read(
+                self.con.execute(staged_rows.SUMMARY_SQL).fetchall())
+            self._summary_read = True
+        return self._summary
+
+    def _dups(self) -> frozenset[int]:
+        """The lines skipped as duplicates (`dups`), read once."""
+        if not self.dups:
+            return frozenset()
+        if self._dup_lines is None:
+            self._dup_lines = frozenset(
+                int(r[0]) for r in self.con.execute("SELECT line_no FROM dups").fetchall())
+        return self._dup_lines
+
+    def none_ahead(self, tolerance: dt.timedelta) -> bool:
+        """Whether no row to load is stamped more than `tolerance` after the transaction's
+        now(), as told from the rows read in Python (False: not known, ask DuckDB). A
+        second's margin for the clock read before the transaction began."""
+        kept = self.kept_rows()
+        if kept is None or self.began is None:
+            return False
+        latest = staged_rows.latest_stamp(kept)
+        return latest is None or latest <= self.began + tolerance - dt.timedelta(seconds=1)
+
+    def kept_rows(self) -> list[staged_rows.Row] | None:
+        """The staged rows to load, as read in Python (None: ask `kept_sql`)."""
+        rows = self._rows_read()
+        return None if rows is None else staged_rows.kept(rows, self._dups())
 
     @property
     def _which(self) -> str:
@@ -469,6 +515,11 @@ class Staging:
         rejected lines that name their event count in lo_named and hi_named (needed only
         when there are rejected lines); `stored`: say whether an ingested source's range
         meets each."""
+        rows = None if stored else self._rows_read()
+        if rows is not None:
+            self._ranges = [Range(*r, None)
+                            for r in staged_rows.ranges(rows, named, self._dups())]
+            return self._ranges
         with_named = names_its_event_sql() if named else "false"
         meets = (
             "EXISTS (SELECT 1 FROM stream_sources r WHERE r.stream = s.stream "
@@ -516,15 +567,17 @@ class Staging:
         )
         counts: dict[int, Counts] = {}
         per_stream: dict[int, dict[str, int]] = {}
+        rows = self._rows_read()
         # The times are the source's (a time past Python's years comes back as text).
-        for sid, stream, n, bad, dups, first, last in self.con.execute(
+        got = staged_rows.tally(rows, self._dups()) if rows is not None else self.con.execute(
             f"SELECT source_id, stream, count(*) FILTER ({self.good}), "
             f"count(*) FILTER (rejected IS NOT NULL), {dup}, "
             "min(min(ts) FILTER (rejected IS NULL)) OVER w, "
             "max(max(ts) FILTER (rejected IS NULL)) OVER w "
             f"FROM {self.rows} GROUP BY source_id, stream "
             "WINDOW w AS (PARTITION BY source_id) ORDER BY source_id, stream"
-        ).fetchall():
+        ).fetchall()
+        for sid, stream, n, bad, dups, first, last in got:
             c = counts.get(sid, Counts())
             counts[sid] = Counts(
                 c.events + n, c.quarantined + bad, c.duplicates + dups, first, last
@@ -535,6 +588,8 @@ class Staging:
 
     def problems(self) -> dict[int, list[tuple[int, str]]]:
         """The lines rejected, per source: (line, reason)."""
+        if self._problems is None and (rows := self._rows_read()) is not None:
+            self._problems = staged_rows.problems(rows)
         if self._problems is None:
             self._problems = {}
             for sid, line_no, reason in self.con.execute(

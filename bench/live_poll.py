@@ -119,6 +119,9 @@ def main() -> None:
                     help="load the first --start seconds S seconds of log a poll, as a watch "
                          "running all night would (its events table then in time order, "
                          "which bounded reads rely on); 0: in one poll")
+    ap.add_argument("--poll-threads", type=int, default=WatchOptions.poll_threads, metavar="N",
+                    help="DuckDB's threads while polling (WatchOptions.poll_threads; 0: "
+                         "DuckDB's own count, as before session 51)")
     ap.add_argument("--top", type=int, default=25, help="the N costliest statements shown")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N costliest functions of the polls (cProfile)")
@@ -164,7 +167,8 @@ def main() -> None:
     walls, cpus = [], []
     with runs.recorded(con, "watch", {}) as run:
         w = Watch(con, spool, config.load(None), run.id,
-                  WatchOptions(sweep_every=1e9, idle_sweep=1e9))
+                  WatchOptions(sweep_every=1e9, idle_sweep=1e9,
+                               poll_threads=args.poll_threads))
         if args.past_nights:
             # no sweep: the past nights stand audited (their sources are not on record, a
             # sweep's table pass would not find their files); a poll is what is timed
@@ -204,7 +208,8 @@ def main() -> None:
           f"--log-seconds {args.log_seconds:g} --polls {n} --start {args.start:g}"
           + (f" --warm-step {args.warm_step:g}" if args.warm_step else "")
           + (f" --history {args.history}" if args.history else "")
-          + (f" --past-nights {args.past_nights}" if args.past_nights else ""))
+          + (f" --past-nights {args.past_nights}" if args.past_nights else "")
+          + f" --poll-threads {args.poll_threads}")
     print(f"{n} polls of {args.log_seconds:g} s of log, {(w.stats.events - events) / n:.0f} "
           f"events a poll: wall median {walls[n // 2] * 1e3:.0f} ms, 90th "
           f"{walls[int(n * 0.9)] * 1e3:.0f} ms; CPU median {cpus[n // 2] * 1e3:.0f} ms; "

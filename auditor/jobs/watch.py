@@ -43,6 +43,7 @@ from auditor.jobs.earliest import EarliestSeen
 from auditor.replay.log_ends import GamingDays
 from auditor.store import ledger, notice_entry
 from auditor.store.closed_days import closed_days
+from auditor.store.db import single
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.findings import short_id
 from auditor.store.sql import stream_name
@@ -90,6 +91,11 @@ class WatchOptions:
     # ...and once a seal of `d` seconds is d * (1 - seal_share) / seal_share old, if more:
     # a seal reads back the pieces it digests, tens of ms at 500 tables.
     seal_share: float = 0.05
+    # DuckDB's threads while polling (0: its setting left alone). A poll is ~30 statements
+    # over a few rows each, where a second thread costs more CPU than it saves (one: a
+    # poll's CPU about 16% less, docs/benchmarks.md, session 51); a sweep, which reads the
+    # night, gets the connection's own count back while it runs.
+    poll_threads: int = 1
 
 
 @dataclass
@@ -198,6 +204,10 @@ class Watch:
         # findings, or findings of an audit or a sweep): the board reads the new findings
         # at once (auditor.board.app.BoardServer.nudge) instead of polling for them.
         self.on_commit: Callable[[], object] | None = None
+        # DuckDB's thread count as the connection came (a setting of the whole database
+        # instance, its cursors included): the sweeps' and what the run leaves behind.
+        self._threads = int(single(con, "SELECT current_setting('threads')")[0])
+        self._use_threads(self.options.poll_threads)
         self._committed = False  # this step committed rows
         self._wait = self.options.poll_busy  # after the last poll (`next_wait`)
         # The findings row up to which the new ones were told (`_tell_new`).
@@ -223,7 +233,12 @@ class Watch:
             self._tell_board()
             if self._wrote:
                 self.seal()
+            self._use_threads(self._threads)
         return self.stats
+
+    def _use_threads(self, n: int) -> None:
+        if n > 0:
+            self.con.execute(f"SET threads = {int(n)}")
 
     def next_wait(self, loaded: int, took: float, cpu: float | None = None) -> float:
         """Seconds to rest after a poll that loaded `loaded` events in `took` seconds of
@@ -330,14 +345,18 @@ class Watch:
 
     def _sweep(self) -> AuditResult:
         started = time.monotonic()
-        result = audit(
-            self.con,
-            self.run_id,
-            self.config,
-            closed_before=self._final_before(),
-            known=self.known,
-            day_close=("watch", self.options.close_grace),
-        )
+        self._use_threads(self._threads if self.options.poll_threads else 0)
+        try:
+            result = audit(
+                self.con,
+                self.run_id,
+                self.config,
+                closed_before=self._final_before(),
+                known=self.known,
+                day_close=("watch", self.options.close_grace),
+            )
+        finally:
+            self._use_threads(self.options.poll_threads)
         took = time.monotonic() - started
         self.stats.sweeps += 1
         self.stats.sweep_seconds = took

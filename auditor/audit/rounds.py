@@ -63,7 +63,7 @@ EVENT_SELECT = (
 )
 
 
-def round_events_sql(rounds: str, bounded: bool = False) -> str:
+def round_events_sql(rounds: str, bounded: bool = False, excluded: bool = True) -> str:
     """The events of the rounds listed in table `rounds` (shaped like `todo`) as they stood
     (without `round_excluded`), each row with its round's table context, in round and seq
     order: what check_round is given.
@@ -71,8 +71,15 @@ def round_events_sql(rounds: str, bounded: bool = False) -> str:
     `bounded`: only events stamped at or after the one parameter, the `since` select_rounds
     counted the rounds' events from (`watch`): then a round's events read are the `n` it
     counted, and DuckDB reads only the night's last row groups instead of every event of the
-    database. Not for rounds read one by one (`late_seen`), whose `n` has no bound."""
+    database. Not for rounds read one by one (`late_seen`), whose `n` has no bound.
+    `excluded`: leave out the events of `round_excluded` (False: select_rounds read no
+    round one by one, and left none out)."""
     since = "AND e.ts >= ?" if bounded else ""
+    left_out = (
+        "LEFT JOIN round_excluded x ON x.table_id = e.table_id AND x.seq = e.seq"
+        if excluded else ""
+    )
+    kept = "AND x.seq IS NULL" if excluded else ""
     return f"""
         SELECT t.table_id, t.shoe, t.round, t.n, t.last_seq, t.pit, t.game, t.jurisdiction,
                t.variant, t.seats, t.side_bets, t.procedure, {EVENT_SELECT},
@@ -81,8 +88,8 @@ def round_events_sql(rounds: str, bounded: bool = False) -> str:
         JOIN events e ON e.table_id = t.table_id AND e.shoe = t.shoe AND e.round = t.round
         JOIN sources s ON s.id = e.source_id
         {ORDERED_JOIN}
-        LEFT JOIN round_excluded x ON x.table_id = e.table_id AND x.seq = e.seq
-        WHERE e.type IN ({ROUND_TYPES}) AND x.seq IS NULL {since}
+        {left_out}
+        WHERE e.type IN ({ROUND_TYPES}) {kept} {since}
         ORDER BY t.table_id, t.shoe, t.round, e.seq
         """
 
@@ -129,7 +136,7 @@ def select_rounds(
     closed_before: dt.datetime | None = None,
     contexts: str = "events",
     audits: str = "round_audits",
-) -> None:
+) -> bool:
     """Temp table `todo`: the rounds to audit, each with its table's context and its events
     as it stood (`n`, `first_seq`, `last_seq`; `partial` when events of it are left out),
     of the tables in `tables_in` (an inclusive range of ids) or of every table; with `keys`,
@@ -146,7 +153,12 @@ def select_rounds(
 
     `contexts`: where the table_open, procedure_change and table_close events are read
     (`watch` keeps them in a small table, CONTEXT_EVENTS_SQL, instead of scanning the night
-    each poll). `audits`: where the rounds' audits are looked up (JudgedBefore)."""
+    each poll). `audits`: where the rounds' audits are looked up (JudgedBefore).
+
+    Returns whether a round was read one by one (`late_seen` holds it). When none was and
+    the rounds were listed (`keys`: a poll of `watch`), `round_proper`, `round_excluded`
+    and `late_seen` are not made at all: the caller tells record_late and the replay so,
+    instead of three statements a poll making them empty."""
     pits = (
         ", ".join(f"({quote(p)}, {int(n)})" for p, n in config.pit_procedures.items())
         or "(NULL, NULL)"
@@ -224,7 +236,8 @@ def select_rounds(
         """,
         params,
     )
-    _as_they_stood(con, tables_in if keys is None else None, contexts)
+    late = _as_they_stood(con, tables_in if keys is None else None, contexts,
+                          empty_tables=keys is None)
     # A round's round_end closes it, but at chemin de fer the bank's passing follows it
     # (bank_pass is a round event): there the table must have gone on past the round.
     ended = "(r.end_seq IS NOT NULL AND NOT r.chemin)"
@@ -235,6 +248,19 @@ def select_rounds(
         tail.append(closed_before)
     elif keys is not None:
         closed = f"({ended} OR r.last_seq < r.top)"
+    if not late:  # every round as it stands: what the statement below gives then
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE todo AS
+            SELECT r.table_id, r.shoe, r.round, r.first_seq, r.last_seq, r.n, r.ts, r.pit,
+                   r.game, r.jurisdiction, r.variant, r.seats, r.side_bets, r.procedure,
+                   r.audited_before, false AS partial
+            FROM round_spans r WHERE {closed}
+            """,
+            tail,
+        )
+        con.execute("DROP TABLE round_spans")
+        return False
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE todo AS
@@ -260,6 +286,7 @@ def select_rounds(
         ([rerun[0], rerun[1]] if rerun else []) + tail,
     )
     con.execute("DROP TABLE round_spans")
+    return True
 
 
 # The events of the rounds that show something out of place, with when each was delivered,
@@ -358,20 +385,24 @@ FROM w
 
 
 def _as_they_stood(
-    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None, contexts: str
-) -> None:
+    con: duckdb.DuckDBPyConnection, tables_in: tuple[str, str] | None, contexts: str,
+    empty_tables: bool = True,
+) -> bool:
     """For the rounds of `round_spans` marked suspect: temp tables `round_proper` (their
     events as they stood: first and last seq, count, first time), `round_excluded` (the
     events left out, and why) and `late_seen` (the rounds read so), and their rows of
-    `round_exclusions` replaced."""
+    `round_exclusions` replaced. Returns whether there were any; if not, the tables are
+    made empty only if `empty_tables`."""
     if not con.execute("SELECT 1 FROM round_spans WHERE suspect LIMIT 1").fetchall():
+        if not empty_tables:
+            return False
         con.execute("CREATE OR REPLACE TEMP TABLE round_proper AS SELECT table_id, shoe, round, "
                     "first_seq, last_seq, n, ts FROM round_spans LIMIT 0")
         con.execute("CREATE OR REPLACE TEMP TABLE round_excluded AS SELECT table_id, shoe, "
                     "round, last_seq AS seq, 'after_end' AS why FROM round_spans LIMIT 0")
         con.execute("CREATE OR REPLACE TEMP TABLE late_seen AS SELECT table_id, shoe, round "
                     "FROM round_spans LIMIT 0")
-        return
+        return False
     these = db.table_range_sql(tables_in, "e.table_id")
     con.execute(_SUSPECT_EVENTS.format(these=these, contexts=contexts))
     con.execute(_JUDGED)
@@ -392,6 +423,7 @@ def _as_they_stood(
     # Events dealt from another shoe stay in that shoe's counts: only the late are kept out.
     con.execute("INSERT INTO round_exclusions SELECT * FROM round_excluded "
                 f"WHERE why IN ({', '.join(map(quote, LATE_WHYS))})")
+    return True
 
 
 def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
@@ -456,12 +488,16 @@ def late_rounds(con: duckdb.DuckDBPyConnection) -> list[LateRound]:
     ]
 
 
-def record_late(con: duckdb.DuckDBPyConnection, run_id: int, zone: dt.tzinfo) -> tuple[int, int]:
+def record_late(
+    con: duckdb.DuckDBPyConnection, run_id: int, zone: dt.tzinfo, late: bool | None = None
+) -> tuple[int, int]:
     """The late events of the rounds select_rounds read one by one (`late_seen`) as
     findings: new ones recorded, the standing ones of those rounds no longer found (a round
     that got more late events) withdrawn. In the caller's transaction. Returns (new,
-    withdrawn)."""
-    if not con.execute("SELECT 1 FROM late_seen LIMIT 1").fetchall():
+    withdrawn). `late`: what select_rounds returned (None: look in `late_seen`)."""
+    if late is False or (
+        late is None and not con.execute("SELECT 1 FROM late_seen LIMIT 1").fetchall()
+    ):
         return 0, 0
     found = [f for r in late_rounds(con) for f in late_findings(r, zone)]
     new = findings.record_staged(con, run_id, "late_findings", found)

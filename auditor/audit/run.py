@@ -146,9 +146,9 @@ def audit(
         for i, tables_in in enumerate(batches):
             if progress:
                 progress(_batch_step(i, len(batches)), i, total)
-            select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
-            _late(result, record_late(con, run_id, zone))
-            _replay(con, run_id, result, known)
+            late = select_rounds(con, config, rerun, tables_in, closed_before=closed_before)
+            _late(result, record_late(con, run_id, zone, late))
+            _replay(con, run_id, result, known, late=late)
     if not tables:
         if progress:
             progress("rounds replayed", total, total)
@@ -200,11 +200,11 @@ def audit_rounds(
     """
     result = AuditResult(run_id)
     known = known or Known()
-    with _rounds_transaction(con, run_id):
-        select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
-                      audits=audits)
-        _late(result, record_late(con, run_id, known.zone_of(con, config)))
-        _replay(con, run_id, result, known, since)
+    with _rounds_transaction(con, run_id, gathered=False):
+        late = select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
+                             audits=audits)
+        _late(result, record_late(con, run_id, known.zone_of(con, config), late))
+        _replay(con, run_id, result, known, since, late=late, into="round_audits")
     return result
 
 
@@ -216,21 +216,26 @@ def _late(result: AuditResult, counts: tuple[int, int]) -> None:
 
 
 @contextmanager
-def _rounds_transaction(con: duckdb.DuckDBPyConnection, run_id: int) -> Iterator[None]:
+def _rounds_transaction(
+    con: duckdb.DuckDBPyConnection, run_id: int, gathered: bool = True
+) -> Iterator[None]:
     """One transaction for a run of _replay calls, whose audited rounds are gathered in
     temp table `audited_rounds` and stored once at the end: rows appended to round_audits
     inside the transaction would be read back in full by every later batch's select_rounds
-    (no zonemaps until commit). A crash leaves no partial audit behind."""
+    (no zonemaps until commit). A crash leaves no partial audit behind. Not `gathered`:
+    one _replay call, which writes round_audits itself (`into`)."""
     with db.transaction(con):
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
-            "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
-        )
+        if gathered:
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE audited_rounds AS "
+                "SELECT * EXCLUDE (run_id, audited_at) FROM round_audits LIMIT 0"
+            )
         yield
-        con.execute(
-            f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
-        )
-        con.execute("DROP TABLE audited_rounds")
+        if gathered:
+            con.execute(
+                f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
+            )
+            con.execute("DROP TABLE audited_rounds")
 
 
 def _batch_step(i: int, n: int) -> str:
@@ -285,37 +290,42 @@ def _replay(
     result: AuditResult,
     known: Known,
     since: dt.datetime | None = None,
+    *,
+    late: bool = True,
+    into: str = "audited_rounds",
 ) -> None:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
     without a usable pack) goes through the reference, in table order, which alone writes
-    round findings. `since`: select_rounds' bound (audit_rounds)."""
+    round findings. `since`: select_rounds' bound (audit_rounds). `late`: what
+    select_rounds returned (False: no round read one by one, no `late_seen` to look in).
+    `into`: where the rounds audited go (_rounds_transaction)."""
     contexts, packs = known.contexts, known.packs
-    todo_rounds = con.execute("SELECT count(*) FROM todo").fetchall()[0][0]
-    if todo_rounds >= VERDICT_MIN_ROUNDS:
+    todo_rounds, again = db.single(
+        con, "SELECT count(*), coalesce(bool_or(audited_before), false) FROM todo")
+    verdict_run = todo_rounds >= VERDICT_MIN_ROUNDS
+    if verdict_run:
         clean = clean_rounds(con, known)
-    else:  # a few rounds (watch, as they end): the verdict's fixed cost is not worth it
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE todo_clean AS "
-            "SELECT table_id, shoe, round, n, last_seq FROM todo LIMIT 0"
+            "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
+            "ANTI JOIN todo_clean c USING (table_id, shoe, round)"
         )
+    else:  # a few rounds (watch, as they end): the verdict's fixed cost is not worth it
         clean = 0
     result.rounds += clean
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE todo_py AS SELECT t.* FROM todo t "
-        "ANTI JOIN todo_clean c USING (table_id, shoe, round)"
-    )
+    py_rounds = "todo_py" if verdict_run else "todo"
     rows: list[Finding] = []
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
     chemin = _CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
-    shoe_dealers = _shoe_dealers(con, "todo_py", known.shoe_dealers)
+    shoe_dealers = _shoe_dealers(con, py_rounds, known.shoe_dealers)
     # Rounds read one by one counted every event of theirs, with no bound.
-    bounded = since is not None and not con.execute(
-        "SELECT 1 FROM late_seen SEMI JOIN todo_py USING (table_id, shoe, round) LIMIT 1"
-    ).fetchall()
+    bounded = since is not None and not (late and con.execute(
+        f"SELECT 1 FROM late_seen SEMI JOIN {py_rounds} USING (table_id, shoe, round) LIMIT 1"
+    ).fetchall())
     reader = con.sql(
-        round_events_sql("todo_py", bounded), params=[since] if bounded else None
+        round_events_sql(py_rounds, bounded, excluded=late),
+        params=[since] if bounded else None,
     ).to_arrow_reader(BATCH_ROWS)
     key: tuple | None = None
     head: tuple = ()
@@ -368,7 +378,8 @@ def _replay(
         # Whatever went wrong, the stream is let go first: DuckDB refuses the rollback and
         # the run's record on a connection with a result still open, and says only that.
         reader.close()
-    _store(con, run_id, rows, audited, result)
+    _store(con, run_id, rows, audited, result, again=again,
+           clean="todo_clean" if verdict_run else None, into=into)
 
 
 def _card_ok(type_: str, card: str | None) -> bool:
@@ -748,13 +759,20 @@ def _store(
     rows: list[Finding],
     audited: list[tuple],
     result: AuditResult,
+    *,
+    again: bool,
+    clean: str | None,
+    into: str,
 ) -> None:
+    """The findings and the rounds audited written: `again` if a round of `todo` was
+    audited before; `clean`, the table of the rounds the verdict cleared (None: no verdict);
+    `into`: `audited_rounds` (gathered for the transaction's end) or `round_audits`."""
     result.findings_new += findings.record_staged(con, run_id, "round_findings", rows)
     # A re-audited round's old findings that the replay no longer makes are withdrawn (a
     # watch's rounds, audited as they end, seldom were audited before: no query then). Only
     # the replay's own: a finding of a later pass that names the round (shoe.void_required)
     # is that pass's to keep or withdraw, else a rerun withdraws it and the pass opens it again.
-    if con.execute("SELECT 1 FROM todo WHERE audited_before LIMIT 1").fetchall():
+    if again:
         result.findings_withdrawn += findings.withdraw(
             con,
             run_id,
@@ -771,9 +789,11 @@ def _store(
         },
     )
     con.register("done_rounds", done)
+    stamp = f", {int(run_id)}, now()" if into == "round_audits" else ""
+    cleared = (f" UNION ALL SELECT table_id, shoe, round, n, last_seq, 0 FROM {clean}"
+               if clean else "")
     con.execute(
-        "INSERT INTO audited_rounds SELECT table_id, shoe, round, events, last_seq, findings "
-        "FROM (SELECT * FROM done_rounds UNION ALL "
-        "SELECT table_id, shoe, round, n, last_seq, 0 FROM todo_clean)"
+        f"INSERT INTO {into} SELECT table_id, shoe, round, events, last_seq, findings{stamp} "
+        f"FROM (SELECT * FROM done_rounds{cleared})"
     )
     con.unregister("done_rounds")

@@ -190,7 +190,7 @@ class Staging:
         self._ranges: list[Range] | None = None  # as last computed, while the rows hold
         self._problems: dict[int, list[tuple[int, str]]] | None = None
         # The staged rows as read once (staged_rows), while they hold; None: not read yet,
-        # or not to be judged in Python (see _summary).
+        # or not to be judged in Python (`_rows_read`).
         self._summary: list[staged_rows.Row] | None = None
         self._summary_read = False
         self._dup_lines: frozenset[int] | None = None

@@ -143,6 +143,34 @@ def test_one_finding_for_a_file_whose_clock_runs_ahead_piece_after_piece(tmp_pat
     assert load_latest_ts(con) is None
 
 
+def test_a_line_stamped_ahead_in_a_later_piece_of_a_followed_file_is_reported(tmp_path):
+    """The forger's line comes in a piece the watch stages (the file's first piece was in
+    time): the poll's staged rows are judged in Python (auditor.ingest.staged_rows), and a
+    stamp past the tolerance still reaches the statement that reports it."""
+    log = Log()
+    log.open("MB-02", "P1", "05:00")
+    log.shoe_start("MB-02", "05:01", "S1")
+    first, second = (json.loads(x) for x in log.lines(["table:MB-02"]))
+    now = dt.datetime.now(dt.UTC)
+    first["ts"] = (now - dt.timedelta(hours=1)).isoformat()
+    second["ts"] = (now + dt.timedelta(minutes=7)).isoformat()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "w.duckdb")
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    f = spool / "2026-11-28_MB-02.jsonl"
+    f.write_text(json.dumps(first) + "\n")
+    w.step()
+    assert codes(con) == []
+    with f.open("a") as fh:
+        fh.write(json.dumps(second) + "\n")
+    w.step()
+    assert con.execute("SELECT count(*) FROM source_extents").fetchone() == (2,)
+    assert con.execute("SELECT code, seq FROM findings").fetchall() == [
+        ("log.future_stamp", 2)]
+
+
 def test_within_the_clocks_tolerance_a_stamp_ahead_is_no_finding(tmp_path):
     """Stamped 4 minutes past the delivery: clocks apart, not a lie; 6 minutes: a finding,
     counting every event of the delivery so stamped."""

@@ -52,6 +52,15 @@ def codes(con: duckdb.DuckDBPyConnection) -> list[tuple]:
                        "ORDER BY code, table_id, round").fetchall()
 
 
+def _watched(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path, Watch]:
+    """A database, its spool and a Watch stepped by hand (no sweep but when asked)."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    con = db.connect(tmp_path / "w.duckdb")
+    return con, spool, Watch(con, spool, CONF, runs.start(con, "watch", {}),
+                             WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+
+
 def test_the_words_of_a_future_stamp() -> None:
     delivered = dt.datetime(2026, 11, 29, 10, 52, 4, tzinfo=dt.UTC)
     f = future_finding(FutureStamp(
@@ -86,11 +95,7 @@ def test_a_duration_in_words(delta: dt.timedelta, words: str) -> None:
 
 def test_the_watch_reports_the_forged_stamp_and_judges_no_round_before_its_end(tmp_path):
     mb01, _, forged = night()
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    con = db.connect(tmp_path / "w.duckdb")
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
-              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    con, spool, w = _watched(tmp_path)
     (spool / "2026-11-28_MB-01.jsonl").write_text("\n".join(mb01[:10]) + "\n")
     (spool / "2026-11-28_MB-02.jsonl").write_text("\n".join(forged) + "\n")
     w.step()
@@ -127,11 +132,7 @@ def test_one_finding_for_a_file_whose_clock_runs_ahead_piece_after_piece(tmp_pat
     ahead = [json.dumps(dict(json.loads(x), ts=(now + dt.timedelta(hours=1, minutes=i))
                              .isoformat()), separators=(",", ":"))
              for i, x in enumerate(lines)]
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    con = db.connect(tmp_path / "w.duckdb")
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
-              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    con, spool, w = _watched(tmp_path)
     f = spool / "2026-11-28_MB-02.jsonl"
     f.write_text(ahead[0] + "\n")
     w.step()
@@ -154,11 +155,7 @@ def test_a_line_stamped_ahead_in_a_later_piece_of_a_followed_file_is_reported(tm
     now = dt.datetime.now(dt.UTC)
     first["ts"] = (now - dt.timedelta(hours=1)).isoformat()
     second["ts"] = (now + dt.timedelta(minutes=7)).isoformat()
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    con = db.connect(tmp_path / "w.duckdb")
-    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
-              WatchOptions(rescan=0, sweep_every=1e9, idle_sweep=1e9))
+    con, spool, w = _watched(tmp_path)
     f = spool / "2026-11-28_MB-02.jsonl"
     f.write_text(json.dumps(first) + "\n")
     w.step()

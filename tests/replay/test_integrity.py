@@ -337,14 +337,136 @@ def test_a_shoe_dealt_again_another_day_at_another_table(tmp_path):
     assert _found(path) == []
     _audit(path, tmp_path / "again")
     found = _found(path)
-    shoes = {s for (s,) in duckdb.connect(str(path), read_only=True).execute(
-        "SELECT DISTINCT shoe FROM events WHERE table_id IN ('MB-21', 'MB-22') "
-        "AND type = 'card'").fetchall()}
-    assert {f[2] for f in found} == shoes and all(f[0] == "shoe.repeated_order" for f in found)
-    for f in found:
-        ev = json.loads(f[7])
+    for f, ev in _whole_shoes_repeated(path, found, ("MB-21", "MB-22")):
         assert ev["earlier_shoe"]["shoe"] == f[2].replace("MB-2", "MB-0")
+
+
+def _whole_shoes_repeated(
+    path: Path, found: list[tuple], tables: tuple[str, ...]
+) -> list[tuple[tuple, dict[str, Any]]]:
+    """Checks that `found` is one shoe.repeated_order for every shoe dealt at `tables`, each
+    repeating its earlier shoe from the first card; each finding with its evidence."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        shoes = {s for (s,) in con.execute(
+            "SELECT DISTINCT shoe FROM events WHERE table_id IN (SELECT unnest(?)) "
+            "AND type = 'card'", [list(tables)]).fetchall()}
+    finally:
+        con.close()
+    assert shoes and {f[2] for f in found} == shoes
+    assert all(f[0] == "shoe.repeated_order" for f in found)
+    out = [(f, json.loads(f[7])) for f in found]
+    for _, ev in out:
         assert ev["earlier_shoe"]["from_card"] == ev["this_shoe"]["from_card"] == 1
+    return out
+
+
+def _index_calls(monkeypatch: pytest.MonkeyPatch, shoes_a_batch: int) -> list[int]:
+    """The pass's batches at most `shoes_a_batch` shoes (whole tables), and the shoes each
+    indexed, as the list returned."""
+    from auditor.audit import integrity
+
+    calls: list[int] = []
+    real = integrity._index
+
+    def counted(con: Any, touched: list[tuple[str, str]]) -> Any:
+        calls.append(len(touched))
+        return real(con, touched)
+
+    monkeypatch.setattr(integrity, "SHOES_A_BATCH", shoes_a_batch)
+    monkeypatch.setattr(integrity, "_index", counted)
+    return calls
+
+
+def _index_rows(path: Path) -> list[tuple]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute("SELECT shoe_no, table_id, shoe, codes, rounds FROM shoe_orders "
+                           "ORDER BY shoe_no").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_the_pass_in_batches_of_tables_finds_what_it_finds_at_once(
+    planted, tmp_path, monkeypatch
+):
+    """A gaming day's shoes are indexed and probed a few thousand at a time (the day's 49 M
+    cards at once ran DuckDB out of memory): a table a batch here, the planted night gives
+    the same findings, evidence and index as the pass over all its shoes at once."""
+    _, path = planted
+    at_once = _found(path)
+    logs = Path(at_once[0][6].rsplit(":", 1)[0]).parent
+    calls = _index_calls(monkeypatch, 1)
+    _audit(tmp_path / "b.duckdb", logs)
+    assert _found(tmp_path / "b.duckdb") == at_once
+    assert _index_rows(tmp_path / "b.duckdb") == _index_rows(path)
+    tables = {t for _, t, *_ in _index_rows(path)}
+    assert len(calls) == len(tables) == 6 and sum(calls) == len(_index_rows(path))
+
+
+@pytest.mark.slow
+def test_a_pass_cut_short_leaves_the_rest_pending_for_the_next(planted, tmp_path, monkeypatch):
+    """Each batch commits its index rows and findings and takes its shoes out of
+    shoe_index_pending: a pass that fails in its third batch keeps the two before, leaves
+    the rest pending (the lines are marked read), and the next pass indexes them, to the
+    same findings and index as one pass."""
+    from auditor.audit import integrity
+
+    _, path = planted
+    logs = Path(_found(path)[0][6].rsplit(":", 1)[0]).parent
+    calls = _index_calls(monkeypatch, 1)
+    real = integrity.repeats
+
+    def fails_third(*a: Any, **kw: Any) -> Any:
+        if len(calls) == 3:
+            raise RuntimeError("cut short")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(integrity, "repeats", fails_third)
+    dbp = tmp_path / "b.duckdb"
+    with pytest.raises(RuntimeError, match="cut short"):
+        _audit(dbp, logs)
+    con = duckdb.connect(str(dbp), read_only=True)
+    try:
+        indexed = {t for (t,) in con.execute("SELECT DISTINCT table_id FROM shoe_orders")
+                   .fetchall()}
+        pending = {t for (t,) in con.execute(
+            "SELECT DISTINCT table_id FROM shoe_index_pending").fetchall()}
+    finally:
+        con.close()
+    tables = sorted({t for _, t, *_ in _index_rows(path)})
+    assert (indexed, pending) == (set(tables[:2]), set(tables[2:])) and len(tables) == 6
+    monkeypatch.setattr(integrity, "repeats", real)
+    con = db.connect(dbp)
+    try:
+        audit(con, runs.start(con, "audit", {}), PropertyConfig())
+    finally:
+        con.close()
+    assert len(calls) == 3 + 4
+    assert _found(dbp) == _found(path) and _index_rows(dbp) == _index_rows(path)
+
+
+@pytest.mark.slow
+def test_a_repeat_whose_later_shoe_is_in_an_earlier_batch(tmp_path, monkeypatch):
+    """Batches go in table order, not time order: MB-01 and MB-02 deal on the second day the
+    shoes MB-11 and MB-12 dealt on the first, all ingested together. MB-01's batch comes
+    first and finds nothing yet; MB-11's finds the repeat, which is still MB-01's shoe's
+    finding (the later one), naming MB-11's as the earlier, as the pass over all at once."""
+    day = dt.date(2026, 3, 2)
+    simulate(tmp_path / "d2", 2, 2, seed=9, games=("mini_baccarat",), day=day)
+    simulate(tmp_path / "d1", 2, 2, seed=9, games=("mini_baccarat",),
+             day=day - dt.timedelta(days=1))
+    _renamed(tmp_path / "d1", tmp_path / "logs", {"MB-01": "MB-11", "MB-02": "MB-12"})
+    for f in (tmp_path / "d2").glob("*.jsonl"):
+        f.rename(tmp_path / "logs" / f.name)
+    _audit(tmp_path / "a.duckdb", tmp_path / "logs")
+    calls = _index_calls(monkeypatch, 1)
+    _audit(tmp_path / "b.duckdb", tmp_path / "logs")
+    found = _found(tmp_path / "b.duckdb")
+    assert found == _found(tmp_path / "a.duckdb") and len(calls) == 4
+    for f, ev in _whole_shoes_repeated(tmp_path / "b.duckdb", found, ("MB-01", "MB-02")):
+        assert ev["earlier_shoe"]["table"] == f[1].replace("MB-0", "MB-1")
 
 
 @pytest.mark.slow

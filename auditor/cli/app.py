@@ -171,7 +171,7 @@ def main() -> None:
         if db.interrupted(e):
             err.print("interrupted")
             sys.exit(EXIT_INTERRUPTED)
-        full = db.out_of_space(e)
+        full = db.setup_error(e)
         if full is not None:
             console.error(full)
             sys.exit(full.exit_code)

@@ -388,14 +388,51 @@ def interrupted(e: BaseException) -> bool:
     return type(e) is RuntimeError and str(e) == "Query interrupted"
 
 
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    """The error and those it was raised from or during: a query that failed inside a
+    transaction is often followed by DuckDB's "transaction is aborted" from the cleanup."""
+    seen: set[int] = set()
+    at: BaseException | None = e
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        yield at
+        at = at.__cause__ or at.__context__
+
+
+def out_of_memory(e: BaseException) -> UserError | None:
+    """The sentence for DuckDB's "Out of Memory Error": the work did not fit within the
+    memory DuckDB may use (BACC_AUDIT_MEMORY_LIMIT, else its default of 80% of the
+    machine's). The setup, not a bug in the data: exit 2 with the limit named, never an
+    internal error with the cleanup's "transaction is aborted" in front."""
+    for at in _chain(e):
+        if isinstance(at, duckdb.OutOfMemoryException):
+            said = str(at).splitlines()[0].removeprefix("Out of Memory Error: ").rstrip(".")
+            limit = os.environ.get("BACC_AUDIT_MEMORY_LIMIT")
+            setting = (f"BACC_AUDIT_MEMORY_LIMIT={limit}" if limit
+                       else "DuckDB's default memory limit (BACC_AUDIT_MEMORY_LIMIT not set)")
+            return UserError(
+                f"the database ran out of memory ({said}) under {setting}; the step that "
+                "failed was rolled back: raise the limit, or run on a machine with more "
+                "memory, and run the command again")
+    return None
+
+
+def setup_error(e: BaseException) -> UserError | None:
+    """A full disk or memory under DuckDB as the sentence to say (out_of_space,
+    out_of_memory), or None."""
+    return out_of_space(e) or out_of_memory(e)
+
+
 def out_of_space(e: BaseException) -> UserError | None:
     """The sentence for DuckDB's "No space left on device": the database, its WAL, or the
     temporary files a large check or audit spills beside it (DB.tmp) filled the disk. The
     machine's setup, not a bug: exit 2 with the file named, like any output that cannot be
     written, instead of an internal error."""
-    if not isinstance(e, duckdb.Error) or "No space left on device" not in str(e):
+    full = next((at for at in _chain(e)
+                 if isinstance(at, duckdb.Error) and "No space left on device" in str(at)), None)
+    if full is None:
         return None
-    named = re.search(r'"([^"]+)"', str(e))
+    named = re.search(r'"([^"]+)"', str(full))
     where = named[1] if named else "the audit database's folder"
     return UserError(
         f"{where}: no space left on the device; free space there (a large check or audit "

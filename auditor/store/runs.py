@@ -20,7 +20,7 @@ import duckdb
 from auditor import __version__
 from auditor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, UserError
 from auditor.store import ledger, serving, shared
-from auditor.store.db import interrupted, out_of_space, session
+from auditor.store.db import interrupted, session, setup_error
 from auditor.store.records import Run
 
 # The runs this process has open, by database file: alive, so never sealed on their behalf
@@ -102,8 +102,8 @@ def recorded(
     - a UserError: 'failed', with its exit code and its sentence;
     - Ctrl-C (db.interrupted): 'interrupted', exit 130, the operator's choice, not a failure
       of the tool;
-    - a disk full under DuckDB (db.out_of_space): 'failed', exit 2, raised on as that
-      UserError;
+    - a disk full or memory exhausted under DuckDB (db.setup_error): 'failed', exit 2,
+      raised on as that UserError;
     - anything else: 'failed', exit 3 (an internal failure), with the error as Python
       writes it.
 
@@ -128,7 +128,7 @@ def recorded(
         failed("failed", e.exit_code, str(e))
         raise
     except BaseException as e:
-        full = out_of_space(e)
+        full = setup_error(e)
         if interrupted(e):
             failed("interrupted", EXIT_INTERRUPTED, "interrupted")
         elif full is not None:

@@ -1045,6 +1045,45 @@ def test_a_full_disk_is_one_sentence_and_exit_2_in_a_run_and_in_a_reader(
     assert " ".join(r.err.split()) == FULL_SAID
 
 
+def _masked_out_of_memory() -> duckdb.Error:
+    """What the 10M-round day's audit raised: DuckDB out of memory in a query of the
+    shoe-integrity pass, then "transaction is aborted" from the cleanup in its `finally`."""
+    try:
+        raise duckdb.OutOfMemoryException(
+            "Out of Memory Error: failed to allocate data of size 1.8 MiB (2.3 GiB/2.3 GiB "
+            "used)\nPossible solutions:\n* Reducing the number of threads (SET threads=X)")
+    except duckdb.OutOfMemoryException:
+        try:
+            raise duckdb.TransactionException(
+                "TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
+        except duckdb.TransactionException as cleanup:
+            return cleanup
+    raise AssertionError("unreachable")
+
+
+def test_memory_exhausted_is_one_sentence_and_exit_2_even_behind_the_cleanups_error(
+    bacc_audit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's "Out of Memory Error" under BACC_AUDIT_MEMORY_LIMIT is the setup's limit,
+    said as such: not the "transaction is aborted" of the cleanup that followed it, and not
+    an internal error asking for a bug report."""
+    from auditor.audit import run as audit_run
+
+    dbp = tmp_path / "a.duckdb"
+    assert bacc_audit("ingest", write(tmp_path / "night.jsonl", L), "--db", dbp).code == 0
+    monkeypatch.setenv("BACC_AUDIT_MEMORY_LIMIT", "2.5GB")
+    interrupt_at(monkeypatch, audit_run, "audit", _masked_out_of_memory())
+    r = bacc_audit("audit", "--db", dbp)
+    assert (r.code, r.out) == (2, ""), r
+    assert " ".join(r.err.split()) == (
+        "error: the database ran out of memory (failed to allocate data of size 1.8 MiB "
+        "(2.3 GiB/2.3 GiB used)) under BACC_AUDIT_MEMORY_LIMIT=2.5GB; the step that failed "
+        "was rolled back: raise the limit, or run on a machine with more memory, and run "
+        "the command again")
+    assert "internal error" not in r.err and "Traceback" not in r.err
+    assert runs_rows(dbp) == [("ingest", "done", 0), ("audit", "failed", 2)]
+
+
 SIGINT_INGEST = textwrap.dedent(
     """
     import os, sys

@@ -96,10 +96,10 @@ def test_an_untouched_night_verifies_and_its_reports_hold(
     for pdf in pdfs:
         assert f"{pdf}: holds: its " in r.out
         assert f"{pdf}: carries no digital signature" in r.out  # said, not failed: no key
-    # the checks are on the record (nightly's before filing: the first is whole), and the
-    # next fast check starts from the last
+    # the checks are on the record (nightly's before filing: fast from the first leaf, none
+    # being on record), and the next fast check starts from the last
     assert f.sql("SELECT c.mode, r.command FROM ledger_checks c JOIN runs r ON r.id = c.run_id "
-                 "ORDER BY c.id") == [("full", "nightly"), ("full", "verify")]
+                 "ORDER BY c.id") == [("fast", "nightly"), ("full", "verify")]
 
 
 def test_a_deleted_finding_is_named_missing(filed: Filed, tmp_path: Path, bacc_audit: Any) -> None:

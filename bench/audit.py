@@ -19,7 +19,9 @@ CPU seconds of the process (DuckDB's threads included) and the load average.
 With `--against TREE` (a checkout with its own .venv, e.g. the start commit) the repeats
 alternate between that tree and this one, so that before and after come from one run on the
 same machine; the findings of both are compared (code, table, shoe, round, message) and the
-run fails if they differ.
+run fails if they differ. With `--db-each` as well, each tree ingests the night into a database
+of its own (a tree from before a change of the schema cannot read this tree's); the findings
+are then only counted, since the trees may find different things.
 """
 
 from __future__ import annotations
@@ -157,10 +159,15 @@ def logs_for(args: argparse.Namespace) -> Path:
     return folder
 
 
-def ingested(tree: Path, logs: Path) -> Path:
+def ingested(tree: Path, logs: Path, own: bool = False) -> Path:
     """The logs ingested once, by `tree`'s code (the first tree measured: both trees must
-    read the same schema; a change of the events table would need a database each)."""
+    read the same schema), or with `own` into a database of the tree's own, named by its
+    commit."""
     path = logs.with_suffix(".duckdb")
+    if own:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=tree, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        path = logs.with_suffix(f".{head}.duckdb")
     if path.exists():
         return path
     tmp = path.with_suffix(".tmp")
@@ -211,6 +218,8 @@ def main() -> None:
     ap.add_argument("--games", default="mini_baccarat,punto_banco")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--against", type=Path, help="another tree (with .venv) to alternate with")
+    ap.add_argument("--db-each", action="store_true",
+                    help="with --against: each tree ingests the night itself (schemas differ)")
     ap.add_argument("--profile", action="store_true",
                     help="one cProfile'd run of this tree instead; prints its top functions")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -225,21 +234,23 @@ def main() -> None:
     trees = [("after", ROOT)]
     if args.against:
         trees.insert(0, ("before", args.against.resolve()))
-    source = ingested(trees[0][1], logs)
+    sources = {label: ingested(tree, logs, own=args.db_each) for label, tree in trees}
+    if not args.db_each:
+        sources = dict.fromkeys(sources, sources[trees[0][0]])
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; logs {logs.name}; load {_load()}", flush=True)
     if args.profile:
         import pstats
 
         prof = OUT / "audit.prof"
-        show("after", run_once(ROOT, source, prof))
+        show("after", run_once(ROOT, sources["after"], prof))
         pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(45)
         return
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in trees}
     for i in range(args.repeat):
         order = trees if i % 2 == 0 else trees[::-1]
         for label, tree in order:
-            r = run_once(tree, source, None)
+            r = run_once(tree, sources[label], None)
             results[label].append(r)
             show(label, r)
     print()
@@ -257,6 +268,10 @@ def main() -> None:
         wall = statistics.median(r["wall"] for r in b) / statistics.median(r["wall"] for r in a)
         cpu = statistics.median(r["cpu"] for r in b) / statistics.median(r["cpu"] for r in a)
         print(f"after / before: {wall:.2f}x faster (wall medians), {cpu:.2f}x (cpu medians)")
+        if args.db_each:
+            print(f"findings: before {b[0]['findings']:,}, after {a[0]['findings']:,} "
+                  "(each tree's own database: not compared)")
+            return
         same = {r["findings_digest"] for r in b + a}
         print("findings: " + ("identical in every run" if len(same) == 1 else
                               f"DIFFER ({len(same)} distinct sets)"))

@@ -362,8 +362,8 @@ def _whole_shoes_repeated(
 
 
 def _index_calls(monkeypatch: pytest.MonkeyPatch, shoes_a_batch: int) -> list[int]:
-    """The pass's batches at most `shoes_a_batch` shoes (whole tables), and the shoes each
-    indexed, as the list returned."""
+    """Sets the pass's batches to about `shoes_a_batch` shoes (whole tables); returns the
+    list that each `_index` call then adds its number of shoes to."""
     from auditor.audit import integrity
 
     calls: list[int] = []

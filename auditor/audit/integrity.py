@@ -3,13 +3,15 @@ database, against a new pack's order, and against the previous shoe (docs/shoe-i
 
 A year of shoes is searched without reading a year of events: each shoe's order is kept once
 (`shoe_orders`) with the k-grams of every `step`-th position (`shoe_grams`), and only the
-shoes that got cards since the last pass (`shoe_index_lines` says which lines of which source
-were indexed) are read and probed with all their k-grams, one hash join in DuckDB. The pure
+shoes that got cards since the last pass (`shoe_index_marks` says which lines of which source
+were read) are read and probed with all their k-grams, one hash join in DuckDB. The pure
 sums and tests are in auditor.replay.integrity.
 
 The index is derived data, like round_audits: a shoe that gets more cards (a file still being
-written) is indexed again. Findings are never withdrawn here: the cards they rest on are
-events, and events are never rewritten.
+written) is indexed again. What the pass read and indexed is kept append-only and sealed, and
+the index is counted against it before an audit searches it (store/shoe_index.py).
+Findings are never withdrawn here: the cards they rest on are events, and events are never
+rewritten.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from auditor.finding import Finding, fingerprint
 from auditor.replay import integrity as rules
 from auditor.replay.text import iso
 from auditor.rules.cards import CARD_PATTERN_SQL
-from auditor.store import findings
+from auditor.store import findings, shoe_index
 from auditor.store.columns import utc_times
 from auditor.store.sql import stream_key
 
@@ -78,47 +80,53 @@ def integrity_findings(
     """Index the shoes that got cards since the last pass, search them, record what is found.
     Returns a JSON-ready summary.
 
-    `finished_only` (watch): a shoe still being dealt waits (shoe_index_pending) until it is
-    over, so that a finding live is the finding of the whole shoe, as the batch audit makes
-    it. Without it (audit, nightly) every shoe is judged as far as it is logged.
+    `finished_only` (watch): a shoe still being dealt stays pending until it is over, so that
+    a finding live is the finding of the whole shoe, as the batch audit makes it. Without it
+    (audit, nightly) every shoe is judged as far as it is logged.
 
     A transaction a batch (_batches), not one for the pass: DuckDB held some 2 GB beyond its
     memory limit until the end of one transaction over the 10M-round day's 126,702 shoes (4.7
-    GB resident under a 2.5 GB limit; 2.5 GB a batch at a time). So the shoes to index are
-    first put in shoe_index_pending with the lines marked read, in one transaction, and each
-    batch takes its shoes out of it as its index rows and findings are committed: a pass cut
-    short leaves the rest pending, for the next pass."""
+    GB resident under a 2.5 GB limit; 2.5 GB a batch at a time). So the lines read are marked
+    and the shoes queued first, in one transaction, and each batch records its shoes done as
+    it commits its index rows and findings: a pass cut short leaves the rest pending, for the
+    next pass. All three are append-only and sealed (store/shoe_index.py)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        touched = _waiting(con, _touched(con), finished_only)
-        _pending(con, "INSERT INTO shoe_index_pending SELECT * FROM _shoes", touched)
+        shoe_index.adopt(con, run_id)
+        touched = _touched(con, run_id)
+        waiting = {(t, s) for t, s in con.execute(shoe_index.PENDING_SQL).fetchall()}
+        _with_shoes(con, f"INSERT INTO shoe_index_queue SELECT table_id, shoe, {int(run_id)}, "
+                         "now() FROM _shoes", [x for x in touched if x not in waiting])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    todo = sorted(waiting.union(touched))
+    if finished_only:
+        todo = _over(con, todo)
     indexed, found_n, new = 0, 0, 0
-    for shoes in _batches(touched):
+    for shoes in _batches(todo):
         con.execute("BEGIN TRANSACTION")
         try:
-            orders, laid = _index(con, shoes)  # laid: their cards end to end, for both searches
+            # laid: their cards end to end, for both searches; done: what was written
+            orders, laid, done = _index(con, shoes)
             found = repeats(con, orders, config, laid) + _unshuffled(con, orders, laid)
             if found:
                 _locate(con, found)
                 new += findings.record_staged(con, run_id, "integrity_pass_findings", found)
-            _pending(con, "DELETE FROM shoe_index_pending WHERE (table_id, shoe) IN "
-                          "(SELECT (table_id, shoe) FROM _shoes)", shoes)
+            shoe_index.record_done(con, done, run_id)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
         indexed, found_n = indexed + len(orders), found_n + len(found)
-    if not touched:
+    if not todo:
         return {"shoes_indexed": 0, "findings": 0, "findings_new": 0}
     return {"shoes_indexed": indexed, "findings": found_n, "findings_new": new,
             "min_repeat_run": rules.MIN_REPEAT, "min_pack_run": rules.MIN_PACK_RUN}
 
 
-def _pending(con: duckdb.DuckDBPyConnection, sql: str, shoes: list[tuple[str, str]]) -> None:
+def _with_shoes(con: duckdb.DuckDBPyConnection, sql: str, shoes: list[tuple[str, str]]) -> None:
     """`sql` over the (table, shoe) `shoes` as the registered table `_shoes`."""
     if not shoes:
         return
@@ -135,12 +143,12 @@ def _pending(con: duckdb.DuckDBPyConnection, sql: str, shoes: list[tuple[str, st
 # --- the index --------------------------------------------------------------------------------
 
 
-def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+def _touched(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[str, str]]:
     """(table, shoe) of every shoe with a card on a line not yet indexed; marks the lines."""
     changed = con.execute(
-        """
+        f"""
         SELECT t.source_id, coalesce(i.last_line, 0), t.last_line FROM source_totals t
-        LEFT JOIN shoe_index_lines i USING (source_id)
+        LEFT JOIN ({shoe_index.MARKS_SQL}) i USING (source_id)
         WHERE t.last_line > coalesce(i.last_line, 0)
         """
     ).fetchall()
@@ -164,8 +172,8 @@ def _touched(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
             ORDER BY ALL
             """
         ).fetchall()
-        con.execute("INSERT OR REPLACE INTO shoe_index_lines "
-                    "SELECT source_id, last_line FROM _changed_lines").fetchall()
+        con.execute(f"INSERT INTO shoe_index_marks SELECT source_id, last_line, {int(run_id)}, "
+                    "now() FROM _changed_lines").fetchall()
     finally:
         con.unregister("_changed_lines")
     return [(t, s) for t, s in rows]
@@ -195,17 +203,11 @@ def _sources_of(con: duckdb.DuckDBPyConnection, tables: set[str]) -> str:
     return ", ".join(ids) or "NULL"
 
 
-def _waiting(
-    con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]], finished_only: bool
-) -> list[tuple[str, str]]:
-    """The touched shoes and those left waiting before; with `finished_only`, only those that
-    are over (a shoe_end, or the table gone on to another shoe or closed after their
-    shoe_start), the others left waiting. A shoe without its shoe_start waits for the
-    batch audit."""
-    waiting = con.execute("SELECT table_id, shoe FROM shoe_index_pending").fetchall()
-    shoes = sorted({*touched, *((t, s) for t, s in waiting)})
-    con.execute("DELETE FROM shoe_index_pending").fetchall()
-    if not finished_only or not shoes:
+def _over(con: duckdb.DuckDBPyConnection, shoes: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The shoes that are over (a shoe_end, or the table gone on to another shoe or closed
+    after their shoe_start); the others stay pending. A shoe without its shoe_start waits
+    for the batch audit."""
+    if not shoes:
         return shoes
     con.register("_candidates", pa.table({
         "table_id": pa.array([t for t, _ in shoes], pa.string()),
@@ -234,8 +236,6 @@ def _waiting(
                             AND (m.type = 'table_close' OR m.shoe IS DISTINCT FROM c.shoe))
             """
         ).fetchall()}
-        _pending(con, "INSERT INTO shoe_index_pending SELECT * FROM _shoes",
-                 [x for x in shoes if x not in over])
     finally:
         con.unregister("_candidates")
     return [x for x in shoes if x in over]
@@ -243,11 +243,12 @@ def _waiting(
 
 def _index(
     con: duckdb.DuckDBPyConnection, touched: list[tuple[str, str]]
-) -> tuple[list[ShoeOrder], tuple[np.ndarray, np.ndarray]]:
+) -> tuple[list[ShoeOrder], tuple[np.ndarray, np.ndarray], pa.Table]:
     """Read the touched shoes' cards in order, replace their rows in the index. Returns the
-    shoes and their cards end to end (_laid_out). The cards stay columns from DuckDB to the
-    index: a night's shoes hold close to a million cards, and a Python int made of each, and
-    an Arrow value made again of that, cost more than the read."""
+    shoes, their cards end to end (_laid_out), and the `done` rows of every touched shoe
+    with the digests of what was written (store/shoe_index.py). The cards stay columns from
+    DuckDB to the index: a night's shoes hold close to a million cards, and a Python int made
+    of each, and an Arrow value made again of that, cost more than the read."""
     con.register("_touched_shoes", pa.table({
         "table_id": pa.array([t for t, _ in touched], pa.string()),
         "shoe": pa.array([s for _, s in touched], pa.string()),
@@ -283,9 +284,11 @@ def _index(
                     "(SELECT (table_id, shoe) FROM _touched_shoes)").fetchall()
     finally:
         con.unregister("_touched_shoes")
-    no = int(con.execute("SELECT coalesce(max(shoe_no), 0) + 1 FROM shoe_orders").fetchall()[0][0])
-    # A shoe indexed before keeps its number; a new one takes the next, in (table, shoe) order.
+    # A shoe indexed before keeps its number; a new one takes the next, in (table, shoe) order,
+    # past the numbers kept too (their rows were just deleted, not freed).
     numbers = pc.fill_null(got.column("shoe_no"), -1).to_numpy().astype(np.int64)
+    no = max(int(con.execute("SELECT coalesce(max(shoe_no), 0) FROM shoe_orders").fetchall()[0][0]),
+             int(numbers.max(initial=0))) + 1
     new = numbers < 0
     numbers[new] = np.arange(no, no + int(new.sum()), dtype=np.int64)
     got = got.set_column(0, "shoe_no", pa.array(numbers, pa.int64()))
@@ -304,10 +307,12 @@ def _index(
     con.register("_orders", got)
     shoe_ix, pos, gram = rules.grams(*laid, K)
     keep = pos % STEP == 0
+    kept = (numbers[shoe_ix[keep]], pos[keep], gram[keep])
+    done = shoe_index.done_rows(touched, got, shoe_index.grams_digests(*kept))
     con.register("_grams", pa.table({
-        "gram": pa.array(gram[keep], pa.int64()),
-        "shoe_no": pa.array(numbers[shoe_ix[keep]], pa.int64()),
-        "pos": pa.array(pos[keep].astype(np.int32), pa.int32()),
+        "gram": pa.array(kept[2], pa.int64()),
+        "shoe_no": pa.array(kept[0], pa.int64()),
+        "pos": pa.array(kept[1].astype(np.int32), pa.int32()),
     }))
     try:
         con.execute("INSERT INTO shoe_orders BY NAME SELECT * FROM _orders").fetchall()
@@ -315,7 +320,7 @@ def _index(
     finally:
         con.unregister("_orders")
         con.unregister("_grams")
-    return orders, laid
+    return orders, laid, done
 
 
 def _refuse_no_card(tables: list[str], shoes: list[str], codes: list[list[int | None]]) -> None:

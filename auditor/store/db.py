@@ -219,8 +219,8 @@ DDL = [
     )""",
     # The shoe-integrity index (auditor/audit/integrity.py, docs/shoe-integrity.md): each
     # shoe's dealt cards in order (codes 0..51) and the round of each, the k-grams of every
-    # `step`-th position, and which lines of which source were indexed. Derived, like
-    # round_audits: a shoe that gets more cards is indexed again.
+    # `step`-th position. Derived, like round_audits: a shoe that gets more cards is indexed
+    # again.
     """
     CREATE TABLE IF NOT EXISTS shoe_orders (
       shoe_no BIGINT NOT NULL,
@@ -239,16 +239,34 @@ DDL = [
       shoe_no BIGINT NOT NULL,
       pos INTEGER NOT NULL
     )""",
+    # What the pass did, append-only and sealed a run at a time (store/shoe_index.py): the
+    # lines read, the shoes to index (`watch` leaves a shoe still being dealt for later), and
+    # each shoe indexed with its index rows' digests.
     """
-    CREATE TABLE IF NOT EXISTS shoe_index_lines (
-      source_id BIGINT PRIMARY KEY,
-      last_line BIGINT NOT NULL
+    CREATE TABLE IF NOT EXISTS shoe_index_marks (
+      source_id BIGINT NOT NULL,
+      last_line BIGINT NOT NULL,
+      run_id BIGINT NOT NULL,
+      marked_at TIMESTAMPTZ NOT NULL
     )""",
-    # Shoes with new cards that `watch` left for later: it judges a shoe once it is over.
     """
-    CREATE TABLE IF NOT EXISTS shoe_index_pending (
+    CREATE TABLE IF NOT EXISTS shoe_index_queue (
       table_id VARCHAR NOT NULL,
-      shoe VARCHAR NOT NULL
+      shoe VARCHAR NOT NULL,
+      run_id BIGINT NOT NULL,
+      queued_at TIMESTAMPTZ NOT NULL
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS shoe_index_done (
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL,
+      shoe_no BIGINT NOT NULL,
+      cards BIGINT NOT NULL,
+      grams BIGINT NOT NULL,
+      order_sha256 VARCHAR,
+      grams_sha256 VARCHAR,
+      run_id BIGINT NOT NULL,
+      done_at TIMESTAMPTZ NOT NULL
     )""",
     """
     CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)

@@ -1,9 +1,10 @@
 """The audit's own bookkeeping, sealed: which rounds it judged on which events
 (`round_audits`), which procedure changes it judged (`change_audits`), which streams it
-checked (`stream_checks`). A later audit trusts these rows to skip work, so a row forged
-there changes what it judges without touching a finding: a `round_audits` row for a round
-not yet judged, with the round's event count, makes every later audit take the round as
-judged and never replay it.
+checked (`stream_checks`), which lines and shoes the shoe-integrity pass read and indexed
+(`shoe_index_*`, store/shoe_index.py). A later audit trusts these rows to skip work, so a
+row forged there changes what it judges without touching a finding: a `round_audits` row
+for a round not yet judged, with the round's event count, makes every later audit take the
+round as judged and never replay it.
 
 A leaf per row would cost a seal too much (a row per round), so these rows are sealed a
 run at a time: when a run ends, `record` digests each table's rows of that run into
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from auditor.errors import UserError
-from auditor.store import ledger_rows
+from auditor.store import ledger_rows, shoe_index
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Derived:
         return tuple(c in TEXT_COLUMNS for c in self.columns)
 
 
-TEXT_COLUMNS = frozenset({"table_id", "shoe", "stream"})
+TEXT_COLUMNS = frozenset({"table_id", "shoe", "stream", "order_sha256", "grams_sha256"})
 
 # The one registry: a table added here is sealed and verified with no other change.
 DERIVED: tuple[Derived, ...] = (
@@ -55,6 +56,13 @@ DERIVED: tuple[Derived, ...] = (
     Derived("change_audits", ("table_id", "seq", "audited_at"), ("audited_at",)),
     Derived("stream_checks", ("stream", "events", "max_seq", "reversed", "checked_at"),
             ("checked_at",)),
+    # the shoe-integrity pass (store/shoe_index.py)
+    Derived("shoe_index_marks", ("source_id", "last_line", "marked_at"), ("marked_at",)),
+    Derived("shoe_index_queue", ("table_id", "shoe", "queued_at"), ("queued_at",)),
+    Derived("shoe_index_done",
+            ("table_id", "shoe", "shoe_no", "cards", "grams", "order_sha256", "grams_sha256",
+             "done_at"),
+            ("done_at",)),
 )
 
 TABLE = "run_derived"
@@ -164,7 +172,8 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection) -> None:
             raise UserError(
                 f"{d.table}: {now:,} {'row stands' if now == 1 else 'rows stand'} under "
                 f"run {run}, for which the ledger sealed {said}: "
-                "the audit's record of what it judged was changed outside the product, and "
-                "an audit that trusted it could skip rounds it never judged; `bacc-audit "
+                "the audit's record of what it did was changed outside the product, and "
+                "an audit that trusted it could skip work it never did; `bacc-audit "
                 "verify` names what differs"
             )
+    shoe_index.refuse_untrusted(con)

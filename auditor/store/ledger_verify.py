@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor import merkle
-from auditor.store import derived, ledger, ledger_rows
+from auditor.store import derived, ledger, ledger_rows, shoe_index
 from auditor.store.db import has_table
 from auditor.store.sql import quote
 
@@ -261,6 +261,36 @@ def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
                     "changed", d.table, key,
                     f"its {now:,} {'row is' if now == 1 else 'rows are'} not what the "
                     "ledger sealed (a row edited)", idx))
+    return found
+
+
+def check_shoe_index(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
+    """The shoe-integrity index against what the pass wrote (store/shoe_index.py): counted
+    whole, and digested again for the shoes last indexed by a run whose `done` rows were
+    sealed at or after leaf `from_leaf` (every shoe for the whole check, which passes 0).
+    The `done` rows themselves are the derived rows check_derived holds to their seal."""
+    found = Found()
+    if not has_table(con, "shoe_index_done"):
+        return found
+    shoes, grams, in_shoes, in_grams = shoe_index.counts(con)
+    for n, want, what in ((in_shoes, shoes, "shoes"), (in_grams, grams, "k-grams")):
+        if n != want and con.execute("SELECT 1 FROM shoe_index_done LIMIT 1").fetchall():
+            found.problems.append(Problem(
+                "inserted" if n > want else "missing", "shoe_orders" if what == "shoes"
+                else "shoe_grams", "",
+                f"{n:,} {what} stand in the shoe-integrity index, the integrity pass wrote "
+                f"{want:,}"))
+    old = (
+        f"SELECT r.run_id FROM {derived.TABLE} r JOIN ledger l ON l.kind = 'derived' "
+        f"AND l.record_key = {derived.KEY_SQL} WHERE r.tab = 'shoe_index_done' "
+        f"AND l.idx < {int(from_leaf)}"
+    ) if from_leaf > 0 and has_table(con, derived.TABLE) else shoe_index.NO_RUNS
+    rows, total = shoe_index.mismatches(con, old, SHOWN)
+    for table, shoe, what, detail in rows:
+        found.problems.append(Problem(
+            what, "shoe_orders" if "order" in detail else "shoe_grams",
+            f"table {table} shoe {shoe}" if table else "", detail))
+    found.more += max(0, total - len(rows))
     return found
 
 

@@ -395,7 +395,7 @@ def test_a_round_audit_forged_is_named_and_the_next_audit_refuses_to_trust_it(
     a = bacc_audit("audit", "--db", f.db)
     assert a.code == 2, a
     assert (f"round_audits: {n + 1:,} rows stand under run {run}, for which the ledger sealed "
-            f"a digest of {n:,}: the audit's record of what it judged was changed outside the "
+            f"a digest of {n:,}: the audit's record of what it did was changed outside the "
             "product") in a.err, a.err
     # under a run that has not begun: named as no run's
     g = filed.copy(tmp_path / "y")
@@ -426,3 +426,61 @@ def test_a_round_audit_edited_or_deleted_is_named(
     r = bacc_audit("verify", "--db", g.db)
     assert r.code == 1 and re.search(r"missing: change_audits rows of run \d+ \(leaf \d+\): 0 "
                                      r"rows stand, the ledger sealed a digest of \d+", r.out), r.out
+
+
+def _shoe_index_runs(f: Filed) -> tuple[str, str, int, int]:
+    """(table, shoe, run, shoe_no) of the first shoe the integrity pass indexed."""
+    [(table, shoe, run, no)] = f.sql(
+        "SELECT table_id, shoe, run_id, shoe_no FROM shoe_index_done WHERE shoe_no > 0 "
+        "ORDER BY table_id, shoe LIMIT 1")
+    return table, shoe, run, no
+
+
+def test_a_shoes_k_grams_deleted_are_named_and_the_next_audit_refuses_the_index(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """A shoe's k-grams deleted from the shoe-integrity index would let a later shoe dealt in
+    its order go unfound: the audit counts the index before it searches it and stops, and
+    `verify` (the fast check too) names the shoe."""
+    f = filed.copy(tmp_path / "x")
+    table, shoe, run, no = _shoe_index_runs(f)
+    [(n,)] = f.sql("SELECT count(*) FROM shoe_grams WHERE shoe_no = ?", [no])
+    [(total,)] = f.sql("SELECT count(*) FROM shoe_grams")
+    f.sql("DELETE FROM shoe_grams WHERE shoe_no = ?", [no])
+    a = bacc_audit("audit", "--db", f.db)
+    assert a.code == 2, a
+    [(shoes,)] = f.sql("SELECT count(*) FROM shoe_orders")
+    assert (f"the shoe-integrity index holds {shoes:,} shoes and {total - n:,} k-grams, the "
+            f"integrity pass wrote {shoes:,} and {total:,}: the index was changed outside the "
+            "product") in a.err, a.err
+    for how in ((), ("--fast",)):
+        r = bacc_audit("verify", "--db", f.db, *how)
+        assert r.code == 1, r
+        assert (f"missing: shoe_grams: {total - n:,} k-grams stand in the shoe-integrity "
+                f"index, the integrity pass wrote {total:,}") in r.out, r.out
+    r = bacc_audit("verify", "--db", f.db)
+    assert (f"changed: shoe_grams table {table} shoe {shoe}: its k-grams (0 stand, {n} "
+            f"written): the integrity pass of run {run} wrote them otherwise") in r.out, r.out
+
+
+def test_a_shoes_order_edited_or_a_mark_moved_is_named(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """As many rows as before, one of them edited: only the digests show it, so the whole
+    check names it (the order against the pass's `done` row, the marks against their run's
+    seal)."""
+    f = filed.copy(tmp_path / "x")
+    table, shoe, run, _ = _shoe_index_runs(f)
+    f.sql("UPDATE shoe_orders SET codes = list_reverse(codes) WHERE table_id = ? AND shoe = ?",
+          [table, shoe])
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert (f"changed: shoe_orders table {table} shoe {shoe}: its order: the integrity pass "
+            f"of run {run} wrote it otherwise") in r.out, r.out
+    g = filed.copy(tmp_path / "y")
+    [(marked_by,)] = g.sql("SELECT min(run_id) FROM shoe_index_marks")
+    g.sql("UPDATE shoe_index_marks SET last_line = last_line + 1000")
+    r = bacc_audit("verify", "--db", g.db)
+    assert r.code == 1 and re.search(
+        rf"changed: shoe_index_marks rows of run {marked_by} \(leaf \d+\): its \d+ rows? (are|is) "
+        r"not what the ledger sealed", r.out), r.out

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from helpers.shared import built_once, copy_of
 
+from auditor.audit.integrity import STEP, K
 from auditor.audit.run import audit
 from auditor.config import PropertyConfig
 from auditor.ingest.run import ingest
@@ -24,7 +25,7 @@ from auditor.replay import integrity as I
 from auditor.rules.cards import RANKS, SUITS
 from auditor.simulate.kinds import ORDER_KINDS
 from auditor.simulate.planted import simulate
-from auditor.store import db, runs
+from auditor.store import db, runs, shoe_index
 
 # --- the sums -------------------------------------------------------------------------------
 
@@ -407,8 +408,8 @@ def test_the_pass_in_batches_of_tables_finds_what_it_finds_at_once(
 
 @pytest.mark.slow
 def test_a_pass_cut_short_leaves_the_rest_pending_for_the_next(planted, tmp_path, monkeypatch):
-    """Each batch commits its index rows and findings and takes its shoes out of
-    shoe_index_pending: a pass that fails in its third batch keeps the two before, leaves
+    """Each batch commits its index rows and findings and records its shoes done
+    (shoe_index_done): a pass that fails in its third batch keeps the two before, leaves
     the rest pending (the lines are marked read), and the next pass indexes them, to the
     same findings and index as one pass."""
     from auditor.audit import integrity
@@ -431,8 +432,7 @@ def test_a_pass_cut_short_leaves_the_rest_pending_for_the_next(planted, tmp_path
     try:
         indexed = {t for (t,) in con.execute("SELECT DISTINCT table_id FROM shoe_orders")
                    .fetchall()}
-        pending = {t for (t,) in con.execute(
-            "SELECT DISTINCT table_id FROM shoe_index_pending").fetchall()}
+        pending = {t for t, _ in con.execute(shoe_index.PENDING_SQL).fetchall()}
     finally:
         con.close()
     tables = sorted({t for _, t, *_ in _index_rows(path)})
@@ -583,3 +583,92 @@ def test_a_careless_shoe_does_not_stop_the_pass(tmp_path):
         con.close()
     assert (n, last_round) == (33_000, 3_000_000_000)
     assert top == 33_000 - I.SEED - (33_000 - I.SEED) % 2  # the last kept position
+
+
+def _index_as_kept(path: Path) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """(shoe_no, table, shoe, cards) of each indexed shoe, (shoe_no, k-grams) as stored and
+    as rules.grams gives them from the stored order."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        orders = con.execute("SELECT shoe_no, table_id, shoe, codes FROM shoe_orders "
+                             "ORDER BY shoe_no, table_id, shoe").fetchall()
+        stored = con.execute("SELECT shoe_no, count(*) FROM shoe_grams GROUP BY ALL "
+                             "ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    want = []
+    for no, _, _, codes in orders:
+        _, pos, _ = I.grams(np.array(codes, np.int64), np.array([0, len(codes)]), K)
+        want.append((no, int((pos % STEP == 0).sum())))
+    return [(n, t, s, len(c)) for n, t, s, c in orders], stored, sorted(want)
+
+
+@pytest.mark.slow
+def test_a_shoe_indexed_again_keeps_its_number_and_a_new_shoe_takes_another(tmp_path):
+    """A log read as it grows: the first pass indexes the first shoe as far as it was dealt
+    (number 1); the next gives it its other cards and indexes the table's later shoes. Each
+    keeps a number of its own and its own k-grams (a new shoe once took the number of the
+    shoe indexed again, and the two shared their k-grams)."""
+    simulate(tmp_path / "logs", 1, 3, seed=4, games=("mini_baccarat",))
+    [log] = sorted((tmp_path / "logs").glob("*_MB-01.jsonl"))
+    lines = log.read_text().splitlines(keepends=True)
+    shoes = [json.loads(x).get("shoe") for x in lines]
+    second = shoes.index(next(s for s in shoes if s and s != shoes[1]))
+    (tmp_path / "grows").mkdir()
+    grows = tmp_path / "grows" / log.name
+    grows.write_text("".join(lines[:second // 2]))
+    _audit(tmp_path / "a.duckdb", tmp_path / "grows")
+    [(first_no, _, first_shoe, dealt)] = _index_as_kept(tmp_path / "a.duckdb")[0]
+    assert (first_no, first_shoe) == (1, shoes[1])
+    grows.write_text("".join(lines))
+    _audit(tmp_path / "a.duckdb", tmp_path / "grows")
+    orders, stored, want = _index_as_kept(tmp_path / "a.duckdb")
+    assert len(orders) >= 3 and [n for n, *_ in orders] == list(range(1, len(orders) + 1))
+    assert orders[0][:3] == (1, "MB-01", shoes[1]) and orders[0][3] > dealt
+    assert stored == want
+
+
+def test_an_index_from_before_its_bookkeeping_is_taken_in_once(tmp_path):
+    """A database whose index was kept in the old mutable tables (`shoe_index_lines`,
+    `shoe_index_pending`): the next pass takes its marks, its pending shoes and its index as
+    found under its own run (whose end seals them), drops the old tables, and indexes only
+    the pending shoes and those that shared a number (the old numbering's fault)."""
+    from auditor.audit.integrity import integrity_findings
+
+    simulate(tmp_path / "logs", 3, 1, seed=4, games=("mini_baccarat",))
+    path = tmp_path / "a.duckdb"
+    _audit(path, tmp_path / "logs")
+    con = db.connect(path)
+    try:
+        shoes = con.execute("SELECT table_id, shoe, shoe_no FROM shoe_orders "
+                            "ORDER BY shoe_no").fetchall()
+        assert [n for *_, n in shoes] == [1, 2, 3]
+        con.execute("CREATE TABLE shoe_index_lines AS SELECT source_id, max(last_line) AS "
+                    "last_line FROM shoe_index_marks GROUP BY ALL")
+        con.execute("CREATE TABLE shoe_index_pending AS SELECT ? AS table_id, ? AS shoe",
+                    list(shoes[0][:2]))
+        con.execute("UPDATE shoe_orders SET shoe_no = 2 WHERE shoe_no = 3")
+        con.execute("UPDATE shoe_grams SET shoe_no = 2 WHERE shoe_no = 3")
+        for t in ("shoe_index_marks", "shoe_index_queue", "shoe_index_done"):
+            con.execute(f"DELETE FROM {t}")
+        con.execute("DELETE FROM run_derived WHERE tab LIKE 'shoe_index%'")
+        before = con.execute("SELECT table_id, shoe, codes FROM shoe_orders ORDER BY ALL"
+                             ).fetchall()
+        run_id = runs.start(con, "audit", {})
+        summary = integrity_findings(con, run_id, PropertyConfig())
+        assert summary["shoes_indexed"] == 3  # the pending one, the two that shared 2
+        assert not db.has_table(con, "shoe_index_lines")
+        assert not db.has_table(con, "shoe_index_pending")
+        assert con.execute("SELECT DISTINCT run_id FROM shoe_index_marks").fetchall() == [
+            (run_id,)]
+        assert con.execute("SELECT table_id, shoe, codes FROM shoe_orders ORDER BY ALL"
+                           ).fetchall() == before
+        assert sorted(n for (n,) in con.execute("SELECT shoe_no FROM shoe_orders").fetchall()
+                      ) == [1, 2, 3]  # the pending shoe keeps its number, the two take 2, 3
+        # adopted: the first (then indexed again, pending); the two sharing: indexed anew
+        assert con.execute("SELECT count(*) FROM shoe_index_done").fetchall() == [(4,)]
+        n_shoes, grams, in_shoes, in_grams = shoe_index.counts(con)
+        assert (n_shoes, grams) == (in_shoes, in_grams) and n_shoes == 3
+        assert shoe_index.mismatches(con) == ([], 0)
+    finally:
+        con.close()

@@ -134,7 +134,7 @@ def audit(
     )
 
     refuse_impossible_stamps(con)
-    derived.refuse_untrusted(con)
+    derived.refuse_untrusted(con, run_id)
     result = AuditResult(run_id)
     known = known or Known()
     zone = known.zone_of(con, config)

@@ -208,6 +208,18 @@ DDL = [
       seq BIGINT NOT NULL,
       why VARCHAR NOT NULL
     )""",
+    # Every set of round_exclusions as it was set, append-only and sealed a run at a time
+    # (store/exclusion_log.py): seq -1 says a round's set is empty.
+    """
+    CREATE TABLE IF NOT EXISTS round_exclusion_log (
+      table_id VARCHAR NOT NULL,
+      shoe VARCHAR NOT NULL,
+      round BIGINT NOT NULL,
+      seq BIGINT NOT NULL,
+      why VARCHAR NOT NULL,
+      run_id BIGINT NOT NULL,
+      set_at TIMESTAMPTZ NOT NULL
+    )""",
     # When each procedure change was first judged against its notices (the table pass): a
     # notice delivered after that does not count for it (notice.backdated).
     """

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from auditor.errors import UserError
-from auditor.store import ledger_rows, shoe_index
+from auditor.store import exclusion_log, ledger_rows, shoe_index
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Derived:
         return tuple(c in TEXT_COLUMNS for c in self.columns)
 
 
-TEXT_COLUMNS = frozenset({"table_id", "shoe", "stream", "order_sha256", "grams_sha256"})
+TEXT_COLUMNS = frozenset({"table_id", "shoe", "stream", "why", "order_sha256", "grams_sha256"})
 
 # The one registry: a table added here is sealed and verified with no other change.
 DERIVED: tuple[Derived, ...] = (
@@ -56,6 +56,9 @@ DERIVED: tuple[Derived, ...] = (
     Derived("change_audits", ("table_id", "seq", "audited_at"), ("audited_at",)),
     Derived("stream_checks", ("stream", "events", "max_seq", "reversed", "checked_at"),
             ("checked_at",)),
+    # the events kept out of their rounds (store/exclusion_log.py)
+    Derived("round_exclusion_log", ("table_id", "shoe", "round", "seq", "why", "set_at"),
+            ("set_at",)),
     # the shoe-integrity pass (store/shoe_index.py)
     Derived("shoe_index_marks", ("source_id", "last_line", "marked_at"), ("marked_at",)),
     Derived("shoe_index_queue", ("table_id", "shoe", "queued_at"), ("queued_at",)),
@@ -143,11 +146,13 @@ def at_seal(
                     [int(sealer), ADOPTED, len(runs), int(sealer)])
 
 
-def refuse_untrusted(con: duckdb.DuckDBPyConnection) -> None:
+def refuse_untrusted(con: duckdb.DuckDBPyConnection, run_id: int | None = None) -> None:
     """Before an audit trusts its bookkeeping to skip work: the rows of every run that has
     ended must number what its sealed digest says (a forged round_audits row would make the
     audit skip a round it never judged). Counting is cheap; the digests themselves are for
-    `verify`. Rows of a run still open (the caller's own, a `watch`) are not judged."""
+    `verify`. Rows of a run still open (the caller's own, a `watch`) are not judged. Then
+    the rewritten-in-place tables against their logs: round_exclusions (taken in first by
+    run `run_id` if the database is from before its log) and the shoe-integrity index."""
     from auditor.store.db import has_table  # db's schema includes this module's
 
     if not has_table(con, TABLE):
@@ -176,4 +181,7 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection) -> None:
                 "an audit that trusted it could skip work it never did; `bacc-audit "
                 "verify` names what differs"
             )
+    if run_id is not None and has_table(con, "round_exclusion_log"):
+        exclusion_log.adopt(con, run_id)
+    exclusion_log.refuse_untrusted(con)
     shoe_index.refuse_untrusted(con)

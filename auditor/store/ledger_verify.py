@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor import merkle
-from auditor.store import derived, ledger, ledger_rows, shoe_index
+from auditor.store import derived, exclusion_log, ledger, ledger_rows, shoe_index
 from auditor.store.db import has_table
 from auditor.store.sql import quote
 
@@ -261,6 +261,23 @@ def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
                     "changed", d.table, key,
                     f"its {now:,} {'row is' if now == 1 else 'rows are'} not what the "
                     "ledger sealed (a row edited)", idx))
+    return found
+
+
+def check_exclusions(con: duckdb.DuckDBPyConnection) -> Found:
+    """round_exclusions against the latest logged set of each round (store/exclusion_log.py;
+    the log rows themselves are the derived rows check_derived holds to their seal)."""
+    found = Found()
+    if not has_table(con, "round_exclusion_log"):
+        return found
+    rows, total = exclusion_log.mismatches(con, SHOWN)
+    for what, table, shoe, rnd, seq in rows:
+        found.problems.append(Problem(
+            what, "round_exclusions", f"table {table} shoe {shoe} round {rnd} seq {seq}",
+            "an event left out of its round that the audit did not leave out"
+            if what == "inserted" else
+            "an event the audit left out of its round, no longer left out"))
+    found.more += max(0, total - len(rows))
     return found
 
 

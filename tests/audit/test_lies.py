@@ -383,3 +383,64 @@ def test_a_file_that_grows_continues_its_rounds_and_its_late_lines_are_late(nigh
     assert standing(con, *LATE) == [("log.after_round_end", "major", *DRAW_ROUND)]
     assert standing(con, "draw.banker_missed") == [("draw.banker_missed", "critical",
                                                     *DRAW_ROUND)]
+
+
+def test_an_exclusion_removed_or_added_by_hand_is_named_before_an_audit_trusts_it(
+    night, tmp_path
+):
+    """The late card kept out of round 72 is on the record (round_exclusion_log): taken out
+    of round_exclusions by hand, the missed draw could be judged again with that card and
+    mended; another round's card added there could mend it too. The next audit stops and
+    `verify`'s check names the row; put back, the audit goes on."""
+    from auditor.errors import UserError
+    from auditor.store.ledger_verify import check_exclusions
+
+    events = read(night["MB-01"])
+    card = card_after_round_end(events, DRAW_ROUND[1], DRAW_ROUND[2], minutes=58)
+    write(night["MB-01"], events)
+    con, _ = deliver(tmp_path / "a.duckdb", _night_files(night, "MB-01"))
+    try:
+        kept = con.execute("SELECT table_id, shoe, round, seq, why FROM round_exclusions"
+                           ).fetchall()
+        assert kept == [(*DRAW_ROUND, card["seq"], "after_end")]
+        assert con.execute(
+            "SELECT table_id, shoe, round, seq, why FROM round_exclusion_log WHERE round >= 0"
+        ).fetchall() == kept
+        other = con.execute(
+            "SELECT seq FROM events WHERE table_id = 'MB-01' AND shoe = ? AND round = ? "
+            "AND type = 'card' ORDER BY seq LIMIT 1", [DRAW_ROUND[1], DRAW_ROUND[2] - 1]
+        ).fetchall()[0][0]
+        earlier = (*DRAW_ROUND[:2], DRAW_ROUND[2] - 1, other, "late_delivery")
+        for forge, undo, what, (_, _, rnd, seq, _) in (
+            ("DELETE FROM round_exclusions", "INSERT INTO round_exclusions VALUES "
+             f"{(*DRAW_ROUND, card['seq'], 'after_end')}", "missing", kept[0]),
+            (f"INSERT INTO round_exclusions VALUES {earlier}",
+             f"DELETE FROM round_exclusions WHERE seq = {other}", "inserted", earlier),
+        ):
+            con.execute(forge)
+            with pytest.raises(UserError, match=(
+                    f"^round_exclusions: the event seq {seq} of table MB-01 is {what} as left "
+                    f"out of round {rnd} of shoe {DRAW_ROUND[1]}: the record of the events "
+                    "kept out of their rounds was changed outside the product")):
+                audit(con, runs.start(con, "audit", {}), CONF)
+            assert [p.sentence() for p in check_exclusions(con).problems] == [
+                f"{what}: round_exclusions table MB-01 shoe {DRAW_ROUND[1]} round {rnd} "
+                f"seq {seq}: " + ("an event the audit left out of its round, no longer left "
+                                  "out" if what == "missing" else "an event left out of its "
+                                  "round that the audit did not leave out")]
+            con.execute(undo)
+        assert check_exclusions(con).problems == []
+        logged = con.execute("SELECT count(*) FROM round_exclusion_log").fetchall()
+        audit(con, runs.start(con, "audit", {}), CONF)  # reads round 72 again: the same set
+        assert con.execute("SELECT count(*) FROM round_exclusion_log").fetchall() == logged
+        assert standing(con, "draw.banker_missed") == [("draw.banker_missed", "critical",
+                                                        *DRAW_ROUND)]
+        # a database from before the log: its exclusions taken in, as found, once
+        con.execute("DELETE FROM round_exclusion_log")
+        run = runs.start(con, "audit", {})
+        audit(con, run, CONF)
+        assert con.execute("SELECT table_id, shoe, round, seq, why, run_id FROM "
+                           "round_exclusion_log ORDER BY round DESC").fetchall() == [
+            (*kept[0], run), ("", "", -1, -1, "adopted", run)]
+    finally:
+        con.close()

@@ -37,7 +37,7 @@ from auditor.audit.load import DELIVERED_AT, DELIVERY_JOIN, ORDERED_JOIN, ORDERE
 from auditor.config import PropertyConfig
 from auditor.replay.log_ends import StreamEvent
 from auditor.replay.stream_order import LateEvent, LateRound, late_findings
-from auditor.store import db, exclusion_log, findings
+from auditor.store import db, findings, set_logs
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import is_stream_sql, quote, stream_name_sql
 
@@ -499,7 +499,7 @@ def record_late(
         late is None and not con.execute("SELECT 1 FROM late_seen LIMIT 1").fetchall()
     ):
         return 0, 0
-    exclusion_log.record(con, run_id, "late_seen")  # the sets _as_they_stood wrote
+    set_logs.record(con, set_logs.EXCLUSIONS, run_id, "late_seen")  # _as_they_stood's sets
     found = [f for r in late_rounds(con) for f in late_findings(r, zone)]
     new = findings.record_staged(con, run_id, "late_findings", found)
     codes = ", ".join(map(quote, LATE_CODES))

@@ -36,7 +36,7 @@ from auditor.replay.stream_order import (
     Reversal,
     reversal_finding,
 )
-from auditor.store import db, findings
+from auditor.store import db, findings, set_logs
 from auditor.store.sql import quote, stream_name_sql
 
 CODE = "log.time_reversed"
@@ -198,6 +198,7 @@ def check_streams(
                     "(SELECT stream FROM changed_streams)")
         con.execute("INSERT INTO ordered_times SELECT stream, seq, ordered_ts FROM stream_times "
                     "WHERE ordered_ts <> ts")
+        set_logs.record(con, set_logs.ORDERED_TIMES, run_id, "changed_streams")
         reordered = con.execute(
             "SELECT count(*) FROM stream_times WHERE ordered_ts <> ts").fetchall()[0][0]
         con.execute(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from auditor.store import db, exclusion_log
+from auditor.store import db, set_logs
 from auditor.store.sql import quote
 
 
@@ -131,7 +131,8 @@ def merge_partition(
             _copy(con, "round_audits", {"run_id": run})
             # The late events its replay left out of their rounds (issue 28): the table
             # passes on the merged database leave them out too.
-            exclusion_log.adopt(con, run_id)  # the database's own, before the partition's
+            # the database's own, taken in before the partition's are copied
+            set_logs.adopt(con, set_logs.EXCLUSIONS, run_id)
             _copy(con, "round_exclusions", {})
             _copy(con, "round_exclusion_log", {"run_id": run})
             con.execute("COMMIT")

@@ -107,7 +107,7 @@ def verify(con: duckdb.DuckDBPyConnection, *, fast: bool = False) -> Verificatio
     found.add(lv.check_records(con))
     found.add(lv.check_rows(con))
     found.add(lv.check_derived(con, v.start))
-    found.add(lv.check_exclusions(con))
+    found.add(lv.check_set_logs(con))
     found.add(lv.check_shoe_index(con, v.start))
     for sid, line, col, stored, read in _reread(con, v.start, v.mode == "full")[0]:
         found.problems.append(Problem(

@@ -208,8 +208,9 @@ DDL = [
       seq BIGINT NOT NULL,
       why VARCHAR NOT NULL
     )""",
-    # Every set of round_exclusions as it was set, append-only and sealed a run at a time
-    # (store/exclusion_log.py): seq -1 says a round's set is empty.
+    # Every set of round_exclusions (a round's) and of ordered_times (a stream's) as it was
+    # set, append-only and sealed a run at a time (store/set_logs.py): seq -1 says a set is
+    # empty, seq -2 that the table was taken in as found.
     """
     CREATE TABLE IF NOT EXISTS round_exclusion_log (
       table_id VARCHAR NOT NULL,
@@ -217,6 +218,14 @@ DDL = [
       round BIGINT NOT NULL,
       seq BIGINT NOT NULL,
       why VARCHAR NOT NULL,
+      run_id BIGINT NOT NULL,
+      set_at TIMESTAMPTZ NOT NULL
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS ordered_time_log (
+      stream VARCHAR NOT NULL,
+      seq BIGINT NOT NULL,
+      ts TIMESTAMPTZ NOT NULL,
       run_id BIGINT NOT NULL,
       set_at TIMESTAMPTZ NOT NULL
     )""",

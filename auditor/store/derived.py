@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from auditor.errors import UserError
-from auditor.store import exclusion_log, ledger_rows, shoe_index
+from auditor.store import ledger_rows, set_logs, shoe_index
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,10 @@ DERIVED: tuple[Derived, ...] = (
     Derived("change_audits", ("table_id", "seq", "audited_at"), ("audited_at",)),
     Derived("stream_checks", ("stream", "events", "max_seq", "reversed", "checked_at"),
             ("checked_at",)),
-    # the events kept out of their rounds (store/exclusion_log.py)
+    # the logs of the tables rewritten a key at a time (store/set_logs.py)
     Derived("round_exclusion_log", ("table_id", "shoe", "round", "seq", "why", "set_at"),
             ("set_at",)),
+    Derived("ordered_time_log", ("stream", "seq", "ts", "set_at"), ("ts", "set_at")),
     # the shoe-integrity pass (store/shoe_index.py)
     Derived("shoe_index_marks", ("source_id", "last_line", "marked_at"), ("marked_at",)),
     Derived("shoe_index_queue", ("table_id", "shoe", "queued_at"), ("queued_at",)),
@@ -151,8 +152,9 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection, run_id: int | None = None) 
     ended must number what its sealed digest says (a forged round_audits row would make the
     audit skip a round it never judged). Counting is cheap; the digests themselves are for
     `verify`. Rows of a run still open (the caller's own, a `watch`) are not judged. Then
-    the rewritten-in-place tables against their logs: round_exclusions (taken in first by
-    run `run_id` if the database is from before its log) and the shoe-integrity index."""
+    the tables rewritten in place against their logs: round_exclusions and ordered_times
+    (set_logs; taken in first by run `run_id` if the database is from before their logs)
+    and the shoe-integrity index."""
     from auditor.store.db import has_table  # db's schema includes this module's
 
     if not has_table(con, TABLE):
@@ -181,7 +183,5 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection, run_id: int | None = None) 
                 "an audit that trusted it could skip work it never did; `bacc-audit "
                 "verify` names what differs"
             )
-    if run_id is not None and has_table(con, "round_exclusion_log"):
-        exclusion_log.adopt(con, run_id)
-    exclusion_log.refuse_untrusted(con)
+    set_logs.refuse_untrusted(con, run_id)
     shoe_index.refuse_untrusted(con)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor import merkle
-from auditor.store import derived, exclusion_log, ledger, ledger_rows, shoe_index
+from auditor.store import derived, ledger, ledger_rows, set_logs, shoe_index
 from auditor.store.db import has_table
 from auditor.store.sql import quote
 
@@ -264,20 +264,21 @@ def check_derived(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
     return found
 
 
-def check_exclusions(con: duckdb.DuckDBPyConnection) -> Found:
-    """round_exclusions against the latest logged set of each round (store/exclusion_log.py;
-    the log rows themselves are the derived rows check_derived holds to their seal)."""
+def check_set_logs(con: duckdb.DuckDBPyConnection) -> Found:
+    """The tables the audit rewrites a key at a time against the latest logged set of each
+    key (store/set_logs.py; the log rows themselves are the derived rows check_derived holds
+    to their seal)."""
     found = Found()
-    if not has_table(con, "round_exclusion_log"):
-        return found
-    rows, total = exclusion_log.mismatches(con, SHOWN)
-    for what, table, shoe, rnd, seq in rows:
-        found.problems.append(Problem(
-            what, "round_exclusions", f"table {table} shoe {shoe} round {rnd} seq {seq}",
-            "an event left out of its round that the audit did not leave out"
-            if what == "inserted" else
-            "an event the audit left out of its round, no longer left out"))
-    found.more += max(0, total - len(rows))
+    for s in set_logs.LOGS:
+        if not has_table(con, s.log):
+            continue
+        rows, total = set_logs.mismatches(con, s, SHOWN)
+        for what, *row in rows:
+            found.problems.append(Problem(
+                str(what), s.table, set_logs.describe(s, tuple(row)),
+                "not in the audit's log of what it wrote" if what == "inserted" else
+                "in the audit's log of what it wrote, no longer in the table"))
+        found.more += max(0, total - len(rows))
     return found
 
 

@@ -393,7 +393,7 @@ def test_an_exclusion_removed_or_added_by_hand_is_named_before_an_audit_trusts_i
     mended; another round's card added there could mend it too. The next audit stops and
     `verify`'s check names the row; put back, the audit goes on."""
     from auditor.errors import UserError
-    from auditor.store.ledger_verify import check_exclusions
+    from auditor.store.ledger_verify import check_set_logs
 
     events = read(night["MB-01"])
     card = card_after_round_end(events, DRAW_ROUND[1], DRAW_ROUND[2], minutes=58)
@@ -418,18 +418,20 @@ def test_an_exclusion_removed_or_added_by_hand_is_named_before_an_audit_trusts_i
              f"DELETE FROM round_exclusions WHERE seq = {other}", "inserted", earlier),
         ):
             con.execute(forge)
-            with pytest.raises(UserError, match=(
-                    f"^round_exclusions: the event seq {seq} of table MB-01 is {what} as left "
-                    f"out of round {rnd} of shoe {DRAW_ROUND[1]}: the record of the events "
-                    "kept out of their rounds was changed outside the product")):
+            row = (f"table_id MB-01 shoe {DRAW_ROUND[1]} round {rnd} seq {seq} why "
+                   f"{'after_end' if what == 'missing' else 'late_delivery'}")
+            with pytest.raises(UserError) as e:
                 audit(con, runs.start(con, "audit", {}), CONF)
-            assert [p.sentence() for p in check_exclusions(con).problems] == [
-                f"{what}: round_exclusions table MB-01 shoe {DRAW_ROUND[1]} round {rnd} "
-                f"seq {seq}: " + ("an event the audit left out of its round, no longer left "
-                                  "out" if what == "missing" else "an event left out of its "
-                                  "round that the audit did not leave out")]
+            assert str(e.value).startswith(
+                f"round_exclusions: an event left out of its round ({row}) is {what}: the "
+                "table was changed outside the product since the audit wrote it, and an audit "
+                "that trusted it could judge a round without a card dealt in it")
+            assert [p.sentence() for p in check_set_logs(con).problems] == [
+                f"{what}: round_exclusions {row}: " + (
+                    "in the audit's log of what it wrote, no longer in the table"
+                    if what == "missing" else "not in the audit's log of what it wrote")]
             con.execute(undo)
-        assert check_exclusions(con).problems == []
+        assert check_set_logs(con).problems == []
         logged = con.execute("SELECT count(*) FROM round_exclusion_log").fetchall()
         audit(con, runs.start(con, "audit", {}), CONF)  # reads round 72 again: the same set
         assert con.execute("SELECT count(*) FROM round_exclusion_log").fetchall() == logged
@@ -441,6 +443,45 @@ def test_an_exclusion_removed_or_added_by_hand_is_named_before_an_audit_trusts_i
         audit(con, run, CONF)
         assert con.execute("SELECT table_id, shoe, round, seq, why, run_id FROM "
                            "round_exclusion_log ORDER BY round DESC").fetchall() == [
-            (*kept[0], run), ("", "", -1, -1, "adopted", run)]
+            (*kept[0], run), ("", "", -1, -2, "", run)]
+    finally:
+        con.close()
+
+
+def test_an_ordered_time_moved_by_hand_is_named_before_an_audit_trusts_it(night, tmp_path):
+    """MB-03's procedure_change stamped 15 minutes late is placed in time by its stream
+    (ordered_times, the time the checks use); its ordered time is on the record
+    (ordered_time_log). Moved by hand (the change put back at 03:15, its notice then early
+    enough), the next audit stops and `verify`'s check names the row."""
+    from auditor.errors import UserError
+    from auditor.store.ledger_verify import check_set_logs
+
+    events = read(night["MB-03"])
+    _, change = _change(events)
+    change["ts"] = stamp(when(change) + dt.timedelta(minutes=15))
+    write(night["MB-03"], events)
+    con, _ = deliver(tmp_path / "a.duckdb", _night_files(night, *P2))
+    try:
+        [(seq, ordered)] = con.execute(
+            "SELECT seq, ts FROM ordered_times WHERE stream = 'table:MB-03' AND seq = ?",
+            [change["seq"]]).fetchall()
+        assert con.execute(
+            "SELECT ts FROM ordered_time_log WHERE stream = 'table:MB-03' AND seq = ?",
+            [seq]).fetchall() == [(ordered,)]
+        con.execute("UPDATE ordered_times SET ts = ? WHERE stream = 'table:MB-03' AND seq = ?",
+                    [when(change), seq])
+        with pytest.raises(UserError) as e:
+            audit(con, runs.start(con, "audit", {}), CONF)
+        assert str(e.value).startswith(
+            f"ordered_times: an event's ordered time (stream table:MB-03 seq {seq} ts ")
+        assert "(and 1 more rows): the table was changed outside the product" in str(e.value)
+        assert sorted((p.what, p.key.rsplit(" ts ", 1)[0]) for p in check_set_logs(con).problems
+                      ) == [("inserted", f"stream table:MB-03 seq {seq}"),
+                            ("missing", f"stream table:MB-03 seq {seq}")]
+        con.execute("UPDATE ordered_times SET ts = ? WHERE stream = 'table:MB-03' AND seq = ?",
+                    [ordered, seq])
+        assert check_set_logs(con).problems == []
+        audit(con, runs.start(con, "audit", {}), CONF)
+        assert finding(con, "procedure.notice_late", table_id="MB-03")["severity"] == "major"
     finally:
         con.close()

@@ -243,7 +243,8 @@ def test_the_bookkeeping_of_a_database_from_before_its_digests_is_taken_in_once(
             pass
         assert con.execute("SELECT run_id, tab, rows, recorded_by FROM run_derived "
                            "ORDER BY run_id, tab").fetchall() == [
-            (audit, "change_audits", 1, later.id), (audit, "round_audits", 477, later.id),
+            (audit, "change_audits", 1, later.id), (audit, "ordered_time_log", 2, later.id),
+            (audit, "round_audits", 477, later.id),
             (audit, "round_exclusion_log", 1, later.id),
             (audit, "shoe_index_done", 6, later.id), (audit, "shoe_index_marks", 1, later.id),
             (audit, "shoe_index_queue", 6, later.id), (audit, "stream_checks", 1, later.id),

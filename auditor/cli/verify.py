@@ -76,7 +76,9 @@ def verify_cmd(
     if pdfs and trust_root is None:
         signing_conf = cfg.load(config_path).signing
         trust_root = signing_conf.trust_root if signing_conf else None
-    con = db.connect(db_path or db.default_db_path(), small_writes=True)
+    path = db_path or db.default_db_path()
+    db.require_database(path)  # not an empty new database "verified"
+    con = db.connect(path, small_writes=True)
     try:
         with runs.recorded(con, "verify", {"against": [str(p) for p in pdfs],
                                            "fast": fast}) as run:

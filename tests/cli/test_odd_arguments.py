@@ -145,7 +145,8 @@ def test_a_report_on_a_full_disk_leaves_no_partial_file(night: Path, tmp_path: P
 
 
 def test_audit_where_there_is_no_database_creates_none(bacc_audit: Cli, tmp_path: Path) -> None:
-    for args in (["audit"], ["ack", "F000000000000", "--by", "x", "--disposition", "y"]):
+    for args in (["audit"], ["ack", "F000000000000", "--by", "x", "--disposition", "y"],
+                 ["verify"], ["verify", "--fast"]):  # `verify` once said an empty one held
         said(bacc_audit(*args), 2, "bacc-audit.duckdb: no audit database here yet; run "
              "`bacc-audit ingest` first (or name another with --db / BACC_AUDIT_DB)")
         assert not (tmp_path / "bacc-audit.duckdb").exists()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from auditor.errors import UserError
-from auditor.store import ledger_rows, set_logs, shoe_index
+from auditor.store import ledger_rows, set_logs, shoe_index, stream_sources
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,11 @@ def refuse_untrusted(con: duckdb.DuckDBPyConnection, run_id: int | None = None) 
     `verify`. Rows of a run still open (the caller's own, a `watch`) are not judged. Then
     the tables rewritten in place against their logs: round_exclusions and ordered_times
     (set_logs; taken in first by run `run_id` if the database is from before their logs)
-    and the shoe-integrity index."""
+    and the shoe-integrity index. Before all of them, ingest's per-stream summary against
+    the pieces it sums (store/stream_sources.py)."""
     from auditor.store.db import has_table  # db's schema includes this module's
 
+    stream_sources.refuse_untrusted(con)
     if not has_table(con, TABLE):
         return
     for d in DERIVED:

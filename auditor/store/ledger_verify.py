@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 import duckdb
 
 from auditor import merkle
-from auditor.store import derived, ledger, ledger_rows, set_logs, shoe_index
+from auditor.store import (
+    derived,
+    ledger,
+    ledger_rows,
+    set_logs,
+    shoe_index,
+    stream_sources,
+)
 from auditor.store.db import has_table
 from auditor.store.sql import quote
 
@@ -308,6 +315,26 @@ def check_shoe_index(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Foun
         found.problems.append(Problem(
             what, "shoe_orders" if "order" in detail else "shoe_grams",
             f"table {table} shoe {shoe}" if table else "", detail))
+    found.more += max(0, total - len(rows))
+    return found
+
+
+def check_stream_sources(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
+    """Ingest's per-stream summary against the events (store/stream_sources.py): every row
+    for the whole check (`from_leaf` 0); for the fast one, the rows of the sources with a
+    piece not sealed before leaf `from_leaf`, and every source's count against its pieces."""
+    found = Found()
+    if not has_table(con, "stream_sources"):
+        return found
+    recent = None if from_leaf <= 0 else (
+        "SELECT DISTINCT source_id FROM source_extents x WHERE NOT EXISTS (SELECT 1 FROM "
+        f"ledger l WHERE l.kind = 'piece' AND l.idx < {int(from_leaf)} AND l.record_key = "
+        "x.source_id || ':' || x.start_byte || '-' || x.end_byte)"
+    )
+    rows, total = stream_sources.mismatches(con, recent, SHOWN)
+    for what, stream, source, detail in rows:
+        key = f"stream {stream} source {source}" if stream else f"source {source}"
+        found.problems.append(Problem(what, "stream_sources", key, detail))
     found.more += max(0, total - len(rows))
     return found
 

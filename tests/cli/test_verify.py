@@ -484,3 +484,41 @@ def test_a_shoes_order_edited_or_a_mark_moved_is_named(
     assert r.code == 1 and re.search(
         rf"changed: shoe_index_marks rows of run {marked_by} \(leaf \d+\): its \d+ rows? (are|is) "
         r"not what the ledger sealed", r.out), r.out
+
+
+def test_ingests_stream_summary_changed_is_named_and_a_row_deleted_stops_the_audit(
+    filed: Filed, tmp_path: Path, bacc_audit: Any
+) -> None:
+    """`stream_sources` tells every pass which files hold a stream's events: a row deleted
+    would judge the stream's rounds without that file's events. The audit sums it against
+    the sealed pieces and stops; `verify` (the fast check too) names the row. A seq range
+    moved (the same counts) is the whole check's: it groups the events again."""
+    f = filed.copy(tmp_path / "x")
+    [(stream, source, lo, hi, n)] = f.sql(
+        "SELECT * FROM stream_sources ORDER BY source_id, stream LIMIT 1")
+    f.sql("DELETE FROM stream_sources WHERE stream = ? AND source_id = ?", [stream, source])
+    [(total,)] = f.sql("SELECT sum(events) FROM source_extents WHERE source_id = ?", [source])
+    a = bacc_audit("audit", "--db", f.db)
+    assert a.code == 2, a
+    assert (f"stream_sources: the streams of source {source} sum {total - n:,} events, its "
+            f"pieces loaded {total:,}: ingest's summary of where each stream's events are was "
+            "changed outside the product") in a.err, a.err
+    r = bacc_audit("verify", "--db", f.db)
+    assert r.code == 1, r
+    assert (f"missing: stream_sources stream {stream} source {source}: the source has {n:,} "
+            f"events on this stream (seq {lo}-{hi}) and no row says so") in r.out, r.out
+    r = bacc_audit("verify", "--db", f.db, "--fast")
+    assert r.code == 1, r
+    assert (f"missing: stream_sources source {source}: its streams sum {total - n:,} events, "
+            f"its pieces loaded {total:,}") in r.out, r.out
+    g = filed.copy(tmp_path / "y")
+    g.sql("UPDATE stream_sources SET max_seq = max_seq + 5 WHERE stream = ? AND source_id = ?",
+          [stream, source])
+    assert bacc_audit("verify", "--db", g.db, "--fast").code == 0
+    r = bacc_audit("verify", "--db", g.db)
+    assert r.code == 1, r
+    assert (f"changed: stream_sources stream {stream} source {source}: says {n:,} events, seq "
+            f"{lo}-{hi + 5}; the source has {n:,}, seq {lo}-{hi}") in r.out, r.out
+    g.sql("UPDATE stream_sources SET max_seq = max_seq - 5 WHERE stream = ? AND source_id = ?",
+          [stream, source])
+    assert bacc_audit("verify", "--db", g.db).code == 0

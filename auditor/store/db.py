@@ -626,18 +626,24 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     had = _tables(con)
     had_summary = "stream_sources" in had
     had_pieces = "source_extents" in had
-    for stmt in DDL:
-        con.execute(stmt)
-    if not had_summary:  # a database from before the summary: derive it from the events
-        con.execute(
-            "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), count(*) "
-            "FROM events GROUP BY stream, source_id"
-        )
+    with transaction(con):  # one commit, not one per statement: half the CPU of a new file
+        for stmt in DDL:
+            con.execute(stmt)
+        if not had_summary:  # a database from before the summary: derive it from the events
+            con.execute(
+                "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), "
+                "count(*) FROM events GROUP BY stream, source_id"
+            )
     # The sqlmodel tables: create_all asks SQLAlchemy about each table (~0.01 s of CPU every
-    # time a command opens the database), so it is given only those missing.
+    # time a command opens the database), so it is given only those missing; and where no
+    # sequence exists yet (a new file), none of theirs can, so it need not ask about those
+    # either (~20 ms of CPU a new database).
     missing = [t for t in SQLModel.metadata.sorted_tables if t.name not in _tables(con)]
     if missing:
-        SQLModel.metadata.create_all(_engine(con), tables=missing)
+        sequences = con.execute("SELECT count(*) FROM duckdb_sequences()").fetchone()
+        SQLModel.metadata.create_all(
+            _engine(con), tables=missing, checkfirst=bool(sequences and sequences[0])
+        )
     present = _tables(con)
     for table in ("notices", "notice_withdrawals"):  # the run that entered it (the ledger)
         if table in present:

@@ -634,10 +634,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
                 "INSERT INTO stream_sources SELECT stream, source_id, min(seq), max(seq), "
                 "count(*) FROM events GROUP BY stream, source_id"
             )
-    # The sqlmodel tables: create_all asks SQLAlchemy about each table (~0.01 s of CPU every
-    # time a command opens the database), so it is given only those missing; and where no
-    # sequence exists yet (a new file), none of theirs can, so it need not ask about those
-    # either (~20 ms of CPU a new database).
+    # The sqlmodel tables: create_all asks SQLAlchemy about each table (~0.01 s of CPU a
+    # time), so it is given only those missing, and not asked about sequences in a new file.
     missing = [t for t in SQLModel.metadata.sorted_tables if t.name not in _tables(con)]
     if missing:
         sequences = con.execute("SELECT count(*) FROM duckdb_sequences()").fetchone()

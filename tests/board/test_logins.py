@@ -18,7 +18,7 @@ from helpers.logins import PASSWORD, TOKEN, Guesser, csrf_of
 from helpers.sample import CONFIG, built
 
 from auditor import config
-from auditor.board import throttle
+from auditor.board import pages, throttle
 from auditor.board.app import BoardServer, create_app, serve
 from auditor.board.auth import PBKDF2_ITERATIONS, Auth, hash_password, token_sha256
 from auditor.board.settings import settings_from_table
@@ -47,9 +47,13 @@ def _board(full: Path, tmp_path: Path, iterations: int) -> Iterator[BoardServer]
 
 
 @pytest.fixture
-def board(full: Path, tmp_path: Path) -> Iterator[BoardServer]:
+def board(full: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BoardServer]:
     """With a hash of 1,000 iterations: what is slowed down is counted, not timed (a real
-    hash made each of these tests ~10 s of CPU)."""
+    hash made each of these tests ~10 s of CPU). The pauses a wrong password and a refusal
+    are answered after are cut to a hundredth of a second for the same reason (they cost
+    these tests ~11 s of waiting); the flood below keeps them."""
+    monkeypatch.setattr(pages, "FAILED_PAUSE", 0.01)
+    monkeypatch.setattr(pages, "REFUSED_PAUSE", 0.01)
     yield from _board(full, tmp_path, 1000)
 
 

@@ -106,7 +106,7 @@ def test_sample_night_watched_as_written_gives_the_batch_findings(tmp_path, bacc
     files = _plain_copies(tmp_path)
     batch = _batch(files, tmp_path / "batch.duckdb", CONF)
     live, w = _watch_fed(files, tmp_path / "spool", tmp_path / "live.duckdb", CONF,
-                         speed=3000.0, split=0.001)
+                         speed=6000.0, split=0.001)
     expected = _sources_free(_findings(batch))
     got = _sources_free(_findings(live))
     assert got == expected
@@ -236,7 +236,7 @@ def test_every_code_is_found_live_as_in_batch(night, tmp_path, tmp_path_factory,
     files, later = list(audited.night.files), list(audited.night.later)
     batch = db.connect(audited.database(tmp_path / "batch.duckdb"))
     live, _ = _watch_fed(files, tmp_path / "spool", tmp_path / "live.duckdb",
-                         config.PropertyConfig(), speed=2000.0, later=later, pause=1.0)
+                         config.PropertyConfig(), speed=4000.0, later=later, pause=1.0)
     assert _delivery_free(_sources_free(_findings(live))) == \
         _delivery_free(_sources_free(_findings(batch)))
     batch.close()
@@ -320,7 +320,7 @@ def test_a_lying_night_is_found_live_as_in_batch(tmp_path):
     conf = config.PropertyConfig()
     batch = _batch(r.files, tmp_path / "batch.duckdb", conf, r.later)
     live, w = _watch_fed(r.files, tmp_path / "spool", tmp_path / "live.duckdb", conf,
-                         speed=3000.0, later=r.later)
+                         speed=6000.0, later=r.later)
     got = _delivery_free(_sources_free(_findings(live)))
     assert got == _delivery_free(_sources_free(_findings(batch)))
     lies = Counter(row[0] for row in got.values() if row[0] in (

@@ -31,6 +31,12 @@ from auditor.store import db, runs
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 
 
+# Under pytest-xdist each worker's DuckDB runs on one thread (BACC_AUDIT_THREADS): the
+# workers already fill the cores, and a second thread each only adds scheduling (about 5% of
+# the suite's CPU). Commands a test starts inherit it; a test of the threads unsets it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("BACC_AUDIT_THREADS", "1")
+
 # The umask the session started with (read by setting it, then setting it back).
 SESSION_UMASK = os.umask(0o022)
 os.umask(SESSION_UMASK)

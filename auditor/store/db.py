@@ -26,6 +26,7 @@ from sqlmodel import Session, SQLModel, create_engine, select
 from auditor.errors import DatabaseBusy, UserError, private_files
 from auditor.store import (
     ledger,
+    limits,
     records,  # noqa: F401  (registers the sqlmodel tables)
     serving,
     shared,
@@ -527,13 +528,7 @@ def connect(
         except duckdb.Error as e:
             raise UserError(f"{path}: not a readable audit database ({e})") from None
     con.execute("SET TimeZone = 'UTC'")
-    limit = os.environ.get("BACC_AUDIT_MEMORY_LIMIT")
-    if limit:  # e.g. 3GB: DuckDB spills to <db>.tmp beyond it instead of growing
-        try:
-            con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
-        except duckdb.Error as e:
-            con.close()
-            raise UserError(f"BACC_AUDIT_MEMORY_LIMIT={limit}: not a memory size ({e})") from None
+    limits.apply(con)
     # Every query that needs an order says ORDER BY; without this promise DuckDB cannot
     # insert in parallel, and ingest is about a quarter slower.
     con.execute("SET preserve_insertion_order = false")

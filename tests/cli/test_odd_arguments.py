@@ -19,9 +19,10 @@ import pytest
 from helpers.cli import Run
 from helpers.fuzz import run_bounded
 from helpers.mounts import run_mounted
-from helpers.sample import CONFIG, SHIFT, built
+from helpers.sample import CONFIG, SAMPLE, SHIFT, built
 
 from auditor.report import render
+from auditor.store import db
 from auditor.store.findings import short_id
 
 SHORT = "2026-11-28/swing"  # the sample's shortest report to render: 5 pages (grave 15)
@@ -322,3 +323,22 @@ def test_verify_against_a_path_too_long_or_missing_says_so(bacc_audit: Cli) -> N
         assert r.code == 2, r
         assert r.err == (f"error: {name}: cannot be read ({why}); name a filed report PDF or "
                          "the archive folder\n"), r.err
+
+
+def test_the_environments_thread_count_is_set_or_refused(
+    tmp_path: Path, bacc_audit: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BACC_AUDIT_THREADS caps DuckDB's threads in every command (a shared machine); what is
+    not a whole number of threads is one sentence and exit 2, before any work."""
+    path = tmp_path / "audit.duckdb"
+    for bad in ("0", "two", "-1", "2000"):
+        monkeypatch.setenv("BACC_AUDIT_THREADS", bad)
+        r = bacc_audit("ingest", str(SAMPLE), "--db", path)
+        assert r.code == 2, r
+        assert f"BACC_AUDIT_THREADS={bad}: not a number of threads" in r.err, r.err
+    monkeypatch.setenv("BACC_AUDIT_THREADS", "3")
+    con = db.connect(path)
+    try:
+        assert db.single(con, "SELECT current_setting('threads')")[0] == 3
+    finally:
+        con.close()

@@ -24,8 +24,8 @@ from typing import Any
 
 import duckdb
 import httpx2
-import pypdf
 import pytest
+from helpers.pdfs import pdf_text
 from helpers.sample import CONFIG, LOCAL, MB01, SHIFT, built, local_client, plain, store_mb01
 from starlette.testclient import TestClient
 
@@ -494,7 +494,7 @@ def test_an_ack_from_the_form_is_stored_and_shows_in_the_report_pdf(
     r2 = bacc_audit("report", "--shift", SHIFT, "--table", "MB-01", "--db", dbp, "--config",
                     CONFIG, "--out", out)
     assert r2.code == 0, r2.err
-    text = re.sub(r"\s+", " ", "".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
+    text = pdf_text(out)
     assert "by J. Rivera: video reviewed: dealer error (patron paid)" in text
 
 

@@ -15,11 +15,10 @@ browser downloads are not used. Without it the test is skipped, saying so.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import pypdf
 from helpers.browser import MARKS, watched_page
+from helpers.pdfs import pdf_text
 
 from auditor import config
 from auditor.audit.run import audit
@@ -105,7 +104,7 @@ def test_a_new_finding_arrives_live_its_round_shows_and_its_ack_reaches_the_repo
         scope = gather.scope_for(conf, reader, shift="2026-11-28/grave", table="MB-01")
         pdf = render.write_report(reader, conf, scope, tmp_path / "grave.pdf")
         reader.close()
-        text = re.sub(r"\s+", " ", "".join(p.extract_text() for p in pypdf.PdfReader(pdf).pages))
+        text = pdf_text(pdf)
         assert "by J. Rivera: video reviewed: dealer error (patron paid the difference)" in text
     finally:
         con.close()

@@ -18,9 +18,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import duckdb
-import pypdf
 import pytest
 from helpers.keys import KeyFiles, make_key, signing_config
+from helpers.pdfs import pdf_text
 
 from auditor.errors import EXIT_FINDINGS, EXIT_INPUT
 from auditor.report import signing
@@ -121,7 +121,7 @@ def test_a_signoff_is_on_the_record_and_on_the_next_versions_cover(
     grave = {x["shift"]: x for x in summary["reports"]}["grave"]
     v2 = filed.v1.with_name(f"{DAY}_grave.v2.pdf")
     assert (grave["status"], grave["version"], grave["path"]) == ("new_version", 2, str(v2))
-    page = re.sub(r"\s+", " ", pypdf.PdfReader(v2).pages[0].extract_text())
+    page = pdf_text(v2, pages=1)
     local = at.astimezone(ZoneInfo("America/New_York"))
     assert "Sign-offs on record of the versions before this one (bacc-audit signoff):" in page
     assert (f"1 {sha[:16]}… {SIGNER} {TITLE} {local:%Y-%m-%d %H:%M:%S %Z} {NOTE}"

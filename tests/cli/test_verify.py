@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pypdf
 import pytest
 from helpers.keys import make_key, signing_config
+from helpers.pdfs import pdf_text
 
 from auditor import config, ledger_check
 from auditor.jobs import nightly
@@ -258,7 +258,7 @@ def test_nightly_over_a_failing_ledger_files_a_report_that_says_so_in_red(
     new = sorted(set(f.pdfs()) - before)
     assert new, "the reports that said the database held are filed again as new versions"
     for pdf in new:
-        cover = re.sub(r"\s+", " ", pypdf.PdfReader(pdf).pages[0].extract_text())
+        cover = pdf_text(pdf, pages=1)
         assert "The audit database failed verification." in cover
         assert "Ledger check FAILED: changed: findings " in cover
     html = tmp_path / "day.html"

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-import pypdf
 import pytest
+from helpers.pdfs import pdf_text
 
 pytestmark = pytest.mark.slow  # each test ingests, audits and reports through the CLI
 
@@ -44,7 +43,7 @@ def _report_text(bacc_audit: Any, db: Path, out: Path) -> str:
         "report", "--db", db, "--config", CONFIG, "--date", "2026-11-28", "--out", out
     )
     assert r.code == 0, r.err
-    return re.sub(r"\s+", " ", " ".join(p.extract_text() for p in pypdf.PdfReader(out).pages))
+    return pdf_text(out)
 
 
 def test_a_log_changed_after_ingest_is_dated_by_its_first_event(

@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 import pypdf
 import pytest
+from helpers.pdfs import pdf_text
 
 from auditor import config
 from auditor.audit.run import audit
@@ -198,8 +199,7 @@ def test_nightly_files_a_pdf_for_each_shift_with_rounds_and_skips_the_empty_one(
         Path("2026-11-28/2026-11-28_swing.pdf"),
     ]
     for shift in ("swing", "grave"):
-        text = " ".join(p.extract_text() for p in pypdf.PdfReader(night.pdf(shift)).pages)
-        assert f"{shift} shift of gaming day 2026-11-28" in re.sub(r"\s+", " ", text)
+        assert f"{shift} shift of gaming day 2026-11-28" in pdf_text(night.pdf(shift))
 
 
 @pytest.mark.slow
@@ -1014,7 +1014,7 @@ def test_a_changed_report_is_a_new_version_beside_the_one_filed(
     v2 = grave.with_name("2026-11-28_grave.v2.pdf")
     assert reports["grave"]["path"] == str(v2)
     assert reports["grave"]["sha256"] == hashlib.sha256(v2.read_bytes()).hexdigest()
-    first_page = re.sub(r"\s+", " ", pypdf.PdfReader(v2).pages[0].extract_text())
+    first_page = pdf_text(v2, pages=1)
     assert "Version 2 of this report. Version 1 (2026-11-28_grave.pdf, SHA-256 " in first_page
     assert hashlib.sha256(signed).hexdigest() in first_page.replace(" ", "")
     assert "0 findings added, 0 withdrawn, 1 acknowledged" in first_page

@@ -22,6 +22,7 @@ import pypdf
 import pytest
 from helpers.keys import KeyFiles, make_key, signing_config
 from helpers.nights import continue_streams, seq_tops
+from helpers.pdfs import pdf_text
 
 from auditor import config
 from auditor.jobs import nightly
@@ -81,7 +82,7 @@ def late(tmp_path_factory: pytest.TempPathFactory) -> Late:
 
 
 def _page1(pdf: Path) -> str:
-    return re.sub(r"\s+", " ", pypdf.PdfReader(pdf).pages[0].extract_text())
+    return pdf_text(pdf, pages=1)
 
 
 def _attached_findings(pdf: Path) -> list[dict[str, Any]]:

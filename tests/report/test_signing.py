@@ -7,12 +7,12 @@ without a key the cover says the PDF is unsigned; every problem with the key is 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 
 import pypdf
 import pytest
 from helpers.keys import KeyFiles, make_key
+from helpers.pdfs import pdf_text
 
 from auditor import config
 from auditor.audit.run import audit
@@ -64,7 +64,7 @@ def _render(night: Path, conf: PropertyConfig, out: Path) -> Path:
 
 
 def _first_page(pdf: Path) -> str:
-    return re.sub(r"\s+", " ", pypdf.PdfReader(pdf).pages[0].extract_text())
+    return pdf_text(pdf, pages=1)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-import pypdf
 import pytest
 from helpers.nights import continue_streams
+from helpers.pdfs import page_texts
 from helpers.shared import copy_of, once, value_once
 
 from auditor import config
@@ -87,7 +87,7 @@ def _report(days: Path, folder: Path) -> tuple[dict, list[str]]:
     pdf = render.write_report(con, conf, scope, folder / "r.pdf")
     context = gather.gather(con, conf, scope)
     con.close()
-    pages = [" ".join(p.extract_text().split()) for p in pypdf.PdfReader(pdf).pages]
+    pages = page_texts(pdf)
     return context, pages
 
 

@@ -12,8 +12,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from helpers.pdfs import pdf_text
 from helpers.sample import built
-from pypdf import PdfReader
 
 from auditor.rules.codes import REGISTRY
 from auditor.rules.pack import RULES_ENV, RulePackError, load_pack, load_pack_file
@@ -195,7 +195,6 @@ def test_a_new_jurisdiction_is_a_rule_file_and_its_findings_cite_only_its_rules(
     run = bacc_audit("report", "--db", tmp_path / "xx.duckdb", "--config", CONFIG,
                      "--shift", "2026-11-28/grave", "--out", out)
     assert run.code == 0, run.err
-    text = " ".join(page.extract_text() for page in PdfReader(out).pages)
-    text = re.sub(r"\s+", " ", text)
+    text = pdf_text(out)
     assert "Rule: Xanadu Gaming Rules r. 3 (draw.banker_missed)" in text
     assert "Rule: Xanadu Gaming Rules r. 20 (procedure.notice_late)" in text

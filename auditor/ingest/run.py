@@ -17,6 +17,7 @@ from auditor.ingest.manifest import Offer, Scan, scan_file
 from auditor.ingest.paths import discover
 from auditor.ingest.reader import Progress
 from auditor.ingest.result import FileResult, IngestResult
+from auditor.store import stream_sources
 
 
 def ingest(
@@ -31,7 +32,10 @@ def ingest(
     `CHUNK_BYTES` at a time, in one transaction (a statement has a fixed cost that
     thousands of table files a day would otherwise pay one by one), the next batch read
     while this one loads; bigger files load alone, each in its own. A file that grew since
-    a piece of it was ingested loads only what follows that piece (`manifest.decide`)."""
+    a piece of it was ingested loads only what follows that piece (`manifest.decide`).
+    Not over a per-stream summary changed outside the product (store/stream_sources.py):
+    the seq gaps and resends of the new lines are judged through it."""
+    stream_sources.refuse_untrusted(con)
     files, errors = discover(paths)
     results: list[FileResult] = []
     gathered: list[Offer] = []

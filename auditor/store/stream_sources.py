@@ -6,9 +6,11 @@ and its resends without scanning the night. The table is widened in place as a f
 so it cannot be sealed row by row; but it is a pure function of the events, and the events
 are sealed piece by piece. So it is checked against them:
 
-- `refuse_untrusted`, before an audit trusts it: each source's events summed over its
-  streams against what its pieces loaded (`source_extents`, sealed). A row deleted or its
-  count changed shows there, at the cost of two small tables.
+- `refuse_untrusted`, before an audit or a batch ingest trusts it: each source's events
+  summed over its streams against what its pieces loaded (`source_extents`, sealed). A row
+  deleted or its count changed shows there, at the cost of two small tables. (`watch`'s
+  polls do not ask, as their ingest goes on from what the watch itself wrote; its sweeps,
+  which audit, do.)
 - `mismatches`, for `verify`: every row against the events grouped again (the whole check),
   or those of the sources with a piece not checked before (the fast one), which also names
   a row moved to another stream or its seq range changed.
@@ -32,16 +34,17 @@ _COUNTS_SQL = """
 
 
 def refuse_untrusted(con: duckdb.DuckDBPyConnection) -> None:
-    """Refuse an audit over a summary that does not add up to its pieces: a (stream, source)
-    row deleted would hide that source's events from the stream's rounds."""
+    """Refuse an audit or an ingest over a summary that does not add up to its pieces: a
+    (stream, source) row deleted would hide that source's events from the stream's rounds,
+    and have ingest judge the stream's seq gaps and resends without them."""
     row = con.execute(f"{_COUNTS_SQL} LIMIT 1").fetchall()
     if row:
         source, summed, loaded = row[0]
         raise UserError(
             f"stream_sources: the streams of source {source} sum {summed:,} events, its "
             f"pieces loaded {loaded:,}: ingest's summary of where each stream's events are "
-            "was changed outside the product, and an audit that trusted it could judge a "
-            "round without some of its events; `bacc-audit verify` names what differs"
+            "was changed outside the product, and what is judged through it could miss some "
+            "of a stream's events; `bacc-audit verify` names what differs"
         )
 
 

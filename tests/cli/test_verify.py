@@ -490,9 +490,10 @@ def test_ingests_stream_summary_changed_is_named_and_a_row_deleted_stops_the_aud
     filed: Filed, tmp_path: Path, bacc_audit: Any
 ) -> None:
     """`stream_sources` tells every pass which files hold a stream's events: a row deleted
-    would judge the stream's rounds without that file's events. The audit sums it against
-    the sealed pieces and stops; `verify` (the fast check too) names the row. A seq range
-    moved (the same counts) is the whole check's: it groups the events again."""
+    would judge the stream's rounds without that file's events. The audit and a batch
+    ingest sum it against the sealed pieces and stop; `verify` (the fast check too) names
+    the row. A seq range moved (the same counts) is the whole check's: it groups the events
+    again."""
     f = filed.copy(tmp_path / "x")
     [(stream, source, lo, hi, n)] = f.sql(
         "SELECT * FROM stream_sources ORDER BY source_id, stream LIMIT 1")
@@ -503,6 +504,11 @@ def test_ingests_stream_summary_changed_is_named_and_a_row_deleted_stops_the_aud
     assert (f"stream_sources: the streams of source {source} sum {total - n:,} events, its "
             f"pieces loaded {total:,}: ingest's summary of where each stream's events are was "
             "changed outside the product") in a.err, a.err
+    # Nor does ingest judge new lines' seq gaps and resends through it: nothing loads.
+    [(events,)] = f.sql("SELECT count(*) FROM events")
+    i = bacc_audit("ingest", str(f.spool), "--db", f.db)
+    assert i.code == 2 and f"the streams of source {source} sum" in i.err, i
+    assert f.sql("SELECT count(*) FROM events") == [(events,)]
     r = bacc_audit("verify", "--db", f.db)
     assert r.code == 1, r
     assert (f"missing: stream_sources stream {stream} source {source}: the source has {n:,} "

@@ -109,7 +109,7 @@ def verify(con: duckdb.DuckDBPyConnection, *, fast: bool = False) -> Verificatio
     found.add(lv.check_derived(con, v.start))
     found.add(lv.check_set_logs(con))
     found.add(lv.check_shoe_index(con, v.start))
-    found.add(lv.check_stream_sources(con, v.start))
+    found.add(lv.check_stream_sources(con))
     for sid, line, col, stored, read in _reread(con, v.start, v.mode == "full")[0]:
         found.problems.append(Problem(
             "changed", "events", f"source {sid} line {line}",

@@ -319,22 +319,16 @@ def check_shoe_index(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Foun
     return found
 
 
-def check_stream_sources(con: duckdb.DuckDBPyConnection, from_leaf: int = 0) -> Found:
-    """Ingest's per-stream summary against the events (store/stream_sources.py): every row
-    for the whole check (`from_leaf` 0); for the fast one, the rows of the sources with a
-    piece not sealed before leaf `from_leaf`, and every source's count against its pieces."""
+def check_stream_sources(con: duckdb.DuckDBPyConnection) -> Found:
+    """Ingest's per-stream summary against the events, every row of it, in the fast check
+    too (store/stream_sources.py)."""
     found = Found()
     if not has_table(con, "stream_sources"):
         return found
-    recent = None if from_leaf <= 0 else (
-        "SELECT DISTINCT source_id FROM source_extents x WHERE NOT EXISTS (SELECT 1 FROM "
-        f"ledger l WHERE l.kind = 'piece' AND l.idx < {int(from_leaf)} AND l.record_key = "
-        "x.source_id || ':' || x.start_byte || '-' || x.end_byte)"
-    )
-    rows, total = stream_sources.mismatches(con, recent, SHOWN)
+    rows, total = stream_sources.mismatches(con, SHOWN)
     for what, stream, source, detail in rows:
-        key = f"stream {stream} source {source}" if stream else f"source {source}"
-        found.problems.append(Problem(what, "stream_sources", key, detail))
+        found.problems.append(Problem(what, "stream_sources", f"stream {stream} source {source}",
+                                      detail))
     found.more += max(0, total - len(rows))
     return found
 

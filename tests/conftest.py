@@ -33,7 +33,9 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 
 # Under pytest-xdist each worker's DuckDB runs on one thread (BACC_AUDIT_THREADS): the
 # workers already fill the cores, and a second thread each only adds scheduling (about 5% of
-# the suite's CPU). Commands a test starts inherit it; a test of the threads unsets it.
+# the suite's CPU). Commands a test starts inherit it; a test of the threads sets its own.
+# (So a query whose order depends on threads is met here only single-threaded: every query
+# that needs an order must say ORDER BY, store/db.py.)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("BACC_AUDIT_THREADS", "1")
 

@@ -236,8 +236,25 @@ def select_rounds(
         """,
         params,
     )
-    late = _as_they_stood(con, tables_in if keys is None else None, contexts,
-                          empty_tables=keys is None)
+    return todo_from_spans(con, rerun, tables_in, listed=keys is not None,
+                           closed_before=closed_before, contexts=contexts, audits=audits)
+
+
+def todo_from_spans(
+    con: duckdb.DuckDBPyConnection,
+    rerun: tuple[dt.datetime, dt.datetime] | None,
+    tables_in: tuple[str, str] | None,
+    *,
+    listed: bool,
+    closed_before: dt.datetime | None,
+    contexts: str,
+    audits: str,
+) -> bool:
+    """select_rounds from temp table `round_spans` on (made by it, or for a poll's listed
+    rounds by auditor.audit.listed): the suspect rounds read one by one, then `todo`.
+    `listed`: the rounds were listed (a poll), so the day's end closes none."""
+    late = _as_they_stood(con, None if listed else tables_in, contexts,
+                          empty_tables=not listed)
     # A round's round_end closes it, but at chemin de fer the bank's passing follows it
     # (bank_pass is a round event): there the table must have gone on past the round.
     ended = "(r.end_seq IS NOT NULL AND NOT r.chemin)"
@@ -246,7 +263,7 @@ def select_rounds(
     if closed_before is not None:
         closed = f"({ended} OR r.last_seq < r.top OR r.ts < ?)"
         tail.append(closed_before)
-    elif keys is not None:
+    elif listed:
         closed = f"({ended} OR r.last_seq < r.top)"
     if not late:  # every round as it stands: what the statement below gives then
         con.execute(

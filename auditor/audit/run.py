@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from auditor.audit import facts
 from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders, walks_past_floor
+from auditor.audit.listed import Listed, select_listed
 from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
@@ -182,6 +183,7 @@ def audit_rounds(
     known: Known | None = None,
     contexts: str = "events",
     audits: str = "round_audits",
+    listed: Listed | None = None,
 ) -> AuditResult:
     """Audit the rounds listed in table `keys` (table_id, shoe, round) that are not yet
     audited, or were audited before more of their events arrived: what `watch` calls as the
@@ -189,28 +191,29 @@ def audit_rounds(
     findings are a batch audit's.
 
     `since` bounds the events read: no event of these rounds is older (`watch` knows it of
-    every event it loaded: auditor.jobs.earliest). The events table is appended in time
-    order while watching, so DuckDB skips the row groups before it and a poll's cost follows
-    the new rounds, not the night so far. Were an event of one older all the same (loaded
-    before the watch began), the round is recorded with the events it was judged on, and
-    the next sweep (a batch audit, which reads every event) finds it changed and judges it
-    again whole. `known` carries contexts, packs, Terms, chemin de fer facts and shoes'
-    dealers from one call to the next. `contexts`, `audits`: see select_rounds. One
-    transaction, as `audit`.
+    every event it loaded: auditor.jobs.earliest), so DuckDB skips the row groups before it
+    (appended in time order). Were one older all the same (loaded before the watch began),
+    the round is recorded with the events it was judged on, and the next sweep (a batch
+    audit) finds it changed and judges it again whole. `known` carries contexts, packs,
+    Terms, chemin de fer facts and shoes' dealers from one call to the next. `contexts`,
+    `audits`: see select_rounds; with `listed`, auditor.audit.listed chooses the rounds
+    (and lifts `since` for one with no round_start at or after it). One transaction.
     """
     result = AuditResult(run_id)
     known = known or Known()
     with _rounds_transaction(con, run_id, gathered=False):
-        late = select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
-                             audits=audits)
+        late, since = (
+            select_listed(con, config, keys, listed.rounds, since, listed.index,
+                          contexts=contexts, audits=audits) if listed is not None else
+            (select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
+                           audits=audits), since))
         _late(result, record_late(con, run_id, known.zone_of(con, config), late))
         _replay(con, run_id, result, known, since, late=late, into="round_audits")
     return result
 
 
 def _late(result: AuditResult, counts: tuple[int, int]) -> None:
-    """The late events' findings (auditor.audit.rounds.record_late) counted with the
-    round findings: they are the rounds' own."""
+    """The late events' findings (record_late) counted with the rounds': theirs."""
     result.findings_new += counts[0]
     result.findings_withdrawn += counts[1]
 
@@ -219,11 +222,10 @@ def _late(result: AuditResult, counts: tuple[int, int]) -> None:
 def _rounds_transaction(
     con: duckdb.DuckDBPyConnection, run_id: int, gathered: bool = True
 ) -> Iterator[None]:
-    """One transaction for a run of _replay calls, whose audited rounds are gathered in
-    temp table `audited_rounds` and stored once at the end: rows appended to round_audits
-    inside the transaction would be read back in full by every later batch's select_rounds
-    (no zonemaps until commit). A crash leaves no partial audit behind. Not `gathered`:
-    one _replay call, which writes round_audits itself (`into`)."""
+    """One transaction for _replay calls, their audited rounds gathered in `audited_rounds`
+    and stored at the end: rows appended to round_audits in the transaction would be read
+    in full by each later batch (no zonemaps until commit). Not `gathered`: one _replay
+    call, which writes round_audits itself (`into`)."""
     with db.transaction(con):
         if gathered:
             con.execute(
@@ -232,9 +234,8 @@ def _rounds_transaction(
             )
         yield
         if gathered:
-            con.execute(
-                f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() FROM audited_rounds"
-            )
+            con.execute(f"INSERT INTO round_audits SELECT *, {int(run_id)}, now() "
+                        "FROM audited_rounds")
             con.execute("DROP TABLE audited_rounds")
 
 

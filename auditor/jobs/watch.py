@@ -33,6 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from auditor.audit.chemin_order import CheminTails
+from auditor.audit.listed import ContextIndex, Listed
 from auditor.audit.load import load_latest_ts
 from auditor.audit.rounds import CONTEXT_EVENTS_SQL, JudgedBefore
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
@@ -184,6 +185,7 @@ class Watch:
         self._contexts_stale = True
         self._contexts_whole = True
         self._context_sources: set[int] = set()
+        self._contexts = ContextIndex()  # live_contexts' index, made with it
         self._closed_seen = len(closed_days(con))  # gaming days on record as closed
         self._notices_seen = notice_entry.entries(con)  # notices entered by hand, withdrawals
         self._wrote = False  # since the last seal
@@ -482,20 +484,19 @@ class Watch:
                 "round": pa.array([k[2] for k in ended], pa.int64()),
             }
         )
-        since = self._earliest.since(ended)
         self.con.register("live_ended", keys)
         try:
             self.con.execute("CREATE OR REPLACE TEMP TABLE live_keys AS SELECT * FROM live_ended")
         finally:
             self.con.unregister("live_ended")
-        if since is not None and _started_before(self.con, since):
-            since = None  # begun before the watch, or stamped before the rest: read it whole
         if self._contexts_stale:
             self._update_contexts()
         audits = self._judged_before.audits_sql(ended)
+        # the since is lifted for a round begun before the watch, or stamped before the rest
         result = audit_rounds(
-            self.con, self.run_id, self.config, "live_keys", since, known=self.known,
-            contexts="live_contexts", audits=audits,
+            self.con, self.run_id, self.config, "live_keys", self._earliest.since(ended),
+            known=self.known, contexts="live_contexts", audits=audits,
+            listed=Listed(len(ended), self._contexts),
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
@@ -511,15 +512,18 @@ class Watch:
     def _update_contexts(self) -> None:
         """live_contexts as CONTEXT_EVENTS_SQL gives them: made whole the first time, then
         given the new ones, read from the sources of the polls that loaded one (only the
-        watch writes events; a (table, seq) is one event)."""
+        watch writes events; a (table, seq) is one event); and their index in Python
+        (auditor.audit.listed), which the polls choose their rounds by."""
         if self._contexts_whole:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE live_contexts AS {CONTEXT_EVENTS_SQL}")
+            self._contexts = ContextIndex.read(self.con, "live_contexts")
         elif self._context_sources:
             ids = ", ".join(str(int(i)) for i in sorted(self._context_sources))
-            self.con.execute(
+            self._contexts.add(self.con.execute(
                 f"INSERT INTO live_contexts SELECT * FROM ({CONTEXT_EVENTS_SQL} "
-                f"AND source_id IN ({ids})) ANTI JOIN live_contexts USING (table_id, seq)"
-            )
+                f"AND source_id IN ({ids})) ANTI JOIN live_contexts USING (table_id, seq) "
+                "RETURNING table_id, seq, type, pit, game, procedure"
+            ).fetchall())
         self._contexts_stale = self._contexts_whole = False
         self._context_sources.clear()
 
@@ -562,18 +566,3 @@ class Watch:
             self.say(f"and {len(opened) - TELL_AT_MOST} more new findings "
                      "(bacc-audit findings, or the board, lists them)")
 
-
-def _started_before(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> bool:
-    """Whether a round in live_keys has its round_start before `since` (or none after it):
-    then the bounded read would miss its first events."""
-    row = con.execute(
-        """
-        SELECT count(*) FROM live_keys k
-        WHERE NOT EXISTS (
-          SELECT 1 FROM events e
-          WHERE e.ts >= ? AND e.type = 'round_start' AND e.table_id = k.table_id
-            AND e.shoe = k.shoe AND e.round = k.round)
-        """,
-        [since],
-    ).fetchone()
-    return bool(row and row[0])

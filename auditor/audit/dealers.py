@@ -403,3 +403,27 @@ def history(
         {r.count.dealer: r for r in p_chart(span)},
         sum(unnamed.values()),
     )
+
+
+def of_shoes(
+    con: duckdb.DuckDBPyConnection, rounds: str, known: dict[tuple[str, str], str | None],
+    shoes: set[tuple[str, str]] | None = None,
+) -> dict[tuple[str, str], str | None]:
+    """(table, shoe) -> the dealer of the shoe's first shoe_start (None: none names one), for
+    the shoes of the rounds in table `rounds` (or `shoes`, when the caller knows them): a
+    round whose round_start names no dealer was dealt by its shoe's. `known` holds those
+    read before: when a shoe is not in it, every shoe's is read (the same scan of the
+    events' types as for a few), so the next new shoe is one that started since."""
+    if shoes is None:
+        shoes = set(con.execute(f"SELECT DISTINCT table_id, shoe FROM {rounds}").fetchall())
+    new = [k for k in shoes if k not in known]
+    if new:
+        known.update(
+            ((t, s), d)
+            for t, s, d in con.execute(
+                "SELECT table_id, shoe, arg_min(dealer, seq) FILTER (dealer IS NOT NULL) "
+                "FROM events WHERE type = 'shoe_start' GROUP BY ALL"
+            ).fetchall()
+        )
+        known.update((k, None) for k in new if k not in known)
+    return known

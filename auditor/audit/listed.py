@@ -28,19 +28,21 @@ from auditor.store.sql import quote, stream_key
 
 RoundKey = tuple[str, str, int]
 
-# What the index keeps of a context event: its seq and the columns the selection reads.
+# A context event as the index takes it: CONTEXT_EVENTS_SQL's columns, in its order.
 _CONTEXT_SQL = (
-    "SELECT table_id, seq, type, pit, game, procedure FROM {contexts} "
-    "WHERE type IN ('table_open', 'procedure_change', 'table_close')"
+    "SELECT table_id, seq, type, pit, game, jurisdiction, variant, seats, side_bets, "
+    "procedure FROM {contexts} WHERE type IN ('table_open', 'procedure_change', 'table_close')"
 )
+# A table_open as a round's context: (seq, pit, game, jurisdiction, variant, seats, side_bets)
+Open = tuple[int, str | None, str | None, str | None, str | None, int | None, list[str] | None]
 
 
 @dataclass
 class _Table:
-    """One table's context events by seq: opens (seq, pit, game), the procedures in force
-    (a table_open's or a procedure_change's that names one), closes."""
+    """One table's context events by seq: opens, the procedures in force (a table_open's or
+    a procedure_change's that names one), closes."""
 
-    opens: list[tuple[int, str | None, str | None]] = field(default_factory=list)
+    opens: list[Open] = field(default_factory=list)
     procedures: list[tuple[int, int]] = field(default_factory=list)
     closes: list[int] = field(default_factory=list)
 
@@ -59,33 +61,32 @@ class ContextIndex:
         return index
 
     def add(self, rows: Iterable[tuple]) -> None:
-        """Rows of (table_id, seq, type, pit, game, procedure), in any order."""
-        for table, seq, type_, pit, game, procedure in rows:
+        """Rows of _CONTEXT_SQL, in any order."""
+        for table, seq, type_, *context, procedure in rows:
             t = self._tables.setdefault(table, _Table())
             if type_ == "table_close":
                 insort(t.closes, seq)
                 continue
             if type_ == "table_open":
-                insort(t.opens, (seq, pit, game))
+                insort(t.opens, (seq, *context), key=lambda o: o[0])
             if procedure is not None:
                 insort(t.procedures, (seq, procedure))
 
     def rows(self) -> list[tuple]:
-        """What the index holds, as (table_id, seq, type-or-None, pit, game, procedure)
-        entries by kind (tests compare it with `live_contexts`)."""
+        """What the index holds, by kind (tests compare it with the events')."""
         out: list[tuple] = []
         for table, t in self._tables.items():
-            out += [(table, "open", s, p, g) for s, p, g in t.opens]
+            out += [(table, "open", *o) for o in t.opens]
             out += [(table, "procedure", s, p) for s, p in t.procedures]
             out += [(table, "close", s) for s in t.closes]
         return sorted(out, key=repr)
 
-    def opened(self, table: str, before: int) -> tuple[int, str | None, str | None] | None:
-        """The last table_open before seq `before`: (seq, pit, game)."""
+    def opened(self, table: str, before: int) -> Open | None:
+        """The last table_open before seq `before`."""
         t = self._tables.get(table)
         if t is None:
             return None
-        i = bisect_left(t.opens, (before,))
+        i = bisect_left(t.opens, before, key=lambda o: o[0])
         return t.opens[i - 1] if i else None
 
     def procedure(self, table: str, before: int) -> int | None:
@@ -107,6 +108,18 @@ class ContextIndex:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """What select_listed chose: whether a round was read one by one (`late_seen`), the
+    bound the events were counted from, the listed rounds audited before (None: not
+    known), and todo's rounds with whether each was (None: made in SQL)."""
+
+    late: bool
+    since: dt.datetime | None
+    judged: set[RoundKey] | None
+    todo: list[tuple[RoundKey, bool]] | None
+
+
+@dataclass(frozen=True)
 class Listed:
     """A poll's rounds, for audit_rounds: how many its keys table lists, and the index of
     the contexts it reads."""
@@ -125,25 +138,24 @@ WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL {{recent}}
 GROUP BY ALL
 """
 _DONE_SQL = """
-SELECT DISTINCT ON (table_id, shoe, round) table_id, shoe, round, events, last_seq
+SELECT table_id, shoe, round, events, last_seq, audited_at
 FROM {audits} SEMI JOIN {keys} USING (table_id, shoe, round)
-ORDER BY table_id, shoe, round, audited_at DESC
 """
-_SPAN_SCHEMA = pa.schema([
+_CONTEXT_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("pit", pa.string()), ("game", pa.string()), ("jurisdiction", pa.string()),
+    ("variant", pa.string()), ("seats", pa.int64()), ("side_bets", pa.list_(pa.string())),
+    ("procedure", pa.int64()), ("audited_before", pa.bool_()),
+]
+_SPAN_FIELDS: list[tuple[str, pa.DataType]] = [
     ("table_id", pa.string()), ("shoe", pa.string()), ("round", pa.int64()),
     ("first_seq", pa.int64()), ("last_seq", pa.int64()), ("n", pa.int64()),
-    ("ts", pa.timestamp("us", tz="UTC")), ("end_seq", pa.int64()), ("last_core", pa.int64()),
-    ("open_seq", pa.int64()), ("procedure", pa.int64()), ("audited_before", pa.bool_()),
-    ("suspect", pa.bool_()), ("chemin", pa.bool_()), ("top", pa.int64()),
-])
-# The columns of round_spans (select_rounds), the context's read from the table_open.
-_SPANS_FROM = """
-SELECT r.table_id, r.shoe, r.round, r.first_seq, r.last_seq, r.n, r.ts, r.end_seq,
-       r.last_core, o.pit, o.game, o.jurisdiction, o.variant, o.seats, o.side_bets,
-       r.procedure, r.audited_before, r.suspect, r.chemin, r.top
-FROM listed_spans r
-LEFT JOIN {contexts} o ON o.table_id = r.table_id AND o.seq = r.open_seq
-"""
+    ("ts", pa.timestamp("us", tz="UTC")),
+]
+# round_spans as select_rounds makes it, and todo
+_SPANS = pa.schema([*_SPAN_FIELDS, ("end_seq", pa.int64()), ("last_core", pa.int64()),
+                    *_CONTEXT_FIELDS, ("suspect", pa.bool_()), ("chemin", pa.bool_()),
+                    ("top", pa.int64())])
+_TODO = pa.schema([*_SPAN_FIELDS, *_CONTEXT_FIELDS, ("partial", pa.bool_())])
 
 
 def select_listed(
@@ -156,28 +168,30 @@ def select_listed(
     *,
     contexts: str,
     audits: str,
-) -> tuple[bool, dt.datetime | None]:
+) -> Chosen:
     """select_rounds(keys=`keys`, since=`since`) for a poll whose `n_keys` rounds (none
-    twice) table `keys` lists: temp table `todo` (and, when a
-    round is suspect, what select_rounds makes for it). Returns whether a round was read
-    one by one, and the bound the rounds' events were counted from: None when a round has
-    no round_start stamped at or after `since` (begun before the watch, or stamped before
-    the rest), whose events are then all counted."""
+    twice) table `keys` lists: temp table `todo` (and, when a round is suspect, what
+    select_rounds makes for it). The bound the rounds' events are counted from is None
+    when a round has no round_start stamped at or after `since` (begun before the watch,
+    or stamped before the rest): its events are then all counted."""
     spans = _spans(con, keys, since)
     if since is not None and (not spans or any(r[9] == 0 for r in spans)
                               or len(spans) < n_keys):
         since = None
         spans = _spans(con, keys, None)
-    done = {(t, s, r): (e, last) for t, s, r, e, last in con.execute(
-        _DONE_SQL.format(audits=audits, keys=keys)).fetchall()}
+    done: dict[RoundKey, tuple[int, int, dt.datetime]] = {}
+    for t, s, r, e, last, at in con.execute(_DONE_SQL.format(audits=audits, keys=keys)).fetchall():
+        if (t, s, r) not in done or at > done[t, s, r][2]:  # the round's last audit
+            done[t, s, r] = (e, last, at)
     pits = config.pit_procedures
     rows = []
     for table, shoe, rnd, first, last, n, ts, end, core, _ in spans:
         opened = index.opened(table, first)
-        chemin = opened is not None and opened[2] == CHEMIN
+        context = (None,) * 6 if opened is None else opened[1:]
+        chemin = context[1] == CHEMIN
         procedure = index.procedure(table, first)
-        if procedure is None and opened is not None and opened[1] is not None:
-            procedure = pits.get(opened[1])
+        if procedure is None and context[0] is not None:
+            procedure = pits.get(context[0])
         close = None if end is not None else index.close_within(table, first, last)
         d = done.get((table, shoe, rnd))
         changed = d is not None and (d[0] != n or d[1] != last)
@@ -186,30 +200,30 @@ def select_listed(
             or (last > end and not (chemin and last == end + 1)))) or close is not None
         if d is not None and not changed and not overrun:
             continue
-        rows.append([table, shoe, rnd, first, last, n, ts, end, core,
-                     None if opened is None else opened[0], procedure, d is not None,
-                     changed or overrun, chemin, None])
-    tops = _tops(con, {r[0] for r in rows if r[12] or r[7] is None or r[13]})
-    for r in rows:
-        r[14] = tops.get(r[0])
-    con.register("listed_spans", pa.Table.from_pylist(
-        [dict(zip(_SPAN_SCHEMA.names, r, strict=True)) for r in rows], _SPAN_SCHEMA))
+        rows.append((table, shoe, rnd, first, last, n, ts, end, core, *context, procedure,
+                     d is not None, changed or overrun, chemin))
+    tops = _tops(con, {r[0] for r in rows if r[-2] or r[7] is None or r[-1]})
+    if any(r[-2] for r in rows):
+        _made(con, "round_spans", _SPANS, [(*r, tops.get(r[0])) for r in rows])
+        late = todo_from_spans(con, None, None, listed=True, closed_before=None,
+                               contexts=contexts, audits=audits)
+        return Chosen(late, since, set(done), None)
+    # closed: with its round_end (but at chemin de fer), or its table gone on past it
+    todo = [(*r[:7], *r[9:17], False) for r in rows
+            if (r[7] is not None and not r[-1]) or r[4] < tops.get(r[0], r[4])]
+    _made(con, "todo", _TODO, todo)
+    return Chosen(False, since, set(done), [((r[0], r[1], r[2]), r[14]) for r in todo])
+
+
+def _made(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, rows: list[tuple]
+          ) -> None:
+    """Temp table `name` of these rows."""
+    con.register("listed_rows", pa.Table.from_pylist(
+        [dict(zip(schema.names, r, strict=True)) for r in rows], schema))
     try:
-        if any(r[12] for r in rows):
-            con.execute("CREATE OR REPLACE TEMP TABLE round_spans AS "
-                        + _SPANS_FROM.format(contexts=contexts))
-            late = todo_from_spans(con, None, None, listed=True, closed_before=None,
-                                   contexts=contexts, audits=audits)
-            return late, since
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE todo AS SELECT table_id, shoe, round, first_seq, "
-            "last_seq, n, ts, pit, game, jurisdiction, variant, seats, side_bets, procedure, "
-            f"audited_before, false AS partial FROM ({_SPANS_FROM.format(contexts=contexts)}) "
-            "WHERE (end_seq IS NOT NULL AND NOT chemin) OR last_seq < top"
-        )
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM listed_rows")
     finally:
-        con.unregister("listed_spans")
-    return False, since
+        con.unregister("listed_rows")
 
 
 def _spans(con: duckdb.DuckDBPyConnection, keys: str, since: dt.datetime | None) -> list[tuple]:

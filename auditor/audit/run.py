@@ -22,9 +22,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from auditor.audit import facts
+from auditor.audit import dealers, facts
 from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders, walks_past_floor
-from auditor.audit.listed import Listed, select_listed
+from auditor.audit.listed import Chosen, Listed, select_listed
 from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
@@ -76,6 +76,8 @@ class AuditResult:
     by_code: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> rounds not audited
     tables: dict[str, Any] = field(default_factory=dict)  # the table/pit/shoe pass summary
+    # audit_rounds with `listed`: the listed rounds audited now or before (`watch`)
+    judged: set[RoundKey] | None = None
 
     @property
     def passes_new(self) -> int:
@@ -202,13 +204,16 @@ def audit_rounds(
     result = AuditResult(run_id)
     known = known or Known()
     with _rounds_transaction(con, run_id, gathered=False):
-        late, since = (
+        chosen = (
             select_listed(con, config, keys, listed.rounds, since, listed.index,
                           contexts=contexts, audits=audits) if listed is not None else
-            (select_rounds(con, config, None, keys=keys, since=since, contexts=contexts,
-                           audits=audits), since))
-        _late(result, record_late(con, run_id, known.zone_of(con, config), late))
-        _replay(con, run_id, result, known, since, late=late, into="round_audits")
+            Chosen(select_rounds(con, config, None, keys=keys, since=since,
+                                 contexts=contexts, audits=audits), since, None, None))
+        _late(result, record_late(con, run_id, known.zone_of(con, config), chosen.late))
+        written = _replay(con, run_id, result, known, chosen.since, late=chosen.late,
+                          into="round_audits", todo=chosen.todo)
+        if chosen.judged is not None:
+            result.judged = chosen.judged | written
     return result
 
 
@@ -294,16 +299,19 @@ def _replay(
     *,
     late: bool = True,
     into: str = "audited_rounds",
-) -> None:
+    todo: list[tuple[RoundKey, bool]] | None = None,
+) -> set[RoundKey]:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
     without a usable pack) goes through the reference, in table order, which alone writes
     round findings. `since`: select_rounds' bound (audit_rounds). `late`: what
     select_rounds returned (False: no round read one by one, no `late_seen` to look in).
-    `into`: where the rounds audited go (_rounds_transaction)."""
+    `into`: where the rounds audited go (_rounds_transaction). `todo`: its rounds, each
+    with whether it was audited before, when the caller knows them. Returns the rounds
+    audited."""
     contexts, packs = known.contexts, known.packs
-    todo_rounds, again = db.single(
-        con, "SELECT count(*), coalesce(bool_or(audited_before), false) FROM todo")
+    todo_rounds, again = (len(todo), any(a for _, a in todo)) if todo is not None else (
+        db.single(con, "SELECT count(*), coalesce(bool_or(audited_before), false) FROM todo"))
     verdict_run = todo_rounds >= VERDICT_MIN_ROUNDS
     if verdict_run:
         clean = clean_rounds(con, known)
@@ -319,7 +327,9 @@ def _replay(
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
     chemin = _CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
-    shoe_dealers = _shoe_dealers(con, py_rounds, known.shoe_dealers)
+    shoe_dealers = dealers.of_shoes(con, py_rounds, known.shoe_dealers,
+                                    None if todo is None or verdict_run else
+                                    {(t, s) for (t, s, _), _ in todo})
     # Rounds read one by one counted every event of theirs, with no bound.
     bounded = since is not None and not (late and con.execute(
         f"SELECT 1 FROM late_seen SEMI JOIN {py_rounds} USING (table_id, shoe, round) LIMIT 1"
@@ -381,6 +391,10 @@ def _replay(
         reader.close()
     _store(con, run_id, rows, audited, result, again=again,
            clean="todo_clean" if verdict_run else None, into=into)
+    written = {(t, s, r) for t, s, r, *_ in audited}
+    if verdict_run:
+        written.update(con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall())
+    return written
 
 
 def _card_ok(type_: str, card: str | None) -> bool:
@@ -406,28 +420,6 @@ def _changed_card(table: str, seq: int, source: str, card: str | None) -> UserEr
         f"table {table} seq {seq} ({source}): the events table holds {held}, which "
         "ingest never stores, so the row was changed after ingest; run `bacc-audit verify` "
         "to compare it with its line")
-
-
-def _shoe_dealers(
-    con: duckdb.DuckDBPyConnection, rounds: str, known: dict[tuple[str, str], str | None]
-) -> dict[tuple[str, str], str | None]:
-    """(table, shoe) -> the dealer of the shoe's first shoe_start (None: none names one), for
-    the shoes of the rounds in table `rounds`: a round whose round_start names no dealer was
-    dealt by its shoe's. `known` holds those read before: when a shoe is not in it, every
-    shoe's is read (the same scan of the events' types as for a few), so the next new shoe
-    is one that started since."""
-    shoes = con.execute(f"SELECT DISTINCT table_id, shoe FROM {rounds}").fetchall()
-    new = [k for k in shoes if k not in known]
-    if new:
-        known.update(
-            ((t, s), d)
-            for t, s, d in con.execute(
-                "SELECT table_id, shoe, arg_min(dealer, seq) FILTER (dealer IS NOT NULL) "
-                "FROM events WHERE type = 'shoe_start' GROUP BY ALL"
-            ).fetchall()
-        )
-        known.update((k, None) for k in new if k not in known)
-    return known
 
 
 def clean_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> int:

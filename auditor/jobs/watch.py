@@ -500,12 +500,7 @@ class Watch:
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
-        audited = {
-            (t, s, r) for t, s, r in self.con.execute(
-                f"SELECT table_id, shoe, round FROM {audits} SEMI JOIN live_keys "
-                "USING (table_id, shoe, round)"
-            ).fetchall()
-        }
+        audited = result.judged or set()  # the rounds of live_keys audited, now or before
         self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
         self._earliest.judged(audited)
 
@@ -522,7 +517,7 @@ class Watch:
             self._contexts.add(self.con.execute(
                 f"INSERT INTO live_contexts SELECT * FROM ({CONTEXT_EVENTS_SQL} "
                 f"AND source_id IN ({ids})) ANTI JOIN live_contexts USING (table_id, seq) "
-                "RETURNING table_id, seq, type, pit, game, procedure"
+                "RETURNING *"
             ).fetchall())
         self._contexts_stale = self._contexts_whole = False
         self._context_sources.clear()

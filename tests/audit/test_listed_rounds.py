@@ -25,6 +25,7 @@ from auditor import config
 from auditor.audit import run as audit_run
 from auditor.audit.listed import ContextIndex
 from auditor.audit.rounds import select_rounds
+from auditor.jobs import watch as watch_module
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.simulate.feed import schedule
 from auditor.simulate.layout import GAMES
@@ -66,8 +67,12 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
         late = select_rounds(con, conf, None, keys=keys, since=bound, contexts=contexts,
                              audits=audits)
         want = _todo(con)
+        before = set(con.execute(f"SELECT table_id, shoe, round FROM {audits} "
+                                 f"SEMI JOIN {keys} USING (table_id, shoe, round)").fetchall())
         got = listed(con, conf, keys, n_keys, since, index, contexts=contexts, audits=audits)
-        assert (_todo(con), got) == (want, (late, bound))
+        assert (_todo(con), got.late, got.since, got.judged) == (want, late, bound, before)
+        if got.todo is not None:  # what the replay is told of todo
+            assert sorted(got.todo) == [(row[:3], row[-2]) for row in want]
         seen["polls"] += 1
         seen["rounds"] += len(want)
         seen["read one by one"] += late
@@ -76,6 +81,17 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
         return got
 
     monkeypatch.setattr(audit_run, "select_listed", both)
+    audit_rounds = audit_run.audit_rounds
+
+    def judged(con, *args, **kwargs):  # the rounds the watch counts as audited
+        result = audit_rounds(con, *args, **kwargs)
+        assert result.judged == set(con.execute(
+            f"SELECT table_id, shoe, round FROM {kwargs['audits']} SEMI JOIN {args[2]} "
+            "USING (table_id, shoe, round)").fetchall())
+        seen["judged"] += len(result.judged)
+        return result
+
+    monkeypatch.setattr(watch_module, "audit_rounds", judged)
     lines = schedule(list(r.files), 1.0, later=[f for f in r.files if ".resent." in f.name])
     con = db.connect(tmp_path / "live.duckdb")
     spool = tmp_path / "spool"
@@ -104,7 +120,7 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     if w._contexts_stale:
         w._update_contexts()
     assert w._contexts.rows() == ContextIndex.read(con, "events").rows()
-    assert seen["polls"] >= 60 and seen["rounds"] > 200, seen
+    assert seen["polls"] >= 60 and seen["rounds"] > 200 and seen["judged"] > 200, seen
     assert seen["bound lifted"] > 0, seen
     if night == "lying":
         assert seen["read one by one"] > 0, seen
@@ -115,16 +131,19 @@ def test_the_context_index_answers_as_the_asof_joins(tmp_path: Path) -> None:
     """Opens, procedures and closes looked up by seq: the last before it, and a close only
     between a round's first and last seq."""
     index = ContextIndex()
+    pb = ("P1", "punto_banco", "nj", "standard", 7, ["dragon7"])
+    cf = ("P1", "chemin_de_fer", "nj", "standard", 9, None)
     index.add([
-        ("T1", 10, "table_open", "P1", "punto_banco", 2),
-        ("T1", 50, "procedure_change", None, None, 3),
-        ("T1", 90, "table_close", None, None, None),
-        ("T1", 100, "table_open", "P1", "chemin_de_fer", None),
-        ("T1", 30, "procedure_change", None, None, None),  # names none: not in force
+        ("T1", 10, "table_open", *pb, 2),
+        ("T1", 50, "procedure_change", *(None,) * 6, 3),
+        ("T1", 90, "table_close", *(None,) * 6, None),
+        ("T1", 100, "table_open", *cf, None),
+        ("T1", 30, "procedure_change", *(None,) * 6, None),  # names none: not in force
     ])
     assert index.opened("T1", 10) is None
-    assert index.opened("T1", 11) == (10, "P1", "punto_banco")
-    assert index.opened("T1", 101) == (100, "P1", "chemin_de_fer")
+    assert index.opened("T1", 11) == (10, *pb)
+    assert index.opened("T1", 100) == (10, *pb)
+    assert index.opened("T1", 101) == (100, *cf)
     assert index.opened("T2", 101) is None
     assert [index.procedure("T1", s) for s in (10, 11, 50, 51, 120)] == [None, 2, 2, 3, 3]
     assert index.close_within("T1", 80, 95) == 90

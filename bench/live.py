@@ -16,7 +16,8 @@ into its spool line by line as the table systems would (auditor.simulate.feed):
    watcher has gone idle after phase 1 (on a loaded machine it may still be loading phase 1's
    lines, which would count here).
 
-With `--against TREE` (another checkout with its own .venv, e.g. /work/wt/base), each of
+With `--against TREE` (another checkout with a .venv, e.g. /work/wt/base; a link to this
+tree's .venv will do: TREE's code is put first on PYTHONPATH), each of
 `--repeat` rounds runs both trees' `bacc-audit watch` one after the other on the same logs,
 alternating which goes first, and prints each run, then the medians of both and their ratio
 (before and after measured in one sitting, on a machine whose load changes); the load
@@ -161,9 +162,11 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
     if binary == BIN and os.environ.get("PYTHONPATH"):
         print(f"  (its code from PYTHONPATH={os.environ['PYTHONPATH']})")
     # The other tree's own code, not a PYTHONPATH this run was given (a frozen copy of
-    # this tree, measured while it is edited).
+    # this tree, measured while it is edited), nor this tree's: a .venv linked to this
+    # one imports `auditor` from here through the editable install, whatever its path.
     env = os.environ.copy() if binary == BIN else {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        "PYTHONPATH": str(binary.parent.parent.parent)}
     watch = subprocess.Popen(
         [str(binary), "watch", "--spool", str(spool), "--db", str(work / "live.duckdb"),
          "--web", f"127.0.0.1:{port}", "--poll", str(args.poll)],

@@ -1,13 +1,14 @@
 """The rounds a poll of `watch` judges, chosen with two narrow statements (issue 32).
 
 select_rounds answers for any set of rounds in one statement: their spans, their last audits,
-their table's context (three ASOF joins), the closes and the streams' tops. Over the handful
-of rounds a poll lists, most of that statement's cost is DuckDB planning it: about 14 ms of
-a 60 ms poll at 500 tables. Here the spans and the audits are read in two narrow statements,
-and the rest is worked out in Python from the table contexts the watch keeps
-(`ContextIndex`, a mirror of its `live_contexts`), so `todo` holds what select_rounds would
-make of the same rounds. A round that shows something out of place (suspect) goes on
-through select_rounds' own reading of its events one by one, from the spans made here.
+their table's context (three ASOF joins), the closes and the streams' tops. For the handful
+of rounds a poll lists, that statement and the four around it cost about 14 ms of a 60 ms
+poll at 500 tables (docs/benchmarks.md, session 55). Here the spans and the last audits are
+read in two narrow statements, and the rest is worked out in Python from the table contexts
+the watch keeps (`ContextIndex`, a mirror of its `live_contexts`), so `todo` holds what
+select_rounds would make of the same rounds (about 4 ms). A round that shows something out
+of place (suspect) goes on through select_rounds' own reading of its events one by one,
+from the spans made here.
 
 tests/audit/test_listed_rounds.py holds both ways to the same `todo` poll after poll.
 """

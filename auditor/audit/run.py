@@ -760,7 +760,8 @@ def _store(
     """The findings and the rounds audited written: `again` if a round of `todo` was
     audited before; `clean`, the table of the rounds the verdict cleared (None: no verdict);
     `into`: `audited_rounds` (gathered for the transaction's end) or `round_audits`."""
-    result.findings_new += findings.record_staged(con, run_id, "round_findings", rows)
+    if rows or again:  # round_findings is what a withdrawal compares against
+        result.findings_new += findings.record_staged(con, run_id, "round_findings", rows)
     # A re-audited round's old findings that the replay no longer makes are withdrawn (a
     # watch's rounds, audited as they end, seldom were audited before: no query then). Only
     # the replay's own: a finding of a later pass that names the round (shoe.void_required)

@@ -210,8 +210,10 @@ def audit_rounds(
             Chosen(select_rounds(con, config, None, keys=keys, since=since,
                                  contexts=contexts, audits=audits), since, None, None))
         _late(result, record_late(con, run_id, known.zone_of(con, config), chosen.late))
-        written = _replay(con, run_id, result, known, chosen.since, late=chosen.late,
-                          into="round_audits", todo=chosen.todo)
+        written: set[RoundKey] = set()
+        _replay(con, run_id, result, known, chosen.since, late=chosen.late,
+                into="round_audits", todo=chosen.todo,
+                written=None if chosen.judged is None else written)
         if chosen.judged is not None:
             result.judged = chosen.judged | written
     return result
@@ -300,15 +302,16 @@ def _replay(
     late: bool = True,
     into: str = "audited_rounds",
     todo: list[tuple[RoundKey, bool]] | None = None,
-) -> set[RoundKey]:
+    written: set[RoundKey] | None = None,
+) -> None:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
     without a usable pack) goes through the reference, in table order, which alone writes
     round findings. `since`: select_rounds' bound (audit_rounds). `late`: what
     select_rounds returned (False: no round read one by one, no `late_seen` to look in).
     `into`: where the rounds audited go (_rounds_transaction). `todo`: its rounds, each
-    with whether it was audited before, when the caller knows them. Returns the rounds
-    audited."""
+    with whether it was audited before, when the caller knows them. `written`: given the
+    rounds audited, if given."""
     contexts, packs = known.contexts, known.packs
     todo_rounds, again = (len(todo), any(a for _, a in todo)) if todo is not None else (
         db.single(con, "SELECT count(*), coalesce(bool_or(audited_before), false) FROM todo"))
@@ -391,10 +394,10 @@ def _replay(
         reader.close()
     _store(con, run_id, rows, audited, result, again=again,
            clean="todo_clean" if verdict_run else None, into=into)
-    written = {(t, s, r) for t, s, r, *_ in audited}
-    if verdict_run:
-        written.update(con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall())
-    return written
+    if written is not None:
+        written.update((t, s, r) for t, s, r, *_ in audited)
+        if verdict_run:
+            written.update(con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall())
 
 
 def _card_ok(type_: str, card: str | None) -> bool:

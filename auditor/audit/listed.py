@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from auditor.audit.rounds import CHEMIN, ROUND_TYPES, todo_from_spans
+from auditor.audit.rounds import CHEMIN, ROUND_TYPES, SPAN_AGGREGATES, todo_from_spans
 from auditor.config import PropertyConfig
 from auditor.store.sql import quote, stream_key
 
@@ -130,9 +130,7 @@ class Listed:
 
 
 _SPANS_SQL = f"""
-SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq, count(*) AS n,
-       min(ts) AS ts, min(seq) FILTER (type = 'round_end') AS end_seq,
-       max(seq) FILTER (type <> 'bank_pass') AS last_core,
+SELECT table_id, shoe, round, {SPAN_AGGREGATES},
        count(*) FILTER (type = 'round_start') AS starts
 FROM events SEMI JOIN {{keys}} USING (table_id, shoe, round)
 WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL {{recent}}

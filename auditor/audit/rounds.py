@@ -47,6 +47,13 @@ LATE_CODES = ("log.after_round_end", "log.late_delivery")
 # The places of late_placed that are late events (the findings of LATE_CODES).
 LATE_WHYS = ("after_end", "late_delivery")
 
+# A round's span over its events (`round_spans`; auditor.audit.listed reads the same).
+SPAN_AGGREGATES = (
+    "min(seq) AS first_seq, max(seq) AS last_seq, count(*) AS n, min(ts) AS ts, "
+    "min(seq) FILTER (type = 'round_end') AS end_seq, "
+    "max(seq) FILTER (type <> 'bank_pass') AS last_core"
+)
+
 # The events that give a round its table context, and the closes that end its rounds;
 # `watch` keeps them in a table of its own.
 CONTEXT_EVENTS_SQL = (
@@ -191,10 +198,7 @@ def select_rounds(
         f"""
         CREATE OR REPLACE TEMP TABLE round_spans AS
         WITH rounds AS MATERIALIZED (
-          SELECT table_id, shoe, round, min(seq) AS first_seq, max(seq) AS last_seq,
-                 count(*) AS n, min(ts) AS ts,
-                 min(seq) FILTER (type = 'round_end') AS end_seq,
-                 max(seq) FILTER (type <> 'bank_pass') AS last_core
+          SELECT table_id, shoe, round, {SPAN_AGGREGATES}
           FROM events {listed}
           WHERE type IN ({ROUND_TYPES}) AND shoe IS NOT NULL AND {these} AND {recent}
           GROUP BY ALL

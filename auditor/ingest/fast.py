@@ -459,6 +459,61 @@ def _int_slice(values: pa.ChunkedArray, start: int, stop: int) -> np.ndarray:
     return np.asarray(pc.cast(part, pa.int32()).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
+# A card as the per-line path writes it (`card_norm`): what the Arrow typing keeps as is.
+_CARD_WRITTEN = r"^[2-9TJQKA][cdhs]$"
+_PIT_TYPES = pa.array(PIT_EVENTS, pa.string())
+
+
+def as_events(t: pa.Table, source_id: int | None) -> pa.Table | None:
+    """The rows of a `Split.typed` chunk as `events` holds them (EVENT_COLUMNS, then
+    `rejected`), typed in Arrow: what `typed_select` gives, without the SQL's 46 casts and
+    expressions, which cost a poll of `watch` more than its few rows. None when a value is
+    one only the SQL types as the per-line path does: a card not written as `Ts` (`10S`,
+    `ts`), a time with more than six decimals of a second (Arrow refuses it, DuckDB cuts
+    it). `source_id`: the rows' source, else their own `source_id` column."""
+    n = t.num_rows
+    try:
+        ts = pc.cast(t.column("ts"), pa.timestamp("us", tz="UTC"))
+    except pa.ArrowInvalid:
+        return None
+    cols: dict[str, pa.ChunkedArray | pa.Array] = {}
+    cols["source_id"] = (
+        t.column("source_id") if source_id is None
+        else pa.array(np.full(n, int(source_id), dtype=np.int64)))
+    cols["line_no"] = t.column("line_no")
+    kind = t.column("type")
+    cols["stream"] = pc.if_else(
+        pc.is_in(kind, _PIT_TYPES),
+        pc.binary_join_element_wise("pit:", t.column("pit"), ""),
+        pc.binary_join_element_wise("table:", t.column("table"), ""))
+    cols["seq"] = t.column("seq")
+    cols["ts"] = ts
+    cols["ts_offset_min"] = _offsets(t.column("ts"))
+    cols["type"] = kind
+    for f in FIELDS.values():
+        c = t.column(f.name)
+        if f.kind in (CARD, CARDS) and c.null_count < n:
+            written = pc.list_flatten(c) if f.kind == CARDS else c
+            if pc.all(pc.match_substring_regex(written, _CARD_WRITTEN)).as_py() is False:
+                return None
+        cols[f.column] = c
+    cols["raw"] = t.column("raw")
+    cols["rejected"] = pa.nulls(n, pa.string())
+    return pa.table(cols)
+
+
+def _offsets(ts: pa.ChunkedArray) -> pa.Array:
+    """The UTC offset each time (TS_PATTERN: `Z` or `+hh:mm`) was written with, in minutes,
+    as `ts_offset` gives it."""
+    zulu = _np(pc.ends_with(ts, "Z"))
+    tail = pc.if_else(pa.array(zulu), "+00:00", pc.utf8_slice_codeunits(ts, -6))
+    hours = _int_slice(tail, 1, 3)
+    minutes = _int_slice(tail, 4, 6)
+    sign = np.where(_np(pc.starts_with(tail, "-")), -1, 1)
+    out = np.where(zulu, 0, sign * (hours * 60 + minutes)).astype(np.int16)
+    return pa.array(out, mask=~_np(pc.is_valid(ts)))
+
+
 def typed_select(chunk: str, source_id_sql: str) -> str:
     """SELECT over a `Split.typed` chunk giving the events' rows, valued exactly as the
     per-line path values them (`validate.staging_select`)."""

@@ -282,9 +282,15 @@ class Staging:
         typed = [r.typed for r in rows if r.typed is not None]
         if typed:
             typed_chunk = pa.concat_tables(typed)
-            self.con.register("typed_chunk", typed_chunk)
-            select = fast.typed_select("typed_chunk", sid)
-            self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
+            as_events = fast.as_events(typed_chunk, source_id)
+            if as_events is not None:
+                self.con.register("typed_chunk", as_events)
+                self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT * FROM typed_chunk")
+            else:
+                self.con.register("typed_chunk", typed_chunk)
+                select = fast.typed_select("typed_chunk", sid)
+                self.con.execute(
+                    f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
             self.con.unregister("typed_chunk")
             self.hold(typed_chunk, typed_chunk.column("raw"), source_id)
         slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]

@@ -40,6 +40,7 @@ EVENT_COLUMNS = (
 )
 
 # The follower's small pieces wait here, checked before they join `events`.
+_COLUMNS = ", ".join((*EVENT_COLUMNS, "rejected"))
 _STAGED_DDL = "CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM events LIMIT 0"
 _LINE_BYTES_DDL = (
     "CREATE TEMP TABLE IF NOT EXISTS line_bytes (source_id BIGINT, line_no BIGINT, bytes BLOB)"
@@ -183,7 +184,7 @@ class Staging:
         self.con = con
         self.ids = [int(i) for i in source_ids]
         self.staged = staged
-        self.table = "staged" if staged else "events"
+        self._table = "staged" if staged else "events"
         self.dups = False  # lines skipped as duplicates are in `dups`
         self._kept = False  # `keep` ran: in `events`, only the rows to load are left
         self.committed = False
@@ -201,12 +202,42 @@ class Staging:
         # None once past HOLD_BYTES.
         self._held: dict[int, list[tuple[pa.Array, pa.Array]]] | None = {}
         self._held_bytes = 0
-        if staged:
-            self._make("staged", _STAGED_DDL)
+        # A poll's rows typed in Arrow (fast.as_events), held here rather than in `staged`
+        # until a statement needs them there (`_ready`): in the common poll none does, and
+        # they go from here to `events` (`keep`), the checks answered in Python.
+        self._pending: pa.Table | None = None
+        self._staged_made = False
         # The rows, as SQL: the staged table, or this staging's rows in `events`.
-        self.rows = "staged" if staged else (
+        self._rows_sql = "staged" if staged else (
             f"(SELECT * FROM events WHERE source_id {self._which})"
         )
+
+    def _ready(self) -> None:
+        """`staged` made and holding every staged row, for a statement that reads it."""
+        if not self.staged or self._staged_made:
+            return
+        self._make("staged", _STAGED_DDL)
+        self._staged_made = True
+        if self._pending is not None:
+            self._insert_events("staged", self._pending)
+
+    def _insert_events(self, table: str, rows: pa.Table) -> None:
+        """Rows shaped as `fast.as_events` makes them into `table`."""
+        self.con.register("typed_rows", rows)
+        self.con.execute(f"INSERT INTO {table} ({_COLUMNS}) SELECT * FROM typed_rows")
+        self.con.unregister("typed_rows")
+
+    @property
+    def table(self) -> str:
+        """The table the rows are inserted into (`staged` made, for a statement)."""
+        self._ready()
+        return self._table
+
+    @property
+    def rows(self) -> str:
+        """The rows, as SQL (`staged` made and filled, for a statement)."""
+        self._ready()
+        return self._rows_sql
 
     def _make(self, name: str, ddl: str) -> None:
         self.con.execute(ddl)
@@ -226,8 +257,12 @@ class Staging:
         if not self.staged:
             return None
         if not self._summary_read:
-            self._summary = staged_rows.read(
-                self.con.execute(staged_rows.SUMMARY_SQL).fetchall())
+            if self._pending is not None and not self._staged_made:
+                self._summary = staged_rows.from_arrow(self.con, self._pending)
+            else:
+                self._ready()
+                self._summary = staged_rows.read(
+                    self.con.execute(staged_rows.SUMMARY_SQL).fetchall())
             self._summary_read = True
         return self._summary
 
@@ -278,22 +313,24 @@ class Staging:
         source_id column unless `source_id` is given."""
         self._changed()
         sid = "source_id" if source_id is None else str(int(source_id))
-        cols = ", ".join((*EVENT_COLUMNS, "rejected"))
+        cols = _COLUMNS
         typed = [r.typed for r in rows if r.typed is not None]
+        slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
         if typed:
             typed_chunk = pa.concat_tables(typed)
             as_events = fast.as_events(typed_chunk, source_id)
-            if as_events is not None:
-                self.con.register("typed_chunk", as_events)
-                self.con.execute(f"INSERT INTO {self.table} ({cols}) SELECT * FROM typed_chunk")
-            else:
+            if as_events is None:
                 self.con.register("typed_chunk", typed_chunk)
                 select = fast.typed_select("typed_chunk", sid)
                 self.con.execute(
                     f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM ({select})")
-            self.con.unregister("typed_chunk")
+                self.con.unregister("typed_chunk")
+            elif (self.staged and not slow and self._pending is None
+                  and not self._staged_made):
+                self._pending = as_events
+            else:
+                self._insert_events(self.table, as_events)
             self.hold(typed_chunk, typed_chunk.column("raw"), source_id)
-        slow = [r.lines for r in rows if r.lines is not None and r.lines.num_rows]
         if slow:
             chunk = pa.concat_tables(slow)
             # the rows staging_select makes: a line less its line end, blank lines skipped
@@ -634,7 +671,11 @@ class Staging:
         """Only the good rows stay: the staged ones join `events`; in `events`, the rejected
         ones (if there are: `rejected`) and the duplicates leave."""
         self._kept = True
-        if self.staged:
+        if self.staged and not self._staged_made and self._pending is not None:
+            assert not self.dups  # no check wrote `staged`: every row is good
+            self._insert_events("events", self._pending)
+        elif self.staged:
+            self._ready()
             self.con.execute(f"INSERT INTO events SELECT * FROM staged WHERE {self.good}")
         elif rejected or self.dups:
             dups = " OR line_no IN (SELECT line_no FROM dups)" if self.dups else ""

@@ -17,6 +17,9 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+import duckdb
+import pyarrow as pa
+
 from auditor.ingest.validate import names_its_event_sql
 from auditor.store.events import ROUND_EVENTS
 
@@ -50,6 +53,27 @@ LEFT JOIN (SELECT stream, max(max_seq) AS top, arg_max(source_id, max_seq) AS to
            FROM stream_sources WHERE stream IN (SELECT stream FROM staged)
            GROUP BY stream) t USING (stream)
 """
+
+
+# The highest seq ingested of each of the streams given, and the source holding it.
+_TOPS_SQL = """
+SELECT stream, max(max_seq), arg_max(source_id, max_seq) FROM stream_sources
+WHERE stream IN (SELECT unnest(?::VARCHAR[])) GROUP BY stream
+"""
+
+
+def from_arrow(con: duckdb.DuckDBPyConnection, t: pa.Table) -> list[Row]:
+    """The rows as `SUMMARY_SQL` reads them, from rows typed in Arrow (`fast.as_events`,
+    none rejected) that are not in `staged`: only the streams' highest seqs are asked."""
+    streams = sorted({s for s in t.column("stream").to_pylist() if s is not None})
+    tops = {s: (top, source) for s, top, source in con.execute(_TOPS_SQL, [streams]).fetchall()}
+    cols = [t.column(n).to_pylist() for n in _ARROW_COLUMNS]
+    none = (None, None)
+    return [Row._make((*r, None, None, *tops.get(r[2], none))) for r in zip(*cols, strict=True)]
+
+
+_ARROW_COLUMNS = ("source_id", "line_no", "stream", "seq", "ts", "type", "table_id", "shoe",
+                  "round")
 
 
 def read(fetched: Iterable[tuple[Any, ...]]) -> list[Row] | None:

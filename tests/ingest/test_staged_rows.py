@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -55,7 +57,7 @@ def _stage(con: duckdb.DuckDBPyConnection, rnd: random.Random, n: int) -> stage.
     rows = stage.Staging(con, [1, 2, 3], staged=True)
     rows.began = dt.datetime.now(dt.UTC)
     con.executemany(
-        "INSERT INTO staged (source_id, line_no, stream, seq, ts, type, table_id, shoe, "
+        f"INSERT INTO {rows.table} (source_id, line_no, stream, seq, ts, type, table_id, shoe, "
         "round, rejected, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _rows(rnd, n))
     if rnd.random() < 0.4:
         con.execute("CREATE OR REPLACE TEMP TABLE dups AS SELECT line_no FROM staged "
@@ -63,6 +65,17 @@ def _stage(con: duckdb.DuckDBPyConnection, rnd: random.Random, n: int) -> stage.
         rows.dups = True
     rows._changed()
     return rows
+
+
+@contextmanager
+def _rolled_back(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """A transaction undone after the test, with the staging's tables."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    finally:
+        con.execute("ROLLBACK")
+        con.execute("DROP TABLE IF EXISTS staged; DROP TABLE IF EXISTS dups")
 
 
 def _in_sql(rows: stage.Staging) -> None:
@@ -90,8 +103,7 @@ def test_the_staged_rows_judged_in_python_answer_as_the_statements(
 ) -> None:
     rnd = random.Random(seed)
     con = audit.con
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with _rolled_back(con):
         rows = _stage(con, rnd, rnd.choice([1, 5, 40, 120]))
         named = rnd.random() < 0.5
         in_python = _asked(con, rows, named)
@@ -110,9 +122,6 @@ def test_the_staged_rows_judged_in_python_answer_as_the_statements(
                 f"SELECT count(*) FROM ({rows.kept_sql}) "
                 f"WHERE ts > now() + {log_findings.AHEAD_SQL}").fetchall()
             assert ahead == 0
-    finally:
-        con.execute("ROLLBACK")
-        con.execute("DROP TABLE IF EXISTS staged; DROP TABLE IF EXISTS dups")
 
 
 def test_the_ranges_in_python_come_by_stream_then_lowest_seq(audit: AuditDb) -> None:
@@ -135,7 +144,7 @@ def test_a_row_stamped_ahead_is_left_to_the_statement(audit: AuditDb) -> None:
         rows = stage.Staging(con, [1], staged=True)
         rows.began = dt.datetime.now(dt.UTC)
         con.execute(
-            "INSERT INTO staged (source_id, line_no, stream, seq, ts, type, raw) "
+            f"INSERT INTO {rows.table} (source_id, line_no, stream, seq, ts, type, raw) "
             "VALUES (1, 1, 'table:MB-01', 1, ?, 'card', '{}'), "
             "(1, 2, 'table:MB-01', 2, ?, 'card', '{}')",
             [dt.datetime.now(dt.UTC) - dt.timedelta(minutes=2),
@@ -144,3 +153,48 @@ def test_a_row_stamped_ahead_is_left_to_the_statement(audit: AuditDb) -> None:
         assert rows.none_ahead(log_findings.AHEAD_TOLERANCE) is known
         con.execute("ROLLBACK")
         con.execute("DROP TABLE IF EXISTS staged")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_held_in_arrow_read_as_the_statement_reads_them(audit: AuditDb, seed: int) -> None:
+    """A poll's rows typed in Arrow are not put in `staged` unless a statement needs them:
+    their summary (with their streams' highest seqs) is the one SUMMARY_SQL reads once they
+    are, and keeping them puts the same rows in `events`."""
+    rnd = random.Random(seed)
+    con = audit.con
+    with _rolled_back(con):
+        _stage(con, rnd, 40)
+        good = con.sql("SELECT * FROM staged WHERE rejected IS NULL "
+                       "ORDER BY source_id, line_no").to_arrow_table()
+        con.execute("DROP TABLE staged")
+        held = stage.Staging(con, [1, 2, 3], staged=True)
+        held._pending = good
+        from_arrow = held._rows_read()
+        assert from_arrow is not None and len(from_arrow) == good.num_rows > 0
+        assert any(r.top is not None for r in from_arrow)
+        assert not held._staged_made
+        held._ready()  # a statement asks: the rows go to `staged`, as inserted before
+        in_sql = stage.staged_rows.read(con.execute(stage.staged_rows.SUMMARY_SQL).fetchall())
+        key = lambda r: (r.source_id, r.line_no)  # noqa: E731
+        assert sorted(from_arrow, key=key) == sorted(in_sql or [], key=key)
+        before = con.execute("SELECT count(*) FROM events").fetchall()[0][0]
+        held.keep(False)
+        kept = con.sql(
+            "SELECT * FROM events ORDER BY source_id, line_no OFFSET ?", params=[before]
+        ).to_arrow_table()
+        assert kept.equals(good)
+
+
+def test_rows_held_in_arrow_go_to_events_without_staged(audit: AuditDb) -> None:
+    con = audit.con
+    with _rolled_back(con):
+        _stage(con, random.Random(3), 20)
+        good = con.sql("SELECT * FROM staged WHERE rejected IS NULL").to_arrow_table()
+        con.execute("DROP TABLE staged")
+        held = stage.Staging(con, [1, 2, 3], staged=True)
+        held._pending = good
+        assert held.ranges() and held.problems() == {}
+        held.keep(False)
+        assert not held._staged_made
+        [(n,)] = con.execute("SELECT count(*) FROM events WHERE source_id IN (1, 2, 3)").fetchall()
+        assert n == good.num_rows > 0

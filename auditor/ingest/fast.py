@@ -315,7 +315,7 @@ def _doubtful(
     """Rows (lines `at` of `block`) the fast path does not accept: a rule broken, or a form
     left to the per-line path. Errs on the side of doubt."""
     n = t.num_rows
-    given = {name: _np(pc.is_valid(t.column(name))) for name in SCHEMA.names}
+    given = {name: _given(t.column(name)) for name in SCHEMA.names}
     fields_set = np.asarray(np.sum(list(given.values()), axis=0, dtype=np.int64))
     # A field the format does not know, or a key given twice or set to null: the per-line
     # path reads the keys itself.
@@ -370,6 +370,13 @@ def _doubtful(
         for name in names:
             bad |= said & ~given[name]
     return bad
+
+
+def _given(col: pa.ChunkedArray) -> np.ndarray:
+    """Per row, whether the field is set (a poll's few rows set most fields on none)."""
+    if col.null_count in (0, len(col)):
+        return np.full(len(col), col.null_count == 0, dtype=bool)
+    return _np(pc.is_valid(col))
 
 
 def _enums(name: str) -> dict[str, tuple[str, ...]]:

@@ -6,6 +6,7 @@ it, and the docs describe it; keeping it in one place keeps the three in step.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 FORMAT_VERSION = 1
@@ -189,6 +190,7 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
 ANY_EVENT = ("pit", "dealer", "origin")
 
 
+@functools.cache
 def fields_of(event_type: str) -> frozenset[str]:
     """The fields a type defines; any other field on it is an unknown extra, kept as is."""
     own = set(REQUIRED[event_type]) | set(OPTIONAL.get(event_type, ())) | set(ANY_EVENT)
@@ -197,6 +199,7 @@ def fields_of(event_type: str) -> frozenset[str]:
     return frozenset(own)
 
 
+@functools.cache
 def types_with(name: str) -> tuple[str, ...]:
     return tuple(t for t in EVENT_TYPES if name in fields_of(t))
 

@@ -691,6 +691,10 @@ def _in_line_order(
     """(line_no, raw) chunks without the lines `removed`, in line order: as they are when
     each chunk is and they follow each other (a file's blocks, the fast path alone), else
     put in order in one piece."""
+    if len(chunks) == 1 and not len(removed):  # a poll's piece: a run of its lines
+        line_no = np.asarray(chunks[0][0], dtype=np.int64)
+        if np.all(line_no[1:] > line_no[:-1]):
+            return chunks
     chunks = sorted(chunks, key=lambda c: c[0][0].as_py())
     lines = [np.asarray(c[0], dtype=np.int64) for c in chunks]
     if len(removed):

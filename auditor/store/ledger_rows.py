@@ -82,12 +82,15 @@ def pieces(con: duckdb.DuckDBPyConnection, where: str, staged: bool = False) -> 
 def events_digest(chunks: Sequence[tuple[pa.Array, pa.Array]]) -> tuple[int, str]:
     """The events digest (EVENT_DIGEST) of rows given as (line_no, raw) arrays, in line
     order, chunk after chunk: what a seal would compute from the same rows in `events`."""
-    d = _Digest(len(EVENT_DIGEST), (False, True))
+    # _Digest's arithmetic for these two columns, without its objects: a poll digests one
+    # piece a file it read, hundreds at ten times speed.
+    lines, lengths, text = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+    rows = 0
     for line_no, raw in chunks:
-        d.rows += len(line_no)
-        d.columns[0].add(line_no)
-        d.columns[1].add(raw)
-    return d.rows, d.hexdigest()
+        rows += len(line_no)
+        _whole_into(lines, line_no)
+        _text_into(lengths, text, raw)
+    return rows, hashlib.sha256(lines.digest() + lengths.digest() + text.digest()).hexdigest()
 
 
 def record_staged(
@@ -121,34 +124,44 @@ class _Column:
 
     def add(self, a: pa.Array) -> None:
         if pa.types.is_integer(a.type):
-            if a.null_count:
-                raise ValueError("a whole-number column of a digest holds NULL")
-            self.first.update(np.asarray(a, dtype=np.int64).astype(">i8").tobytes())
+            _whole_into(self.first, a)
             return
         if self.second is None:
             self.second = hashlib.sha256()
-        large = pa.types.is_large_string(a.type) or pa.types.is_large_binary(a.type)
-        if a.null_count:
-            lengths = np.asarray(
-                pc.fill_null(pc.binary_length(a), -1), dtype=np.int64
-            )
-            a = pc.fill_null(a, "" if pa.types.is_string(a.type) else b"")
-        else:
-            lengths = np.asarray(pc.binary_length(a), dtype=np.int64)
-        self.first.update(lengths.astype(">i4").tobytes())
-        if len(a) == 0:
-            return
-        offsets = np.frombuffer(a.buffers()[1], dtype=np.int64 if large else np.int32)
-        lo, hi = int(offsets[a.offset]), int(offsets[a.offset + len(a)])
-        data = a.buffers()[2]
-        if data is not None and hi > lo:
-            self.second.update(memoryview(data)[lo:hi])
+        _text_into(self.first, self.second, a)
 
     def digest(self) -> bytes:
         out = self.first.digest()
         if self.second is not None:
             out += self.second.digest()
         return out
+
+
+def _whole_into(digest: hashlib._Hash, a: pa.Array) -> None:
+    """A whole-number column: each value as 8 bytes, big-endian."""
+    if a.null_count:
+        raise ValueError("a whole-number column of a digest holds NULL")
+    digest.update(np.asarray(a, dtype=np.int64).astype(">i8").tobytes())
+
+
+def _text_into(lengths: hashlib._Hash, text: hashlib._Hash, a: pa.Array) -> None:
+    """A text column: each value's length as 4 bytes, big-endian (-1: NULL), into `lengths`;
+    the values' bytes one after the other into `text`."""
+    large = pa.types.is_large_string(a.type) or pa.types.is_large_binary(a.type)
+    width = np.int64 if large else np.int32
+    if a.null_count:
+        sizes = np.asarray(pc.fill_null(pc.binary_length(a), -1), dtype=np.int64)
+        a = pc.fill_null(a, "" if pa.types.is_string(a.type) else b"")
+    else:  # from the offsets: no compute call
+        sizes = np.diff(np.frombuffer(a.buffers()[1], dtype=width)[a.offset:a.offset + len(a) + 1])
+    lengths.update(sizes.astype(">i4").tobytes())
+    if len(a) == 0:
+        return
+    offsets = np.frombuffer(a.buffers()[1], dtype=width)
+    lo, hi = int(offsets[a.offset]), int(offsets[a.offset + len(a)])
+    data = a.buffers()[2]
+    if data is not None and hi > lo:
+        text.update(memoryview(data)[lo:hi])
 
 
 class _Digest:

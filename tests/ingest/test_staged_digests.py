@@ -6,9 +6,12 @@ digest the rows in the database give (`ledger_rows.digests`, which `verify` comp
 
 from __future__ import annotations
 
+import hashlib
+import struct
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from helpers.db import AuditDb
 from helpers.growing import first, table_night
@@ -159,3 +162,24 @@ def test_rows_too_many_to_hold_are_read_back_by_the_seal(
         "WHERE kind = 'piece'").fetchall()
     assert events == 40
     assert verifying.verify(con).ok
+
+
+def test_the_events_digest_is_the_one_docs_ledger_md_describes() -> None:
+    """Worked from the format, not from the code: line numbers as 8 bytes big-endian; the
+    lines' lengths as 4 bytes big-endian in one stream, their bytes in another; SHA-256 of
+    each stream, then of the three digests one after the other. Chunks and slices (as a
+    poll holds its rows) digest as the rows they hold."""
+    texts = ['{"seq":3}', "", "h\u00e9llo \u2713", "x" * 300]
+    numbers = [3, 4, 9, 12]
+    encoded = [t.encode() for t in texts]
+    want = hashlib.sha256(
+        hashlib.sha256(b"".join(struct.pack(">q", n) for n in numbers)).digest()
+        + hashlib.sha256(b"".join(struct.pack(">i", len(b)) for b in encoded)).digest()
+        + hashlib.sha256(b"".join(encoded)).digest()
+    ).hexdigest()
+    lines = pa.array([0, *numbers], pa.int64())
+    raw = pa.array(["skipped", *texts], pa.large_string())
+    assert ledger_rows.events_digest([(lines.slice(1), raw.slice(1))]) == (4, want)
+    halves = [(lines.slice(1, 2), raw.slice(1, 2)),
+              (lines.slice(3), raw.cast(pa.string()).slice(3))]
+    assert ledger_rows.events_digest(halves) == (4, want)

@@ -100,6 +100,13 @@ def record(
     cols = ", ".join((*FINDING_COLUMNS, *_EXTRA)) if staged else ", ".join(
         (*FINDING_COLUMNS, *(f"NULL::VARCHAR AS {c}" for c in _EXTRA))
     )
+    # Standing: the fingerprint's latest row is open (current_findings), asked of the
+    # fingerprints at hand only when they are staged (cheap to read twice); the view's
+    # window over every finding grows with the database, and a poll records a few.
+    standing = "SELECT fingerprint FROM current_findings" if not staged else (
+        f"SELECT fingerprint FROM findings WHERE fingerprint IN (SELECT fingerprint FROM "
+        f"({select_sql})) GROUP BY fingerprint HAVING arg_max(status, id) = 'open'"
+    )
     sql = f"""
     INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
                           code, table_id, pit, shoe, round, seq, ts, message,
@@ -110,7 +117,7 @@ def record(
            n.expected, n.observed, n.source, n.evidence, n.dealer
     FROM (SELECT DISTINCT ON (fingerprint) {cols} FROM ({select_sql})) n
     JOIN {_registry_values(codes)} USING (code)
-    WHERE n.fingerprint NOT IN (SELECT fingerprint FROM current_findings)
+    WHERE n.fingerprint NOT IN ({standing})
     ORDER BY n.ts, n.fingerprint
     """
     return single(con, sql)[0]

@@ -764,7 +764,8 @@ def _store(
     audited before; `clean`, the table of the rounds the verdict cleared (None: no verdict);
     `into`: `audited_rounds` (gathered for the transaction's end) or `round_audits`."""
     if rows or again:  # round_findings is what a withdrawal compares against
-        result.findings_new += findings.record_staged(con, run_id, "round_findings", rows)
+        result.findings_new += findings.record_staged(
+            con, run_id, "round_findings" if again else None, rows)
     # A re-audited round's old findings that the replay no longer makes are withdrawn (a
     # watch's rounds, audited as they end, seldom were audited before: no query then). Only
     # the replay's own: a finding of a later pass that names the round (shoe.void_required)

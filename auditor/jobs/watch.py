@@ -308,6 +308,7 @@ class Watch:
             self.sweep()
         self._wrote = self._wrote or bool(poll.files)
         if self._wrote and time.monotonic() >= self._next_seal:
+            self._tell_board()  # nor wait for the seal
             self.seal()
         return poll.events
 

@@ -178,18 +178,76 @@ def staged(con: duckdb.DuckDBPyConnection, name: str, found: Sequence[Finding]) 
 
 
 def record_staged(
-    con: duckdb.DuckDBPyConnection, run_id: int, name: str, found: Sequence[Finding]
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    name: str | None,
+    found: Sequence[Finding],
 ) -> int:
     """`found` staged as temp table `name` (kept: withdrawals compare against it) and
     appended as record() does. Returns the number of new findings; none found, no insert.
+    `name` None: no table is kept, and a few findings (a watch poll's) are judged in Python
+    (`_record_few`).
 
     A pass's findings, found in Python, are checked in Python: in a small audit (a test's,
     a watch poll's) each query costs milliseconds, whatever the rows."""
     codes = _check_registered((f.code, f.severity) for f in found)
+    if name is None and len(found) <= FEW:
+        return _record_few(con, run_id, found)
+    name = name or "found_findings"
     staged(con, name, found)
     if not found:
         return 0
     return record(con, run_id, f"SELECT * FROM {name}", staged=True, codes=codes)
+
+
+# Findings recorded at once without a staged table: a watch poll's handful.
+FEW = 64
+_STANDING_SQL = (
+    "SELECT fingerprint FROM findings WHERE fingerprint IN (SELECT unnest(?::VARCHAR[])) "
+    "GROUP BY fingerprint HAVING arg_max(status, id) = 'open'"
+)
+
+
+def _record_few(con: duckdb.DuckDBPyConnection, run_id: int, found: Sequence[Finding]) -> int:
+    """`record` of staged findings, worked out in Python: one fingerprint once (the first),
+    those standing left out (asked of their own rows), the registry's severity and rule where
+    a finding gives none, in the order of their time and fingerprint. Then one plain INSERT:
+    a poll that finds a deviation paid ~4 ms for the statement `record` plans, and ~2 ms
+    more for the table it stages."""
+    if not found:
+        return 0
+    first: dict[str, Finding] = {}
+    for f in found:
+        first.setdefault(f.fingerprint, f)
+    standing = {r[0] for r in con.execute(_STANDING_SQL, [list(first)]).fetchall()}
+    new = sorted((f for fp, f in first.items() if fp not in standing),
+                 key=lambda f: (f.ts.astimezone(dt.UTC) if f.ts else f.ts, f.fingerprint))
+    if not new:
+        return 0
+    rows = arrow(new)
+    codes = [REGISTRY[f.code] for f in new]
+    rows = rows.set_column(rows.schema.get_field_index("severity"), "severity", pa.array(
+        [c.severity if f.severity is None else f.severity
+         for f, c in zip(new, codes, strict=True)], pa.string()))
+    rows = rows.set_column(rows.schema.get_field_index("rule"), "rule", pa.array(
+        [c.rule if f.rule is None else f.rule for f, c in zip(new, codes, strict=True)],
+        pa.string()))
+    con.register("_few_findings", rows)
+    try:
+        con.execute(
+            f"""
+            INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule,
+                                  code, table_id, pit, shoe, round, seq, ts, message,
+                                  expected, observed, source, evidence, dealer)
+            SELECT fingerprint, {int(run_id)}, now(), 'open', severity, rule, code, table_id,
+                   pit, shoe, round, seq, ts, message, CAST(expected AS JSON),
+                   CAST(observed AS JSON), source, CAST(evidence AS JSON), dealer
+            FROM _few_findings
+            """
+        )
+    finally:
+        con.unregister("_few_findings")
+    return len(new)
 
 
 def replace_pass(

@@ -7,6 +7,8 @@ only, not the view's window over every finding; both ways must answer alike."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from dataclasses import replace
 
 import duckdb
 
@@ -51,3 +53,39 @@ def test_a_standing_finding_is_not_recorded_twice_and_a_withdrawn_one_opens_agai
     con.execute("CREATE TEMP TABLE again AS SELECT * EXCLUDE (severity, rule) FROM found")
     assert findings.record(con, run_id, "SELECT * FROM again") == 0
     assert len(_rows(con)) == 5
+
+
+def _varied() -> list[Finding]:
+    """Findings as a replay gives them: a lesser severity, a pack's provision, a dealer, the
+    same fingerprint twice, times out of order and in another zone, evidence as JSON."""
+    east = dt.timezone(dt.timedelta(hours=-5))
+    out = _found(1, 2, 3, 4)
+    out[1] = replace(out[1], code="chemin.option", severity="minor",
+                     rule="N.J.A.C. 13:69F-7.10(c)")
+    out[0] = replace(out[0], dealer="D5036")
+    out[3] = replace(out[3], evidence={"cards": ["Ts", "9h"], "amount": "105.00"},
+                     ts=dt.datetime(2026, 12, 1, 17, 30, tzinfo=east))  # 22:30 UTC: first
+    return [*out, *_found(1)]
+
+
+def test_a_polls_few_findings_are_written_as_the_statement_writes_them(
+    run_id: int, con: duckdb.DuckDBPyConnection
+) -> None:
+    """The same findings recorded with a staged table (`record`'s statement) and without
+    (`_record_few`, a poll's), one of them standing already: the same rows, in the same
+    order."""
+    cols = ("fingerprint, run_id, status, severity, rule, code, table_id, pit, shoe, round, "
+            "seq, ts, message, expected, observed, source, evidence, dealer")
+    got = []
+    for name in ("staged_findings", None):
+        con.execute("DELETE FROM findings")
+        findings.record_staged(con, run_id, "first", _found(3))
+        assert findings.record_staged(con, run_id, name, _varied()) == 3
+        got.append(con.execute(f"SELECT {cols} FROM findings ORDER BY id").fetchall())
+    assert got[0] == got[1]
+    rows = [dict(zip(cols.split(", "), r, strict=True)) for r in got[1]]
+    assert [r["fingerprint"] for r in rows] == ["fp-3", "fp-4", "fp-1", "fp-2"]
+    assert (rows[3]["severity"], rows[3]["rule"]) == ("minor", "N.J.A.C. 13:69F-7.10(c)")
+    assert (rows[2]["severity"], rows[2]["dealer"]) == ("critical", "D5036")
+    assert rows[1]["ts"] == dt.datetime(2026, 12, 1, 22, 30, tzinfo=dt.UTC)
+    assert json.loads(rows[1]["evidence"]) == {"amount": "105.00", "cards": ["Ts", "9h"]}

@@ -149,14 +149,14 @@ def _text_into(lengths: hashlib._Hash, text: hashlib._Hash, a: pa.Array) -> None
     the values' bytes one after the other into `text`."""
     large = pa.types.is_large_string(a.type) or pa.types.is_large_binary(a.type)
     width = np.int64 if large else np.int32
+    if len(a) == 0:
+        return  # nothing in either stream
     if a.null_count:
         sizes = np.asarray(pc.fill_null(pc.binary_length(a), -1), dtype=np.int64)
         a = pc.fill_null(a, "" if pa.types.is_string(a.type) else b"")
     else:  # from the offsets: no compute call
         sizes = np.diff(np.frombuffer(a.buffers()[1], dtype=width)[a.offset:a.offset + len(a) + 1])
     lengths.update(sizes.astype(">i4").tobytes())
-    if len(a) == 0:
-        return
     offsets = np.frombuffer(a.buffers()[1], dtype=width)
     lo, hi = int(offsets[a.offset]), int(offsets[a.offset + len(a)])
     data = a.buffers()[2]

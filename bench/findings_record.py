@@ -1,14 +1,14 @@
-"""What recording a poll's few findings costs as the database's findings grow.
+"""What recording and withdrawing findings cost as the findings on file grow.
 
     python bench/findings_record.py [--on-file 1000000] [--found 3] [--repeat 9]
 
 Makes a database holding `--on-file` findings (open, one row each), then records `--found`
 new findings `--repeat` times the way a watch poll does (`findings.record_staged` with no
 table kept) and, for comparison, with a staged table (`record`'s statement, as a batch pass
-does), and prints the median and the spread of each in ms. A recording that grows with the
-findings on file grows with every night a database keeps. To measure another checkout, put
-it first on PYTHONPATH. Record the figures with the machine and the command in
-docs/benchmarks.md.
+does), then times the withdrawal of one round's finding among them; prints the median
+and the spread of each in ms. A cost that grows with the findings on file grows with every
+night a database keeps. To measure another checkout, put it first on PYTHONPATH. Record
+the figures with the machine and the command in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -65,6 +65,15 @@ def main() -> None:
                 started = time.perf_counter()
                 findings.record_staged(con, run.id, name, found)
                 times[way].append(time.perf_counter() - started)
+        # a round judged again: its finding withdrawn, among a million of its code
+        times["a round's withdrawal"] = []
+        for _ in range(args.repeat):
+            con.execute("BEGIN TRANSACTION")
+            started = time.perf_counter()
+            findings.withdraw(con, run.id, "code = 'draw.player_missed' AND (table_id, shoe, "
+                                           "round) IN (SELECT ('T7', 'S', 7))")
+            times["a round's withdrawal"].append(time.perf_counter() - started)
+            con.execute("ROLLBACK")
         run.done(0, {})
     con.close()
     print(f"machine: {platform.machine()}, Python {platform.python_version()}; "
@@ -73,8 +82,9 @@ def main() -> None:
           f"--found {args.found} --repeat {args.repeat}")
     for way, ts in times.items():
         ms = sorted(t * 1e3 for t in ts)
+        what = "to withdraw" if "withdrawal" in way else f"to record {args.found} findings"
         print(f"  {way}: median {statistics.median(ms):.1f} ms (best {ms[0]:.1f}, "
-              f"worst {ms[-1]:.1f}) to record {args.found} findings beside {args.on_file:,}")
+              f"worst {ms[-1]:.1f}) {what} beside {args.on_file:,}")
 
 
 if __name__ == "__main__":

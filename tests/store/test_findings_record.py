@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from dataclasses import replace
 
 import duckdb
+import pytest
 
 from auditor.finding import Finding
 from auditor.store import findings
@@ -89,3 +91,87 @@ def test_a_polls_few_findings_are_written_as_the_statement_writes_them(
     assert (rows[2]["severity"], rows[2]["dealer"]) == ("critical", "D5036")
     assert rows[1]["ts"] == dt.datetime(2026, 12, 1, 22, 30, tzinfo=dt.UTC)
     assert json.loads(rows[1]["evidence"]) == {"amount": "105.00", "cards": ["Ts", "9h"]}
+
+
+def _starts(lengths: list[int]) -> list[int]:
+    out, at = [], 0
+    for n in lengths:
+        out.append(at)
+        at += n
+    return out
+
+
+# The withdrawal as it read before: every finding's standing row, from the view.
+_BY_THE_VIEW = """
+INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule, code, table_id,
+                      pit, shoe, round, seq, ts, message, expected, observed, source, evidence,
+                      dealer)
+SELECT fingerprint, {run}, now(), 'withdrawn', severity, rule, code, table_id, pit, shoe, round,
+       seq, ts, message, expected, observed, source, {evidence}, dealer
+FROM current_findings {joined} WHERE {where}
+"""
+_WHERES = [
+    ("code IN ('draw.player_missed', 'chemin.option')", "", None),
+    ("code = 'draw.player_missed' AND fingerprint NOT IN (SELECT fingerprint FROM kept)", "",
+     None),
+    ("table_id = 'MB-02' OR round > 5", "", None),
+    ("EXISTS (SELECT 1 FROM kept k WHERE k.fingerprint = current_findings.fingerprint)", "",
+     None),
+    ("code <> 'chemin.option'", "JOIN picked p USING (table_id, round)",
+     ("withdrawn_because", "p.why::JSON")),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_withdrawal_reads_the_standing_rows_the_view_gives(
+    con: duckdb.DuckDBPyConnection, run_id: int, seed: int
+) -> None:
+    """Random histories (a fingerprint opened, withdrawn, opened again...), interleaved:
+    each withdrawal writes the rows the view-wide statement wrote, no more, no fewer."""
+    rnd = random.Random(seed)
+    histories = []
+    for k in range(60):
+        code = rnd.choice(["draw.player_missed", "chemin.option", "log.seq_gap"])
+        statuses = ["open" if i % 2 == 0 else "withdrawn" for i in range(rnd.randint(1, 4))]
+        histories.append((f"{code}|fp-{k}", code, f"MB-0{rnd.randint(1, 4)}",
+                          rnd.randint(1, 9), statuses))
+    rows = [(fp, code, table, rnd_round, status)
+            for fp, code, table, rnd_round, statuses in histories for status in statuses]
+    # the histories interleaved, each in its own order
+    pending = [list(range(i, i + len(h[4]))) for i, h in zip(
+        _starts([len(h[4]) for h in histories]), histories, strict=True)]
+    interleaved = []
+    while any(pending):
+        queue = rnd.choice([q for q in pending if q])
+        interleaved.append(rows[queue.pop(0)])
+    for fp, code, table, round_, status in interleaved:
+        con.execute(
+            "INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, rule, "
+            "code, table_id, pit, shoe, round, seq, ts, message, expected, observed, source, "
+            "evidence) VALUES (?, ?, now(), ?, 'major', 'r', ?, ?, 'P1', 'S1', ?, ?, ?, 'm', "
+            "'{}', '{}', 'f:1', '{\"k\": 1}')",
+            [fp, run_id, status, code, table, round_, round_ * 10, WHEN])
+    con.execute("CREATE TEMP TABLE kept AS SELECT fingerprint FROM findings "
+                "USING SAMPLE 40 PERCENT (bernoulli, 7)")
+    con.execute("CREATE TEMP TABLE picked AS SELECT * FROM (VALUES ('MB-01', 3, '\"a\"'), "
+                "('MB-02', 5, '\"b\"'), ('MB-04', 9, '\"c\"')) t(table_id, round, why)")
+    cols = ("fingerprint, status, severity, code, table_id, round, seq, CAST(evidence AS "
+            "VARCHAR)")
+    for where, joined, because in _WHERES:
+        got = []
+        for way in ("now", "view"):
+            con.execute("BEGIN TRANSACTION")
+            [(top,)] = con.execute("SELECT max(id) FROM findings").fetchall()
+            if way == "now":
+                findings.withdraw(con, run_id, where, joined=joined, because=because)
+            else:
+                evidence = "evidence" if because is None else (
+                    f"json_merge_patch(coalesce(evidence, '{{}}'::JSON), "
+                    f"json_object('{because[0]}', {because[1]}))")
+                con.execute(_BY_THE_VIEW.format(run=run_id, evidence=evidence, joined=joined,
+                                                where=where))
+            got.append(sorted(con.execute(
+                f"SELECT {cols} FROM findings WHERE id > ?", [top]).fetchall()))
+            con.execute("ROLLBACK")
+        assert got[0] == got[1], where
+        assert got[0] or "EXISTS" in where, where  # each draw withdraws something

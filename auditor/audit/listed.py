@@ -19,10 +19,12 @@ import datetime as dt
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from auditor.audit.round_rows import RoundRows
 from auditor.audit.rounds import CHEMIN, ROUND_TYPES, SPAN_AGGREGATES, todo_from_spans
 from auditor.config import PropertyConfig
 from auditor.store.sql import quote, stream_key
@@ -112,21 +114,32 @@ class ContextIndex:
 class Chosen:
     """What select_listed chose: whether a round was read one by one (`late_seen`), the
     bound the events were counted from, the listed rounds audited before (None: not
-    known), and todo's rounds with whether each was (None: made in SQL)."""
+    known), and todo's rounds with whether each was (None: made in SQL), and its rows
+    (_TODO's columns)."""
 
     late: bool
     since: dt.datetime | None
     judged: set[RoundKey] | None
     todo: list[tuple[RoundKey, bool]] | None
+    rows: list[tuple] | None = None
 
 
 @dataclass(frozen=True)
 class Listed:
-    """A poll's rounds, for audit_rounds: how many its keys table lists, and the index of
-    the contexts it reads."""
+    """A poll's rounds, for audit_rounds: how many its keys table lists, the index of the
+    contexts it reads, and the round events `watch` holds (None: read them back)."""
 
     rounds: int
     index: ContextIndex
+    held: RoundRows | None = None
+
+    def held_events(self, con: duckdb.DuckDBPyConnection, chosen: Chosen, below: int
+                    ) -> dict[str, list[Any]] | None:
+        """The chosen rounds' events from those held, when there are fewer than `below` (a
+        verdict's run reads a part of them) and all are held (RoundRows.columns)."""
+        if self.held is None or chosen.rows is None or len(chosen.rows) >= below:
+            return None
+        return self.held.columns(con, chosen.rows, chosen.since)
 
 
 _SPANS_SQL = f"""
@@ -211,7 +224,7 @@ def select_listed(
     todo = [(*r[:7], *r[9:17], False) for r in rows
             if (r[7] is not None and not r[-1]) or r[4] < tops.get(r[0], r[4])]
     _made(con, "todo", _TODO, todo)
-    return Chosen(False, since, set(done), [((r[0], r[1], r[2]), r[14]) for r in todo])
+    return Chosen(False, since, set(done), [((r[0], r[1], r[2]), r[14]) for r in todo], todo)
 
 
 def _made(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, rows: list[tuple]

@@ -211,9 +211,10 @@ def audit_rounds(
                                  contexts=contexts, audits=audits), since, None, None))
         _late(result, record_late(con, run_id, known.zone_of(con, config), chosen.late))
         written: set[RoundKey] = set()
+        held = None if listed is None else listed.held_events(con, chosen, VERDICT_MIN_ROUNDS)
         _replay(con, run_id, result, known, chosen.since, late=chosen.late,
                 into="round_audits", todo=chosen.todo,
-                written=None if chosen.judged is None else written)
+                written=None if chosen.judged is None else written, held=held)
         if chosen.judged is not None:
             result.judged = chosen.judged | written
     return result
@@ -303,6 +304,7 @@ def _replay(
     into: str = "audited_rounds",
     todo: list[tuple[RoundKey, bool]] | None = None,
     written: set[RoundKey] | None = None,
+    held: dict[str, list[Any]] | None = None,
 ) -> None:
     """The verdict (auditor.replay.verdict, over per-round facts) settles which rounds are
     exactly right; every other round (flagged, void, irregular, chemin de fer, at a table
@@ -311,7 +313,8 @@ def _replay(
     select_rounds returned (False: no round read one by one, no `late_seen` to look in).
     `into`: where the rounds audited go (_rounds_transaction). `todo`: its rounds, each
     with whether it was audited before, when the caller knows them. `written`: given the
-    rounds audited, if given."""
+    rounds audited, if given. `held`: todo's events as the read would give them
+    (auditor.audit.round_rows), which are then not read."""
     contexts, packs = known.contexts, known.packs
     todo_rounds, again = (len(todo), any(a for _, a in todo)) if todo is not None else (
         db.single(con, "SELECT count(*), coalesce(bool_or(audited_before), false) FROM todo"))
@@ -337,7 +340,7 @@ def _replay(
     bounded = since is not None and not (late and con.execute(
         f"SELECT 1 FROM late_seen SEMI JOIN {py_rounds} USING (table_id, shoe, round) LIMIT 1"
     ).fetchall())
-    reader = con.sql(
+    reader = None if held is not None else con.sql(
         round_events_sql(py_rounds, bounded, excluded=late),
         params=[since] if bounded else None,
     ).to_arrow_reader(BATCH_ROWS)
@@ -367,8 +370,7 @@ def _replay(
         audited.append((*key, head[3], head[4], len(found)))
 
     try:
-        for batch in reader:
-            cols = py_columns(batch)
+        for cols in [held or {}] if reader is None else map(py_columns, reader):
             tables, shoes, rounds, types, cards = (
                 cols[c] for c in ("table_id", "shoe", "round", "type", "card"))
             heads = [cols[c] for c in _HEAD_COLUMNS]
@@ -391,7 +393,8 @@ def _replay(
     finally:
         # Whatever went wrong, the stream is let go first: DuckDB refuses the rollback and
         # the run's record on a connection with a result still open, and says only that.
-        reader.close()
+        if reader is not None:
+            reader.close()
     _store(con, run_id, rows, audited, result, again=again,
            clean="todo_clean" if verdict_run else None, into=into)
     if written is not None:

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from auditor.ingest import batch, commit, reader, staged_rows
 from auditor.ingest.commit import loaded_message
@@ -114,6 +115,9 @@ class Poll:
     # (auditor.audit.chemin_order).
     round_seqs: dict[tuple[str, str, int], int] = field(default_factory=dict)
     cut_cards: set[tuple[str, str, int]] = field(default_factory=set)
+    # The rows committed to `events` just as the fast path typed them (Staging.straight):
+    # `watch` replays the rounds that end from them (auditor.audit.round_rows).
+    rows: list[pa.Table] = field(default_factory=list)
     waiting: dict[Path, int] = field(default_factory=dict)  # bytes of a line without newline
     gone: list[Path] = field(default_factory=list)  # followed files no longer there
 
@@ -683,6 +687,8 @@ def _store_staged(
         if plain or (len(pieces) == 1 and not altered):
             results = _finish(con, rows, pieces, run_id, out)
             rows.commit()
+            if rows.straight is not None:
+                out.rows.append(rows.straight)
     if not plain and len(pieces) > 1:
         # The files that make the poll unusual go one by one; the others stay together (a
         # floor of tables always has one file doing something unusual).

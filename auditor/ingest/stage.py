@@ -207,6 +207,11 @@ class Staging:
         # they go from here to `events` (`keep`), the checks answered in Python.
         self._pending: pa.Table | None = None
         self._staged_made = False
+        # Every chunk of rows typed in Arrow, wherever it went (pending, `staged`, `events`),
+        # and whether a check may have rejected one since (`_doubted`): `straight`.
+        self._typed: list[pa.Table] = []
+        self._doubted = False
+        self.straight: pa.Table | None = None
         # The rows, as SQL: the staged table, or this staging's rows in `events`.
         self._rows_sql = "staged" if staged else (
             f"(SELECT * FROM events WHERE source_id {self._which})"
@@ -330,6 +335,8 @@ class Staging:
                 self._pending = as_events
             else:
                 self._insert_events(self.table, as_events)
+            if as_events is not None:
+                self._typed.append(as_events)
             self.hold(typed_chunk, typed_chunk.column("raw"), source_id)
         if slow:
             chunk = pa.concat_tables(slow)
@@ -430,6 +437,7 @@ class Staging:
     def reject_repeated_seq(self, source_id: int) -> None:
         """A seq used twice in one stream of one file: the first line stands, the rest wait."""
         self._changed()
+        self._doubted = True
         t = self.table
         self.con.execute(
             f"""
@@ -469,6 +477,7 @@ class Staging:
           dated by the first event ingested from the path."""
         assert self.ids == [source_id]
         self._changed()
+        self._doubted = True
         con, t = self.con, self.table
         named = names_its_event_sql()
         earlier = id_list(
@@ -671,6 +680,9 @@ class Staging:
         """Only the good rows stay: the staged ones join `events`; in `events`, the rejected
         ones (if there are: `rejected`) and the duplicates leave."""
         self._kept = True
+        if self.staged and self._typed and not (self.dups or self._doubted):
+            # none of them rejected: every one goes to `events` as it is
+            self.straight = pa.concat_tables(self._typed)
         if self.staged and not self._staged_made and self._pending is not None:
             assert not self.dups  # no check wrote `staged`: every row is good
             self._insert_events("events", self._pending)

@@ -35,6 +35,7 @@ import pyarrow as pa
 from auditor.audit.chemin_order import CheminTails
 from auditor.audit.listed import ContextIndex, Listed
 from auditor.audit.load import load_latest_ts
+from auditor.audit.round_rows import RoundRows
 from auditor.audit.rounds import CONTEXT_EVENTS_SQL, JudgedBefore
 from auditor.audit.run import AuditResult, Known, audit, audit_rounds
 from auditor.config import PropertyConfig
@@ -179,6 +180,9 @@ class Watch:
         self._ended: set[tuple[str, str, int]] = set()
         # From when the rounds it judges must be read (auditor.jobs.earliest).
         self._earliest = EarliestSeen()
+        # The round events loaded, to replay a round from as it ends (auditor.audit.round_rows)
+        self._held = RoundRows()
+        self._held.ordered(con)
         # live_contexts (the table_open, procedure_change and table_close events), made whole
         # once, then given those of the sources of each poll that loaded one: made from every
         # event each time, it read every night the database keeps.
@@ -295,6 +299,7 @@ class Watch:
         if self.known.chemin_tails is not None:
             self.known.chemin_tails.loaded(poll.round_seqs, poll.cut_cards)
         self._earliest.loaded(poll.rounds_touched)
+        self._held.loaded(poll.rows)
         late = (poll.rounds_touched.keys() & self._ended) - set(poll.rounds_ended)
         self._ended.update(poll.rounds_ended)
         if poll.rounds_ended or self._unclosed or late:
@@ -360,6 +365,7 @@ class Watch:
             )
         finally:
             self._use_threads(self.options.poll_threads)
+            self._held.ordered(self.con)  # the sweep's stream check may have written some
         took = time.monotonic() - started
         self.stats.sweeps += 1
         self.stats.sweep_seconds = took
@@ -497,13 +503,14 @@ class Watch:
         result = audit_rounds(
             self.con, self.run_id, self.config, "live_keys", self._earliest.since(ended),
             known=self.known, contexts="live_contexts", audits=audits,
-            listed=Listed(len(ended), self._contexts),
+            listed=Listed(len(ended), self._contexts, self._held),
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
         audited = result.judged or set()  # the rounds of live_keys audited, now or before
         self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
         self._earliest.judged(audited)
+        self._held.forget(audited)
 
     def _update_contexts(self) -> None:
         """live_contexts as CONTEXT_EVENTS_SQL gives them: made whole the first time, then

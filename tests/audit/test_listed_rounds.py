@@ -12,25 +12,22 @@ say the same about rounds read one by one, and bound the events read the same.""
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-import threading
 from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pytest
 from helpers.rules import panda8_rules
+from helpers.watched import watched_in_parts
 
-from auditor import config
 from auditor.audit import run as audit_run
 from auditor.audit.listed import ContextIndex
 from auditor.audit.rounds import select_rounds
 from auditor.jobs import watch as watch_module
-from auditor.jobs.watch import Watch, WatchOptions
 from auditor.simulate.feed import schedule
 from auditor.simulate.layout import GAMES
 from auditor.simulate.planted import simulate
-from auditor.store import db, runs
+from auditor.store import db
 
 NIGHTS = {
     "lying": dict(tables=6, hours=2, seed=1, deviation_rate=0.05, games=GAMES, lying=True),
@@ -96,25 +93,7 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     con = db.connect(tmp_path / "live.duckdb")
     spool = tmp_path / "spool"
     spool.mkdir()
-
-    def watch() -> Watch:
-        return Watch(con, spool, config.PropertyConfig(), runs.start(con, "watch", {}),
-                     WatchOptions(rescan=0))
-
-    w = watch()
-    cuts = [len(lines) * i // 50 for i in range(51)]
-    for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
-        for x in lines[lo:hi]:
-            with (spool / x.name).open("ab") as fh:
-                fh.write(x.data)
-        if i == 38:  # started again mid-night: rounds begun before it end after
-            w = watch()
-        w.step()
-    for f in r.later:
-        (spool / f.name.removesuffix(".later")).write_bytes(f.read_bytes())
-    done = threading.Event()
-    done.set()  # drains the spool, then sweeps
-    w.run(done)
+    w = watched_in_parts(con, spool, lines, r.later, 50, 38)
     # the index the polls chose by is the contexts' own, once given the last (made as a
     # poll needs them)
     if w._contexts_stale:

@@ -4,8 +4,11 @@ whatever run or folder recorded them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -13,6 +16,7 @@ import duckdb
 from auditor import config
 from auditor.audit.run import AuditResult, audit
 from auditor.ingest.run import ingest
+from auditor.jobs.watch import Watch, WatchOptions
 from auditor.simulate.feed import Line
 from auditor.store import db, runs
 
@@ -82,3 +86,33 @@ def pauses_cut(lines: list[Line], most: float) -> list[Line]:
         last = line.at
         out.append(Line(line.at - cut, line.name, line.data, line.round_end))
     return out
+
+
+def watched_in_parts(
+    con: duckdb.DuckDBPyConnection, spool: Path, lines: list[Line], later: list[Path],
+    parts: int, again_at: int, after_step: Callable[[Watch, int], object] | None = None,
+) -> Watch:
+    """A night's `lines` written into `spool` in `parts` parts, a poll of a `watch` after
+    each (started again before part `again_at`: rounds begun before it end after it), then
+    its `later` files, drained and swept. `after_step(watch, part)` runs after each poll."""
+    def watch() -> Watch:
+        return Watch(con, spool, config.PropertyConfig(), runs.start(con, "watch", {}),
+                     WatchOptions(rescan=0))
+
+    w = watch()
+    cuts = [len(lines) * i // parts for i in range(parts + 1)]
+    for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        for x in lines[lo:hi]:
+            with (spool / x.name).open("ab") as fh:
+                fh.write(x.data)
+        if i == again_at:
+            w = watch()
+        w.step()
+        if after_step is not None:
+            after_step(w, i)
+    for f in later:
+        (spool / f.name.removesuffix(".later")).write_bytes(f.read_bytes())
+    done = threading.Event()
+    done.set()  # drains the spool, then sweeps
+    w.run(done)
+    return w

@@ -40,12 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from auditor.audit import facts  # noqa: E402
+from auditor.audit.event_rows import event_at  # noqa: E402
 from auditor.audit.run import (  # noqa: E402
     BATCH_ROWS,
     Known,
     _context,
     clean_rounds,
-    event_at,
     fast_rounds,
     round_events_sql,
     select_rounds,

@@ -1,5 +1,5 @@
 """A chemin de fer table's rounds in the order of its log, for the History each round's
-replay needs (auditor.audit.run._CheminHistory): the rounds by the first seq among their
+replay needs (auditor.audit.chemin_history.CheminHistory): the rounds by the first seq among their
 round events, and per shoe the round its cutting card came out in.
 
 A batch audit reads them from every event of the tables concerned (`read_orders`). `watch`
@@ -13,7 +13,7 @@ above it, with that first seq (the rounds of the table's last shoes when read, a
 TAIL_ROUNDS of them, and every round since). The rest is read again rather than guessed:
 a table whose round to judge is not kept, or is of a shoe that had rounds under the floor
 when read (`below`: a key logged again under an old shoe's name could belong there), or
-whose rounds to judge may look back past the floor (the caller's check, _CheminHistory).
+whose rounds to judge may look back past the floor (the caller's check, CheminHistory).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from auditor.audit.event_rows import CHEMIN_COLUMNS, EVENT_COLUMNS, HEAD_COLUMNS
 from auditor.store.columns import py_columns
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name
@@ -49,12 +50,7 @@ _HELD = ("seq", "type", "ts", "source_id", "line_no", "to_hand", "card", "seat",
          "void_reason", "disposition", "hand", "choice", "from_seat", "to_seat", "dealer")
 _SEQ, _TS, _SOURCE, _LINE = 0, 2, 3, 4
 # round_events_sql's columns: the round's head (from `todo`), then the event's.
-HEAD = ("table_id", "shoe", "round", "n", "last_seq", "pit", "game", "jurisdiction",
-        "variant", "seats", "side_bets", "procedure")
-EVENT = ("seq", "type", "ts", "source", "to_hand", "card", "seat", "bet", "amount", "kind",
-         "player_count", "banker_count", "winner", "count", "mode", "void_reason",
-         "disposition", "shoe", "round", "hand", "choice", "from_seat", "to_seat",
-         "event_dealer")
+EVENT = (*EVENT_COLUMNS, *CHEMIN_COLUMNS, "event_dealer")
 # Where each event column comes from in a held row (None: the round's key).
 _FROM = {c: (_HELD.index("dealer") if c == "event_dealer" else
              None if c in ("source", "shoe", "round") else _HELD.index(c)) for c in EVENT}
@@ -122,10 +118,10 @@ class RoundRows:
                 return None
             picked.append((head, held))
         self._learn_paths(con, {r[_SOURCE] for _, held in picked for r in held})
-        out: dict[str, list[Any]] = {c: [] for c in (*HEAD, *EVENT)}
+        out: dict[str, list[Any]] = {c: [] for c in (*HEAD_COLUMNS, *EVENT)}
         for head, held in picked:
             values = (*head[:3], head[5], head[4], *head[7:14])
-            for c, v in zip(HEAD, values, strict=True):
+            for c, v in zip(HEAD_COLUMNS, values, strict=True):
                 out[c] += [v] * len(held)
             for c, i in _FROM.items():
                 if i is not None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -23,39 +22,37 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.audit import dealers, facts
-from auditor.audit.chemin_order import CheminTails, ShoeKey, read_orders, walks_past_floor
+from auditor.audit.chemin_history import CheminHistory, RoundKey
+from auditor.audit.chemin_order import CheminTails
+from auditor.audit.event_rows import (
+    CHEMIN_COLUMNS,
+    EVENT_COLUMNS,
+    HEAD_COLUMNS,
+    card_ok,
+    changed_card,
+)
 from auditor.audit.listed import Chosen, Listed, select_listed
-from auditor.audit.load import ORDERED_JOIN, refuse_impossible_stamps
+from auditor.audit.load import refuse_impossible_stamps
 from auditor.audit.rounds import (
     CHEMIN,
-    EVENT_SELECT,
-    ROUND_TYPES,
     record_late,
     round_events_sql,
     select_rounds,
 )
 from auditor.audit.streams import check_streams
 from auditor.config import PropertyConfig
-from auditor.errors import UserError
 from auditor.finding import Finding
 from auditor.replay import verdict
-from auditor.replay.chemin import replay_chemin_round, round_facts
-from auditor.replay.chemin_model import CheminEvent, CheminRules, History, RoundFacts
+from auditor.replay.chemin import replay_chemin_round
+from auditor.replay.chemin_model import CheminEvent, CheminRules, RoundFacts
 from auditor.replay.model import Event, TableContext
 from auditor.replay.round import check_round, in_round
-from auditor.rules.cards import parse_card
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, derived, findings
 from auditor.store.columns import py_columns
 from auditor.store.sql import quote
 
 BATCH_ROWS = 200_000
-# Rounds already audited that a chemin de fer round may need to look back on (banco suivi
-# skips stand offs): how many are read before each run of rounds to replay.
-CHEMIN_LOOKBACK = 12
-# Chemin de fer rounds' facts kept between calls (Known.chemin_facts): a night of 50 tables
-# is about 30,000 rounds; past this many they are forgotten and read back as needed.
-FACTS_KEPT = 100_000
 # Below this many rounds the verdict is skipped and check_round judges every round: the
 # verdict's dozen statements cost more than a few hundred replays. Its contract (a round it
 # calls clean has no finding from check_round) makes both ways give the same findings.
@@ -332,7 +329,7 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
-    chemin = _CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
+    chemin = CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
     shoe_dealers = dealers.of_shoes(con, py_rounds, known.shoe_dealers,
                                     None if todo is None or verdict_run else
                                     {(t, s) for (t, s, _), _ in todo})
@@ -373,9 +370,9 @@ def _replay(
         for cols in [held or {}] if reader is None else map(py_columns, reader):
             tables, shoes, rounds, types, cards = (
                 cols[c] for c in ("table_id", "shoe", "round", "type", "card"))
-            heads = [cols[c] for c in _HEAD_COLUMNS]
-            plain = zip(*(cols[c] for c in _EVENT_COLUMNS), strict=True)
-            chemin_only = zip(*(cols[c] for c in _CHEMIN_COLUMNS), strict=True)
+            heads = [cols[c] for c in HEAD_COLUMNS]
+            plain = zip(*(cols[c] for c in EVENT_COLUMNS), strict=True)
+            chemin_only = zip(*(cols[c] for c in CHEMIN_COLUMNS), strict=True)
             for i, (row, more) in enumerate(zip(plain, chemin_only, strict=True)):
                 k = (tables[i], shoes[i], rounds[i])
                 if k != key:
@@ -386,8 +383,8 @@ def _replay(
                     dealer = None
                 if dealer is None and types[i] == "round_start":
                     dealer = cols["event_dealer"][i]
-                if not _card_ok(types[i], cards[i]):
-                    raise _changed_card(tables[i], row[0], row[3], cards[i])
+                if not card_ok(types[i], cards[i]):
+                    raise changed_card(tables[i], row[0], row[3], cards[i])
                 events.append(CheminEvent(*row, *more) if head[6] == CHEMIN else Event(*row))
         flush()
     finally:
@@ -401,31 +398,6 @@ def _replay(
         written.update((t, s, r) for t, s, r, *_ in audited)
         if verdict_run:
             written.update(con.execute("SELECT table_id, shoe, round FROM todo_clean").fetchall())
-
-
-def _card_ok(type_: str, card: str | None) -> bool:
-    """Whether an event's card is one ingest would have stored: a card, and one on every
-    card event."""
-    return type_ != "card" if card is None else _is_card(card)
-
-
-@lru_cache(maxsize=256)
-def _is_card(text: str) -> bool:
-    try:
-        parse_card(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _changed_card(table: str, seq: int, source: str, card: str | None) -> UserError:
-    """Ingest stores only cards, and one on every card event: a card column that reads as
-    none was changed since."""
-    held = "a card event without its card" if card is None else f"the card {card!r}"
-    return UserError(
-        f"table {table} seq {seq} ({source}): the events table holds {held}, which "
-        "ingest never stores, so the row was changed after ingest; run `bacc-audit verify` "
-        "to compare it with its line")
 
 
 def clean_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> int:
@@ -508,28 +480,6 @@ def fast_rounds(con: duckdb.DuckDBPyConnection, known: Known) -> list[verdict.Te
     return all_terms
 
 
-# The columns of round_events_sql that make an Event, in the order of its fields, and those
-# a chemin de fer round's CheminEvent adds after them; the columns of a round's head.
-_EVENT_COLUMNS = ("seq", "type", "ts", "source", "to_hand", "card", "seat", "bet", "amount",
-                  "kind", "player_count", "banker_count", "winner", "count", "mode",
-                  "void_reason", "disposition", "shoe", "round")
-_CHEMIN_COLUMNS = ("hand", "choice", "from_seat", "to_seat")
-_HEAD_COLUMNS = ("table_id", "shoe", "round", "n", "last_seq", "pit", "game", "jurisdiction",
-                 "variant", "seats", "side_bets", "procedure")
-
-
-def event_at(cols: dict[str, list], i: int) -> Event:
-    """Row `i` of a batch's event columns as the replay's Event, as `_replay` makes it (the
-    verdict's witness in tests/replay/test_verdict.py builds its rounds the same way). The
-    amount column is DuckDB's DECIMAL, so its values are Decimals already."""
-    return Event(*(cols[c][i] for c in _EVENT_COLUMNS))
-
-
-def _chemin_event(cols: dict[str, list], i: int) -> CheminEvent:
-    """Row `i` as a chemin de fer round's event, with the fields only those carry."""
-    return CheminEvent(*(cols[c][i] for c in (*_EVENT_COLUMNS, *_CHEMIN_COLUMNS)))
-
-
 def _context(
     head: tuple, contexts: dict[tuple, TableContext | str], packs: PackCache
 ) -> TableContext | str:
@@ -573,175 +523,6 @@ def _chemin_problem(pack: RulePack) -> str | None:
     except RulePackError as e:
         return str(e)
     return None
-
-
-RoundKey = tuple[str, str, int]
-
-
-@dataclass
-class _CheminHistory:
-    """Per chemin de fer table, its rounds in log order and the facts of those replayed or read
-    so far, so each round gets the History it needs (the previous round, the last one that
-    was not a stand off, the shoe's cutting card round).
-
-    Loaded before the replay streams: the rounds of the tables with chemin de fer rounds to
-    replay, and the facts of up to CHEMIN_LOOKBACK rounds audited before, read back from their
-    events unless `facts` (Known.chemin_facts: an earlier call's, such as `watch`'s previous
-    poll) holds them. A round whose predecessors are beyond those gets an unknown history,
-    and what depends on it (banco suivi, the bank's holder) is not judged rather than
-    guessed.
-    """
-
-    order: dict[str, list[RoundKey]] = field(default_factory=dict)
-    index: dict[RoundKey, int] = field(default_factory=dict)
-    facts: dict[RoundKey, RoundFacts] = field(default_factory=dict)
-    cut_cards: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    @classmethod
-    def load(
-        cls,
-        con: duckdb.DuckDBPyConnection,
-        packs: PackCache,
-        facts: dict[RoundKey, RoundFacts] | None = None,
-        tails: CheminTails | None = None,
-    ) -> _CheminHistory:
-        """`tails`: the orders `watch` keeps (auditor.audit.chemin_order); else read."""
-        if facts is not None and len(facts) > FACTS_KEPT:
-            facts.clear()  # read back again as needed
-        h = cls(facts=facts if facts is not None else {})
-        todo = {
-            (t, s, r)
-            for t, s, r in con.execute(
-                "SELECT table_id, shoe, round FROM todo WHERE game = ?", [CHEMIN]
-            ).fetchall()
-        }
-        if not todo:
-            return h
-        for k in todo:  # judged again: as the replay finds it, not as it was
-            h.facts.pop(k, None)
-        tables = sorted({t for t, _, _ in todo})
-        from_floor: set[str] = set()  # tables placed from a floor on (`tails`)
-        if tails is None:
-            rounds, cuts = read_orders(con, tables)
-            h._place({t: [k for k, _ in r] for t, r in rounds.items()}, cuts)
-        else:
-            orders, cuts, from_floor = tails.orders(con, tables, todo)
-            h._place(orders, cuts)
-        need = h._need(todo)
-        if tails is not None and (
-            past := walks_past_floor(h.order, h.facts, todo, need, from_floor)
-        ):
-            # a round may look back under what was kept: all of them, then
-            h._place(*tails.read(con, sorted(past)))
-            need = h._need(todo)
-        if need:
-            h._read_back(con, need, packs)
-        return h
-
-    def _place(self, orders: Mapping[str, list[RoundKey]], cuts: Mapping[ShoeKey, Any]) -> None:
-        """Each table's rounds in log order (replacing what was placed of it)."""
-        for t, keys in orders.items():
-            for k in self.order.get(t, ()):
-                self.index.pop(k, None)
-            self.order[t] = keys
-            self.index.update((k, i) for i, k in enumerate(keys))
-        self.cut_cards.update(cuts)
-
-    def _need(self, todo: set[RoundKey]) -> set[RoundKey]:
-        """The rounds audited before whose facts the rounds to judge may need."""
-        need: set[RoundKey] = set()
-        for keys in self.order.values():
-            for i, k in enumerate(keys):
-                if k in todo:
-                    need.update(b for b in keys[max(0, i - CHEMIN_LOOKBACK) : i]
-                                if b not in todo and b not in self.facts)
-        return need
-
-    def _read_back(
-        self, con: duckdb.DuckDBPyConnection, need: set[RoundKey], packs: PackCache
-    ) -> None:
-        """Facts of rounds audited before, from their events and their table's context."""
-        keys = sorted(need)
-        con.register(
-            "chemin_lookback",
-            pa.table(
-                {
-                    "table_id": [k[0] for k in keys],
-                    "shoe": [k[1] for k in keys],
-                    "round": pa.array([k[2] for k in keys], pa.int64()),
-                }
-            ),
-        )
-        try:
-            cur = con.execute(
-                f"""
-                SELECT e.table_id, t.pit, t.game, t.jurisdiction, t.variant, t.seats,
-                       {EVENT_SELECT}
-                FROM chemin_lookback k
-                JOIN events e ON e.table_id = k.table_id AND e.shoe = k.shoe
-                     AND e.round = k.round AND e.type IN ({ROUND_TYPES})
-                JOIN sources s ON s.id = e.source_id
-                {ORDERED_JOIN}
-                ASOF LEFT JOIN (SELECT table_id, seq, pit, game, jurisdiction, variant, seats
-                                FROM events WHERE type = 'table_open') t
-                     ON t.table_id = e.table_id AND e.seq > t.seq
-                ANTI JOIN round_exclusions x ON x.table_id = e.table_id AND x.seq = e.seq
-                ORDER BY e.table_id, e.seq
-                """
-            )
-            names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
-        finally:
-            con.unregister("chemin_lookback")
-        cols = {name: [row[i] for row in rows] for i, name in enumerate(names)}
-        for i, card in enumerate(cols["card"]):
-            if not _card_ok(cols["type"][i], card):
-                raise _changed_card(cols["table_id"][i], cols["seq"][i], cols["source"][i], card)
-        by_round: dict[RoundKey, list[int]] = {}
-        for i in range(len(cols["seq"])):
-            by_round.setdefault(
-                (cols["table_id"][i], cols["shoe"][i], cols["round"][i]), []
-            ).append(i)
-        for k, idx in by_round.items():
-            table, pit, game, jurisdiction, variant, seats = (
-                cols[c][idx[0]]
-                for c in ("table_id", "pit", "game", "jurisdiction", "variant", "seats")
-            )
-            pack = packs.lookup(jurisdiction, game) if game == CHEMIN else None
-            if not isinstance(pack, RulePack):
-                continue
-            try:
-                ctx = TableContext(
-                    table, pit, game, jurisdiction, variant, None, seats or 1, (), pack
-                )
-                self.facts[k] = round_facts(ctx, [_chemin_event(cols, i) for i in idx])
-            except (RulePackError, FileNotFoundError, KeyError):
-                continue
-
-    def before(self, key: RoundKey) -> History:
-        """The History of round `key`: walks back over the table's rounds in log order."""
-        cut = self.cut_cards.get((key[0], key[1]))
-        i = self.index.get(key)
-        if i is None or i == 0:
-            return History(cut_card_round=cut)
-        keys = self.order[key[0]]
-        previous = self.facts.get(keys[i - 1])
-        counted = None
-        for j in range(i - 1, -1, -1):
-            facts = self.facts.get(keys[j])
-            if facts is None:
-                break
-            if facts.counts_as_previous_wager:
-                counted = facts
-                break
-        return History(previous, counted, cut)
-
-    def record(self, key: RoundKey, facts: RoundFacts) -> None:
-        self.facts[key] = facts
-
-    def forget(self, key: RoundKey) -> None:
-        """A round judged again without being replayed: its facts are read back if needed."""
-        self.facts.pop(key, None)
 
 
 def _later_pass_codes() -> str:

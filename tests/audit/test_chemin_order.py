@@ -127,7 +127,7 @@ def test_a_round_that_may_look_back_past_what_is_kept_gets_its_tables_whole_orde
     previous shoe's last round (a Player win), and past a stand off the round before."""
     from decimal import Decimal
 
-    from auditor.audit.run import _CheminHistory
+    from auditor.audit.chemin_history import CheminHistory
     from auditor.replay.chemin_model import RoundFacts
     from auditor.rules.pack import PackCache
 
@@ -144,11 +144,11 @@ def test_a_round_that_may_look_back_past_what_is_kept_gets_its_tables_whole_orde
              ("CF-01", "S2", 2): RoundFacts("S2", 2, 3, Decimal(100), "banker")}
     con.execute("CREATE TEMP TABLE todo AS SELECT 'CF-01' AS table_id, 'S2' AS shoe, "
                 "1::BIGINT AS round, 'chemin_de_fer' AS game")
-    h = _CheminHistory.load(con, PackCache(), facts, tails)
+    h = CheminHistory.load(con, PackCache(), facts, tails)
     assert h.order["CF-01"] == [("CF-01", s, r) for _, _, _, _, _, _, s, r in rows]
     got = h.before(("CF-01", "S2", 1))
     assert (got.previous, got.counted) == (facts[("CF-01", "S1", 2)], facts[("CF-01", "S1", 1)])
     # its shoe's last round looks back no further than the one before it: what is kept
     con.execute("UPDATE todo SET round = 3")
-    h = _CheminHistory.load(con, PackCache(), facts, tails)
+    h = CheminHistory.load(con, PackCache(), facts, tails)
     assert h.order["CF-01"] == [("CF-01", "S2", r) for r in (1, 2, 3)]

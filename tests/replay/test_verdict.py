@@ -31,12 +31,12 @@ import duckdb
 import pytest
 
 from auditor.audit import facts
+from auditor.audit.event_rows import event_at
+from auditor.audit.rounds import ROUND_TYPES
 from auditor.audit.run import (
-    ROUND_TYPES,
     Known,
     audit,
     clean_rounds,
-    event_at,
     round_events_sql,
     select_rounds,
 )

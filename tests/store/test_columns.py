@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from auditor.audit.run import event_at
+from auditor.audit.event_rows import event_at
 from auditor.replay.model import Event
 from auditor.store.columns import py_columns, utc_times
 

@@ -55,12 +55,15 @@ class CheminHistory:
         packs: PackCache,
         facts: dict[RoundKey, RoundFacts] | None = None,
         tails: CheminTails | None = None,
+        chemin: set[RoundKey] | None = None,
     ) -> CheminHistory:
-        """`tails`: the orders `watch` keeps (auditor.audit.chemin_order); else read."""
+        """`tails`: the orders `watch` keeps (auditor.audit.chemin_order); else read.
+        `chemin`: the chemin de fer rounds to replay, when the caller knows them (else those
+        of temp table `todo`)."""
         if facts is not None and len(facts) > FACTS_KEPT:
             facts.clear()  # read back again as needed
         h = cls(facts=facts if facts is not None else {})
-        todo = {
+        todo = chemin if chemin is not None else {
             (t, s, r)
             for t, s, r in con.execute(
                 "SELECT table_id, shoe, round FROM todo WHERE game = ?", [CHEMIN]

@@ -136,10 +136,17 @@ class Listed:
     def held_events(self, con: duckdb.DuckDBPyConnection, chosen: Chosen, below: int
                     ) -> dict[str, list[Any]] | None:
         """The chosen rounds' events from those held, when there are fewer than `below` (a
-        verdict's run reads a part of them) and all are held (RoundRows.columns)."""
-        if self.held is None or chosen.rows is None or len(chosen.rows) >= below:
+        verdict's run reads a part of them) and all are held (RoundRows.columns). Else, or
+        when a round was audited before (its old findings are withdrawn by a statement over
+        it), temp table `todo` is made of them for the replay's statements."""
+        if chosen.rows is None:  # select_rounds made `todo`
             return None
-        return self.held.columns(con, chosen.rows, chosen.since)
+        held = None
+        if self.held is not None and len(chosen.rows) < below:
+            held = self.held.columns(con, chosen.rows, chosen.since)
+        if held is None or any(r[14] for r in chosen.rows):
+            make_todo(con, chosen.rows)
+        return held
 
 
 _SPANS_SQL = f"""
@@ -182,10 +189,11 @@ def select_listed(
     audits: str,
 ) -> Chosen:
     """select_rounds(keys=`keys`, since=`since`) for a poll whose `n_keys` rounds (none
-    twice) table `keys` lists: temp table `todo` (and, when a round is suspect, what
-    select_rounds makes for it). The bound the rounds' events are counted from is None
-    when a round has no round_start stamped at or after `since` (begun before the watch,
-    or stamped before the rest): its events are then all counted."""
+    twice) relation `keys` lists: the rows of its `todo` (made by make_todo when a statement
+    reads it: Listed.held_events), or, when a round is suspect, what select_rounds makes.
+    The bound the rounds' events are counted from is None when a round has no round_start
+    stamped at or after `since` (begun before the watch, or stamped before the rest): its
+    events are then all counted."""
     spans = _spans(con, keys, since)
     if since is not None and (not spans or any(r[9] == 0 for r in spans)
                               or len(spans) < n_keys):
@@ -223,8 +231,19 @@ def select_listed(
     # closed: with its round_end (but at chemin de fer), or its table gone on past it
     todo = [(*r[:7], *r[9:17], False) for r in rows
             if (r[7] is not None and not r[-1]) or r[4] < tops.get(r[0], r[4])]
-    _made(con, "todo", _TODO, todo)
     return Chosen(False, since, set(done), [((r[0], r[1], r[2]), r[14]) for r in todo], todo)
+
+
+def make_todo(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
+    """Temp table `todo` of select_listed's rows."""
+    _made(con, "todo", _TODO, rows)
+
+
+def keys_sql(keys: Iterable[RoundKey]) -> str:
+    """The rounds `keys` as a relation (table_id, shoe, round), written out: a poll's few
+    rounds cost less so than as a table made for them."""
+    rows = ", ".join(f"({quote(t)}, {quote(s)}, {int(r)}::BIGINT)" for t, s, r in keys)
+    return f"(SELECT * FROM (VALUES {rows}) k(table_id, shoe, round))"
 
 
 def _made(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, rows: list[tuple]

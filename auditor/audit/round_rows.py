@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.audit.event_rows import CHEMIN_COLUMNS, EVENT_COLUMNS, HEAD_COLUMNS
+from auditor.audit.rounds import CHEMIN
 from auditor.store.columns import py_columns
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import stream_name
@@ -135,3 +136,9 @@ class RoundRows:
             self._paths.update(con.execute(
                 "SELECT id, path FROM sources WHERE id IN (SELECT unnest(?))", [new]
             ).fetchall())
+
+
+def chemin_rounds(cols: dict[str, list[Any]]) -> set[RoundKey]:
+    """The chemin de fer rounds among `columns`' rows."""
+    return {(t, s, r) for t, s, r, g in zip(cols["table_id"], cols["shoe"], cols["round"],
+                                             cols["game"], strict=True) if g == CHEMIN}

@@ -33,6 +33,7 @@ from auditor.audit.event_rows import (
 )
 from auditor.audit.listed import Chosen, Listed, select_listed
 from auditor.audit.load import refuse_impossible_stamps
+from auditor.audit.round_rows import chemin_rounds
 from auditor.audit.rounds import (
     CHEMIN,
     record_late,
@@ -329,7 +330,8 @@ def _replay(
     rows: list[Finding] = []
     audited: list[tuple] = []
     # before the reader: DuckDB streams one result at a time
-    chemin = CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails)
+    chemin = CheminHistory.load(con, packs, known.chemin_facts, known.chemin_tails,
+                                None if held is None else chemin_rounds(held))
     shoe_dealers = dealers.of_shoes(con, py_rounds, known.shoe_dealers,
                                     None if todo is None or verdict_run else
                                     {(t, s) for (t, s, _), _ in todo})

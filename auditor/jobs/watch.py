@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from auditor.audit.chemin_order import CheminTails
-from auditor.audit.listed import ContextIndex, Listed
+from auditor.audit.listed import ContextIndex, Listed, keys_sql
 from auditor.audit.load import load_latest_ts
 from auditor.audit.round_rows import RoundRows
 from auditor.audit.rounds import CONTEXT_EVENTS_SQL, JudgedBefore
@@ -484,30 +483,18 @@ class Watch:
         ended = list(dict.fromkeys([*poll.rounds_ended, *waiting, *sorted(late)]))
         if not ended:
             return
-        keys = pa.table(
-            {
-                "table_id": [k[0] for k in ended],
-                "shoe": [k[1] for k in ended],
-                "round": pa.array([k[2] for k in ended], pa.int64()),
-            }
-        )
-        self.con.register("live_ended", keys)
-        try:
-            self.con.execute("CREATE OR REPLACE TEMP TABLE live_keys AS SELECT * FROM live_ended")
-        finally:
-            self.con.unregister("live_ended")
         if self._contexts_stale:
             self._update_contexts()
         audits = self._judged_before.audits_sql(ended)
         # the since is lifted for a round begun before the watch, or stamped before the rest
         result = audit_rounds(
-            self.con, self.run_id, self.config, "live_keys", self._earliest.since(ended),
+            self.con, self.run_id, self.config, keys_sql(ended), self._earliest.since(ended),
             known=self.known, contexts="live_contexts", audits=audits,
             listed=Listed(len(ended), self._contexts, self._held),
         )
         self.stats.rounds_live += result.rounds
         self._count(result)
-        audited = result.judged or set()  # the rounds of live_keys audited, now or before
+        audited = result.judged or set()  # the rounds listed audited, now or before
         self._unclosed = {k for k in self._unclosed | set(ended) if k not in audited}
         self._earliest.judged(audited)
         self._held.forget(audited)

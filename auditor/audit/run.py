@@ -51,6 +51,7 @@ from auditor.replay.round import check_round, in_round
 from auditor.rules.pack import PackCache, RulePack, RulePackError
 from auditor.store import db, derived, findings
 from auditor.store.columns import py_columns
+from auditor.store.given_rows import given_rows
 from auditor.store.sql import quote
 
 BATCH_ROWS = 200_000
@@ -527,6 +528,10 @@ def _chemin_problem(pack: RulePack) -> str | None:
     return None
 
 
+_AUDITED = [("table_id", "VARCHAR"), ("shoe", "VARCHAR"), ("round", "BIGINT"),
+            ("events", "BIGINT"), ("last_seq", "BIGINT"), ("findings", "BIGINT")]
+
+
 def _later_pass_codes() -> str:
     """The codes the passes after the round replay raise and withdraw, as SQL literals."""
     from auditor.audit import integrity, sidebets, table_pass
@@ -566,18 +571,11 @@ def _store(
             "AND t.round = current_findings.round) "
             "AND fingerprint NOT IN (SELECT fingerprint FROM round_findings)",
         )
-    done = pa.table(
-        {
-            n: [a[i] for a in audited]
-            for i, n in enumerate(("table_id", "shoe", "round", "events", "last_seq", "findings"))
-        },
-    )
-    con.register("done_rounds", done)
     stamp = f", {int(run_id)}, now()" if into == "round_audits" else ""
     cleared = (f" UNION ALL SELECT table_id, shoe, round, n, last_seq, 0 FROM {clean}"
                if clean else "")
-    con.execute(
-        f"INSERT INTO {into} SELECT table_id, shoe, round, events, last_seq, findings{stamp} "
-        f"FROM (SELECT * FROM done_rounds{cleared})"
-    )
-    con.unregister("done_rounds")
+    with given_rows(con, "done_rounds", _AUDITED, list(zip(*audited, strict=True))) as (
+            done, params):
+        con.execute(
+            f"INSERT INTO {into} SELECT table_id, shoe, round, events, last_seq, findings"
+            f"{stamp} FROM (SELECT * FROM {done}{cleared})", params)

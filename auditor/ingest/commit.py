@@ -25,6 +25,7 @@ from auditor.ingest.manifest import Empty, Offer, Refusal, Scan
 from auditor.ingest.paths import escape_path, one_line
 from auditor.ingest.result import FileResult
 from auditor.ingest.stage import Counts, Staging, new_source_ids
+from auditor.store.given_rows import given_rows
 from auditor.store.sql import quote
 
 
@@ -262,28 +263,24 @@ def _extend_streams(con: duckdb.DuckDBPyConnection, run_id: int, rows: Staging) 
     got = [r for r in rows.last_ranges() if r.lo is not None and r.hi is not None]
     if not got:
         return
-    table = pa.table({
-        "stream": [r.stream for r in got],
-        "source_id": pa.array([r.source_id for r in got], pa.int64()),
-        "lo": pa.array([r.lo for r in got], pa.int64()),
-        "hi": pa.array([r.hi for r in got], pa.int64()),
-        "n": pa.array([r.n for r in got], pa.int64()),
-    })
-    con.register("piece_ranges", table)
-    had = set(
-        con.execute(
-            "UPDATE stream_sources SET min_seq = least(min_seq, p.lo), "
-            "max_seq = greatest(max_seq, p.hi), events = events + p.n FROM piece_ranges p "
-            "WHERE stream_sources.stream = p.stream AND stream_sources.source_id = p.source_id "
-            "RETURNING stream_sources.stream, stream_sources.source_id"
-        ).fetchall()
-    )
-    con.unregister("piece_ranges")
-    new = [i for i, r in enumerate(got) if (r.stream, r.source_id) not in had]
+    columns = [("stream", "VARCHAR"), ("source_id", "BIGINT"), ("lo", "BIGINT"),
+               ("hi", "BIGINT"), ("n", "BIGINT")]
+    with given_rows(con, "piece_ranges", columns,
+                    [[getattr(r, c) for r in got] for c, _ in columns]) as (ranges, params):
+        had = set(
+            con.execute(
+                "UPDATE stream_sources SET min_seq = least(min_seq, p.lo), "
+                f"max_seq = greatest(max_seq, p.hi), events = events + p.n FROM {ranges} p "
+                "WHERE stream_sources.stream = p.stream "
+                "AND stream_sources.source_id = p.source_id "
+                "RETURNING stream_sources.stream, stream_sources.source_id", params
+            ).fetchall()
+        )
+    new = [r for r in got if (r.stream, r.source_id) not in had]
     if new:  # a stream new to its source
-        con.register("piece_ranges", table.take(pa.array(new, pa.int64())))
-        con.execute("INSERT INTO stream_sources SELECT * FROM piece_ranges")
-        con.unregister("piece_ranges")
+        with given_rows(con, "piece_ranges", columns,
+                        [[getattr(r, c) for r in new] for c, _ in columns]) as (ranges, params):
+            con.execute(f"INSERT INTO stream_sources SELECT * FROM {ranges}", params)
     behind: set[str] = set()
     tops: dict[str, tuple[int | None, int | None]] = {}
     gappy: set[str] = set()

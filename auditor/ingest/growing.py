@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from auditor.ingest.paths import open_log
 from auditor.ingest.reader import BOM, gzipped
+from auditor.store.given_rows import given_rows
 
 # A file is known by its first line, at most this many bytes of it: enough to tell table
 # files apart (the first line names the table, its seq and its time), little to read.
@@ -309,18 +309,12 @@ def record_pieces(con: duckdb.DuckDBPyConnection, pieces: Sequence[Piece], run_i
          p.prefix_sha256, p.events, p.quarantined, p.duplicates, p.waiting, p.device, p.inode)
         for p in pieces
     ]
-    types = [pa.int64(), pa.int64(), pa.string(), *[pa.int64()] * 4, pa.string(),
-             *[pa.int64()] * 6]
-    table = pa.table({
-        name: pa.array(col, type=t)
-        for name, col, t in zip(_PIECE_COLUMNS, zip(*values, strict=True), types, strict=True)
-    })
-    con.register("new_pieces", table)
-    con.execute(
-        f"INSERT INTO source_extents ({', '.join(_PIECE_COLUMNS)}, run_id, ingested_at) "
-        f"SELECT {', '.join(_PIECE_COLUMNS)}, {int(run_id)}, now() FROM new_pieces"
-    )
-    con.unregister("new_pieces")
+    types = ["BIGINT", "BIGINT", "VARCHAR", *["BIGINT"] * 4, "VARCHAR", *["BIGINT"] * 6]
+    with given_rows(con, "new_pieces", list(zip(_PIECE_COLUMNS, types, strict=True)),
+                    list(zip(*values, strict=True))) as (pieces_in, params):
+        con.execute(
+            f"INSERT INTO source_extents ({', '.join(_PIECE_COLUMNS)}, run_id, ingested_at) "
+            f"SELECT {', '.join(_PIECE_COLUMNS)}, {int(run_id)}, now() FROM {pieces_in}", params)
     files = [(p.file_id, p.head, p.path) for p in pieces if p.new_file]
     if files:
         con.executemany(

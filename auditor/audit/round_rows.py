@@ -112,7 +112,7 @@ class RoundRows:
                 return None
             if since is not None:
                 held = [r for r in held if r[_TS] is not None and r[_TS] >= since]
-            if len(held) != n:
+            if not held or len(held) != n:
                 return None
             held = sorted(held, key=itemgetter(_SEQ))
             if held[0][_SEQ] != first or held[-1][_SEQ] != last:

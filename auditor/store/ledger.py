@@ -308,6 +308,13 @@ def head_covering(con: duckdb.DuckDBPyConnection, index: int) -> Head | None:
 # --- sealing --------------------------------------------------------------------------------
 
 INLINE_PIECES = 64  # a seal's pieces up to this many: their digests go in its SQL
+# A poll's seal (`since` given) looks for the leaves of its records among those sealed at
+# most this long before `since`, not in the whole ledger: a record stamped at or after
+# `since` was committed before any seal that saw it began, so its leaf is no older than
+# its stamp, unless the clock was set back in between; the hour is that margin. Without
+# a bound the look cost 27 ms at 50,000 leaves, 69 ms at 2 million (a night's end at 500
+# tables): docs/benchmarks.md, session 58.
+SEALED_LOOKBACK = dt.timedelta(hours=1)
 SEAL_TRIES = 8  # a seal that meets another's commit starts again: about 2.5 s in all
 
 
@@ -396,6 +403,9 @@ def _seal_once(
             f"{where} AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.kind = {quote(c.kind)} "
             f"AND l.record_key = {c.key}"
             + ("" if run_id is None else f" AND l.record_run = {int(run_id)}")
+            + ("" if since is None else
+               f" AND l.sealed_at >= {quote((since - SEALED_LOOKBACK).isoformat())}"
+               "::TIMESTAMPTZ")
             + ")"
         )
         digests = "piece_digests"

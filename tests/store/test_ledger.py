@@ -260,3 +260,39 @@ def test_the_bookkeeping_of_a_database_from_before_its_digests_is_taken_in_once(
             "stand, the ledger sealed a digest of 477"]
     finally:
         con.close()
+
+
+def test_a_polls_seal_never_seals_again_a_record_stamped_after_a_clock_set_back(
+    tmp_path: Path,
+) -> None:
+    """A poll's seal looks for its records' leaves only among those of the last
+    SEALED_LOOKBACK (the whole ledger cost more each seal as the night went on); a record
+    stamped after a seal that already sealed it (the clock set back) is found all the same."""
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        run = runs.start(con, "watch", {})
+        ledger.seal(con, run)
+
+        def finding(n: int) -> None:
+            con.execute(
+                "INSERT INTO findings (fingerprint, run_id, recorded_at, status, severity, "
+                "rule, code, message) VALUES (?, ?, now(), 'open', 'minor', 'r', 'log.malformed', "
+                "'m')", [f"f{n}", run])
+
+        head = ledger.latest_head(con)
+        assert head is not None
+        finding(1)
+        first = ledger.seal(con, run, since=head.sealed_at).head
+        assert first is not None
+        finding(2)
+        second = ledger.seal(con, run, since=first.sealed_at).head
+        assert second is not None and second.sealed_at > first.sealed_at
+        # the first finding's stamp as a clock set back ten minutes before its write would
+        # have it: after the second seal, while its leaf is of the first
+        later = second.sealed_at + dt.timedelta(minutes=10)
+        con.execute("UPDATE findings SET recorded_at = ? WHERE fingerprint = 'f1'", [later])
+        assert ledger.seal(con, run, since=second.sealed_at).head is None
+        assert con.execute("SELECT count(*) FROM ledger WHERE kind = 'finding'").fetchall() == [
+            (2,)]
+    finally:
+        con.close()

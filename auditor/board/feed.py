@@ -217,7 +217,9 @@ class Subscriber:
 
     def __init__(self, filters: Filter, start: int, size: int) -> None:
         self.filters = filters
-        self.start = start  # the poller's cursor when it subscribed: it pushes what follows
+        # the poller's cursor when it subscribed (it pushes what follows), or the head read
+        # after, for a stream from now (streams.api_stream): what is not past it is skipped
+        self.start = start
         self.queue: asyncio.Queue[list[Change] | None] = asyncio.Queue(maxsize=size)
         self.overflowed = False
 
@@ -323,8 +325,12 @@ class Hub:
     def nudge(self) -> None:
         """Read now, not at the next interval: the writer just committed findings (`watch`
         says so after each commit that stored some). On the event loop: from another
-        thread, through loop.call_soon_threadsafe (app.BoardServer.nudge)."""
-        if self._wake is not None:
+        thread, through loop.call_soon_threadsafe (app.BoardServer.nudge).
+
+        With no stream open nobody waits for the read: the interval's reads keep the head
+        and the health check, and `watch` at real speed, which commits every poll, does not
+        pay for a board nobody watches (a stream opened meanwhile reads its own start)."""
+        if self._wake is not None and self.subscribers:
             self._wake.set()
 
     def subscribe(self, filters: Filter) -> Subscriber:

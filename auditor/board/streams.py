@@ -34,6 +34,10 @@ async def api_stream(request: Request, board: Board, who: Identity | None) -> Re
             raise past_head(start, top, what)
     hub = board.hub
     sub = hub.subscribe(filters)
+    if start is None:
+        # from now: the head as it is, not as the poller last read it (it reads only at its
+        # interval while no stream is open: feed.Hub.nudge)
+        sub.start = max(sub.start, await board.read(lambda con, zone: feed.head(con)))
 
     async def events() -> AsyncIterator[str]:
         try:

@@ -446,6 +446,37 @@ def test_the_stream_pushes_each_new_finding_within_a_second_and_resumes_exactly(
         assert httpx2.get(board.url + "/healthz").json()["status"] == "ok"
 
 
+@pytest.mark.realtime
+def test_a_stream_from_now_starts_at_the_head_though_the_poller_read_it_long_ago(
+    shared: duckdb.DuckDBPyConnection, conf: Any
+) -> None:
+    """With no stream open a nudge reads nothing (feed.Hub.nudge: `watch` nudges every
+    poll), so the poller's head may be old when a stream from now opens: what was stored
+    before it opened is not sent to it."""
+    app = create_app(shared.cursor, property_config=conf, poll_interval=60)
+    with serve(app, "127.0.0.1", 0) as board:
+        hub = app.state.board.hub
+        before = hub.polls
+        store_mb01(shared)  # the poller does not see these: no stream, no interval yet
+        board.nudge()
+        time.sleep(0.3)
+        assert hub.polls == before and hub.head == 20
+        opened = threading.Event()
+        live: list[tuple[float, dict[str, str]]] = []
+        reader = threading.Thread(
+            target=lambda: live.extend(_events(board.url + "/api/stream", 1, opened=opened)))
+        reader.start()
+        assert opened.wait(5)
+        (first, _), *_ = shared.execute(
+            "SELECT id, fingerprint FROM findings WHERE id > 20 ORDER BY id").fetchall()
+        findings.withdraw(shared, runs.start(shared, "test", {}), f"id = {first}")
+        board.nudge()  # a stream is open: the poller reads now
+        reader.join(10)
+        top = shared.execute("SELECT max(id) FROM findings").fetchall()[0][0]
+        assert [(int(e["id"]), e.get("event")) for _, e in live] == [(top, "withdrawn")]
+        assert hub.polls > before
+
+
 # -- acknowledgements, CSRF -------------------------------------------------------------------
 
 

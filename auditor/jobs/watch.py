@@ -42,7 +42,7 @@ from auditor.ingest.follow import Follower, Poll
 from auditor.ingest.paths import folders_changed, logs_in
 from auditor.jobs.earliest import EarliestSeen
 from auditor.replay.log_ends import GamingDays
-from auditor.store import ledger, notice_entry
+from auditor.store import ledger
 from auditor.store.closed_days import closed_days
 from auditor.store.db import single
 from auditor.store.events import ROUND_EVENTS
@@ -189,8 +189,9 @@ class Watch:
         self._contexts_whole = True
         self._context_sources: set[int] = set()
         self._contexts = ContextIndex()  # live_contexts' index, made with it
-        self._closed_seen = len(closed_days(con))  # gaming days on record as closed
-        self._notices_seen = notice_entry.entries(con)  # notices entered by hand, withdrawals
+        # The gaming days on record as closed, and the notices and withdrawals entered by
+        # hand, as last counted (`_entered_beside`).
+        self._beside_seen = self._beside()
         self._wrote = False  # since the last seal
         self._sealed_to: dt.datetime | None = None  # the last seal's time (store/ledger.seal)
         self.seal_seconds = 0.0  # spent sealing (bench/ledger.py reads it)
@@ -279,7 +280,7 @@ class Watch:
         if now - self._last_scan >= self.options.rescan:
             self._scan()
             self._last_scan = now
-            self._sweep_due |= self._days_closed_beside() | self._notices_entered_beside()
+            self._sweep_due |= self._entered_beside()
         poll = self.follower.poll(self.con)
         self.stats.polls += 1
         self._last_poll_files = len(poll.files)
@@ -435,22 +436,24 @@ class Watch:
                 self.follower.follow(path)
                 self.stats.files += 1
 
-    def _days_closed_beside(self) -> bool:
-        """Whether a gaming day was closed since the last look (`close-day`, written through
-        this watch): its tables' log ends are then judged at the next sweep."""
-        seen = len(closed_days(self.con))
-        changed = seen != self._closed_seen
-        self._closed_seen = seen
+    def _entered_beside(self) -> bool:
+        """Whether, since the last look, a gaming day was closed (`close-day`, written
+        through this watch: its tables' log ends are then judged at the next sweep), or a
+        notice entered or withdrawn by hand (`notice add`/`withdraw`, the board's notices
+        page: the notice checks count it at the next sweep, as `audit` would)."""
+        seen = self._beside()
+        changed = seen != self._beside_seen
+        self._beside_seen = seen
         return changed
 
-    def _notices_entered_beside(self) -> bool:
-        """Whether a notice was entered or withdrawn by hand since the last look (`notice
-        add`/`withdraw` through this watch, or the board's notices page): the notice checks
-        then count it at the next sweep, as `audit` would."""
-        seen = notice_entry.entries(self.con)
-        changed = seen != self._notices_seen
-        self._notices_seen = seen
-        return changed
+    def _beside(self) -> tuple[int, int]:
+        """The closed gaming days (closed_days counts a day once) and the notices and
+        withdrawals ever entered (notice_entry.entries), in one statement: a writer's
+        database has these tables (db.ensure_schema), and this runs once a second."""
+        closed, notices = single(self.con, (
+            "SELECT (SELECT count(DISTINCT gaming_day) FROM closed_days), "
+            "(SELECT count(*) FROM notices) + (SELECT count(*) FROM notice_withdrawals)"))
+        return int(closed), int(notices)
 
     def _note(self, poll: Poll) -> None:
         self.stats.events += poll.events

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -917,3 +918,24 @@ def test_a_shoe_start_delivered_late_names_the_dealer_of_the_rounds_judged_after
     assert con.execute(
         "SELECT code, dealer FROM current_findings WHERE shoe = ? AND round = 47", [shoe]
     ).fetchall() == [("vig.wrong_amount", start["dealer"])]
+
+
+def test_a_day_closed_beside_the_watch_is_swept_at_its_next_poll(tmp_path):
+    """`close-day` written through a running watch: its next poll sees the day closed (the
+    count it keeps, `Watch._entered_beside`) and sweeps, though no line came."""
+    con = db.connect(tmp_path / "live.duckdb")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    shutil.copy(SAMPLE / "2026-11-28_MB-01.jsonl", spool)
+    w = Watch(con, spool, CONF, runs.start(con, "watch", {}),
+              WatchOptions(rescan=0, sweep_every=0, sweep_share=1.0, idle_sweep=1e9))
+    w.step()  # the lines, and the first sweep
+    swept = w.stats.sweeps
+    w.step()
+    assert w.stats.sweeps == swept  # nothing new: no sweep
+    closed_days.close(con, [dt.date(2026, 11, 28)], runs.start(con, "close-day", {}),
+                      "close-day")
+    w.step()
+    assert w.stats.sweeps == swept + 1
+    w.step()
+    assert w.stats.sweeps == swept + 1

@@ -14,7 +14,10 @@ into its spool line by line as the table systems would (auditor.simulate.feed):
 2. at real speed for `--real-seconds`, with no client polling: the CPU time the watcher
    used over the wall time (target: under a quarter of one core); with `--settle`, once the
    watcher has gone idle after phase 1 (on a loaded machine it may still be loading phase 1's
-   lines, which would count here).
+   lines, which would count here);
+3. with `--real-latency-seconds N`, N more seconds at real speed with the client polling
+   again: the latencies of phase 1 at real speed (what the polls' pace, which follows their
+   cost, gives a floor that is not busy), and the watcher's CPU with that client.
 
 With `--against TREE` (another checkout with a .venv, e.g. /work/wt/base; a link to this
 tree's .venv will do: TREE's code is put first on PYTHONPATH), each of
@@ -82,10 +85,10 @@ class Poller:
     """Asks the board for what is new every `every` seconds and notes when each round's
     first finding arrived."""
 
-    def __init__(self, base: str, every: float = 0.02) -> None:
+    def __init__(self, base: str, every: float = 0.02, cursor: int = 0) -> None:
         self.base = base
         self.every = every
-        self.cursor = 0
+        self.cursor = cursor
         self.arrived: dict[tuple[str, str, int], float] = {}
         self.findings = 0
         self.stop = threading.Event()
@@ -148,10 +151,32 @@ def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Namespace
-            ) -> dict[str, float]:
-    """One watch of `binary` on an empty database: phase 1 (at speed, with the poller) and
-    phase 2 (real speed, no client). Prints the run; returns its figures."""
+def latencies(poller: Poller, feed: Feed) -> dict[str, float]:
+    """Print and return the p50, p99 and worst wait from a round_end written to its finding
+    seen, by game. A chemin de fer round is judged once its table has gone past it (the
+    bank's passing follows its round_end): its wait includes the time to the next round."""
+    out: dict[str, float] = {}
+    for label, chemin in (("all rounds", None), ("banking games", False),
+                          ("chemin de fer", True)):
+        part = [poller.arrived[k] - feed.written[k] for k in poller.arrived
+                if k in feed.written and (chemin is None or k[0].startswith("CF-") == chemin)]
+        if part:
+            print(f"    {label}, {len(part)} rounds: "
+                  f"p50 {percentile(part, 50) * 1000:.0f} ms, "
+                  f"p99 {percentile(part, 99) * 1000:.0f} ms, "
+                  f"max {max(part) * 1000:.0f} ms")
+            key = {None: "all", False: "bank", True: "chemin"}[chemin]
+            out[f"{key}_p50"] = percentile(part, 50) * 1000
+            out[f"{key}_p99"] = percentile(part, 99) * 1000
+            out[f"{key}_max"] = max(part) * 1000
+    return out
+
+
+def measure(binary: Path, first: list[Line], rest: list[Line], late: list[Line],
+            args: argparse.Namespace) -> dict[str, float]:
+    """One watch of `binary` on an empty database: phase 1 (at speed, with the poller),
+    phase 2 (real speed, no client) and phase 3 (real speed, with the poller) if `late`.
+    Prints the run; returns its figures."""
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     spool = work / "spool"
     spool.mkdir()
@@ -184,21 +209,7 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
         rounds = sum(1 for line in first if line.round_end)
         print(f"  phase 1, {args.speed:g}x real speed: {len(first):,} lines, {rounds:,} rounds "
               f"in {wall1 - wall0:.1f} s; {poller.findings} findings seen")
-        # A chemin de fer round is judged once its table has gone past it (the bank's
-        # passing follows its round_end): its wait includes the time to the next round.
-        for label, chemin in (("all rounds", None), ("banking games", False),
-                              ("chemin de fer", True)):
-            part = [poller.arrived[k] - feed.written[k] for k in poller.arrived
-                    if k in feed.written and (chemin is None or k[0].startswith("CF-") == chemin)]
-            if part:
-                print(f"    {label}, {len(part)} rounds: "
-                      f"p50 {percentile(part, 50) * 1000:.0f} ms, "
-                      f"p99 {percentile(part, 99) * 1000:.0f} ms, "
-                      f"max {max(part) * 1000:.0f} ms")
-                key = {None: "all", False: "bank", True: "chemin"}[chemin]
-                out[f"{key}_p50"] = percentile(part, 50) * 1000
-                out[f"{key}_p99"] = percentile(part, 99) * 1000
-                out[f"{key}_max"] = max(part) * 1000
+        out.update(latencies(poller, feed))
         out["cpu_fast"] = (cpu1 - cpu0) / (wall1 - wall0)
         print(f"    watcher CPU {cpu1 - cpu0:.1f} s over {wall1 - wall0:.1f} s wall "
               f"({out['cpu_fast']:.2f} of one core)")
@@ -217,6 +228,19 @@ def measure(binary: Path, first: list[Line], rest: list[Line], args: argparse.Na
             print(f"  phase 2, real speed: {len(rest):,} lines in {wall3 - wall2:.1f} s; "
                   f"watcher CPU {cpu3 - cpu2:.1f} s = {out['cpu_real']:.3f} of one core "
                   "(target: under 0.25)")
+        if late:
+            poller = Poller(base, cursor=poller.cursor)
+            poller.thread.start()
+            feed3 = Feed(late, spool)
+            cpu4, wall4 = cpu_seconds(watch.pid), time.monotonic()
+            feed3.run()
+            time.sleep(3)
+            cpu5, wall5 = cpu_seconds(watch.pid), time.monotonic()
+            poller.stop.set()
+            print(f"  phase 3, real speed, the client polling: {len(late):,} lines in "
+                  f"{wall5 - wall4:.1f} s; watcher CPU {cpu5 - cpu4:.1f} s = "
+                  f"{(cpu5 - cpu4) / (wall5 - wall4):.3f} of one core")
+            out.update({f"real_{k}": v for k, v in latencies(poller, feed3).items()})
         # Under load the watcher may not keep up: the CPU it took to take the whole feed in
         # (until it idles) is the measure of its work that a busy machine does not bend.
         fed = time.monotonic()
@@ -241,6 +265,8 @@ def main() -> None:
     ap.add_argument("--speed", type=float, default=10.0)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--real-seconds", type=float, default=60.0)
+    ap.add_argument("--real-latency-seconds", type=float, default=0.0,
+                    help="phase 3: this long at real speed with the client polling (latency)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--rate", type=float, default=0.1, help="deviations planted per round")
     ap.add_argument("--poll", type=float, default=0.2, help="watch --poll (its default: 0.2)")
@@ -251,7 +277,8 @@ def main() -> None:
                     help="start phase 2 once the watcher is idle (its CPU at real speed "
                     "without what it had left of phase 1)")
     args = ap.parse_args()
-    hours = max(0.25, args.seconds * args.speed / 3600 + args.real_seconds / 3600 + 0.1)
+    real = args.real_seconds + args.real_latency_seconds
+    hours = max(0.25, args.seconds * args.speed / 3600 + real / 3600 + 0.1)
     files = night(args.tables, round(hours, 2), args.seed, args.rate)
     lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
     # The pits' notices come before the tables open: they are written at once.
@@ -266,11 +293,17 @@ def main() -> None:
         Line(line.at - fast_until, line.name, line.data, line.round_end)
         for line in lines if fast_until <= line.at < fast_until + args.real_seconds
     ]
+    late = [
+        Line(line.at - fast_until - args.real_seconds, line.name, line.data, line.round_end)
+        for line in lines if fast_until + args.real_seconds <= line.at < fast_until + real
+    ]
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
     against = f" --against {args.against} --repeat {args.repeat}" if args.against else ""
+    phase3 = (f" --real-latency-seconds {args.real_latency_seconds:g}"
+              if args.real_latency_seconds else "")
     print(f"command: python bench/live.py --tables {args.tables} --speed {args.speed:g} "
-          f"--seconds {args.seconds:g} --real-seconds {args.real_seconds:g} "
+          f"--seconds {args.seconds:g} --real-seconds {args.real_seconds:g}{phase3} "
           f"--poll {args.poll:g} --rate {args.rate:g}{' --settle' if args.settle else ''}{against}")
     trees = [("this tree", BIN)]
     if args.against is not None:
@@ -280,12 +313,12 @@ def main() -> None:
         order = trees if i % 2 == 0 else trees[::-1]
         for name, binary in order:
             print(f"run {i + 1}, {name}:")
-            runs[name].append(measure(binary, first, rest, args))
+            runs[name].append(measure(binary, first, rest, late, args))
     if len(trees) < 2 and args.repeat < 2:
         return
     print("medians over the runs:")
     keys = ["all_p50", "all_p99", "bank_p50", "bank_p99", "bank_max", "chemin_p50",
-            "cpu_fast", "cpu_real", "cpu_total"]
+            "cpu_fast", "cpu_real", "real_bank_p50", "real_bank_p99", "cpu_total"]
     med = {name: {k: statistics.median(r[k] for r in rs if k in r) for k in keys
                   if any(k in r for r in rs)} for name, rs in runs.items()}
     for k in keys:

@@ -261,6 +261,7 @@ def _extend_streams(con: duckdb.DuckDBPyConnection, run_id: int, rows: Staging) 
     and no standing gap closes: found among the new rows. Only a stream that got a seq below
     its highest is judged again whole (`log_findings.record_seq_gaps`)."""
     got = [r for r in rows.last_ranges() if r.lo is not None and r.hi is not None]
+    rows.extended = got
     if not got:
         return
     columns = [("stream", "VARCHAR"), ("source_id", "BIGINT"), ("lo", "BIGINT"),

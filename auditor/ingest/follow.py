@@ -61,6 +61,7 @@ from auditor.ingest.paths import escape_path, open_log
 from auditor.ingest.reader import Block
 from auditor.ingest.result import FileResult
 from auditor.ingest.stage import Counts, Staging, bulk, odd_sources, staging
+from auditor.ingest.stream_tops import StreamTops
 from auditor.store.db import single
 from auditor.store.events import ROUND_EVENTS
 from auditor.store.sql import quote
@@ -274,6 +275,8 @@ class Follower:
         self._turn = 0  # where the next poll starts, so a backlog cannot starve a file
         self._verifying: _Verifying | None = None
         self._verify_turn = 0
+        # The streams' highest seqs as this follower's commits left them (stream_tops).
+        self._tops = StreamTops()
         for p in paths:
             self.follow(p)
 
@@ -392,7 +395,7 @@ class Follower:
             else:
                 staged.append(_Staged(state, st, new[:take], h, waiting, to_end))
         if staged:
-            for piece, result in _store_staged(con, staged, self.run_id, out):
+            for piece, result in _store_staged(con, staged, self.run_id, out, self._tops):
                 out.files.append(result)
                 if result.status == "ingested":
                     _advance(piece, result)
@@ -506,6 +509,7 @@ class Follower:
         """First pieces, through batch ingest (one transaction, or one per file when they
         overlap); each file loaded gets its state, with this follower's source."""
         gz = {o.path for o in offers if o.layout.gz}
+        self._tops.forget()  # the batch way writes `stream_sources` without telling them
         results = batch.store_batch(con, batch.prepare_batch(offers, None), self.run_id, None)
         loaded = [r.source_id for r in results if r.status == "ingested" and r.source_id]
         if loaded:
@@ -654,7 +658,8 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
 
 
 def _store_staged(
-    con: duckdb.DuckDBPyConnection, pieces: list[_Staged], run_id: int, out: Poll
+    con: duckdb.DuckDBPyConnection, pieces: list[_Staged], run_id: int, out: Poll,
+    tops: StreamTops,
 ) -> list[tuple[_Staged, FileResult]]:
     """Small pieces of files that have their source, in one transaction with their
     `source_extents` rows.
@@ -674,6 +679,7 @@ def _store_staged(
     results: list[FileResult] = []
     plain = False
     with staging(con, ids.tolist(), staged=True) as rows:
+        rows.tops = tops
         rows.insert([Rows(with_ids(rows_read.typed, ids), with_ids(rows_read.lines, ids),
                           rows_read.n_lines)])
         for p in pieces:
@@ -687,6 +693,7 @@ def _store_staged(
         if plain or (len(pieces) == 1 and not altered):
             results = _finish(con, rows, pieces, run_id, out)
             rows.commit()
+            tops.committed(rows.extended)
             if rows.straight is not None:
                 out.rows.append(rows.straight)
     if not plain and len(pieces) > 1:
@@ -695,11 +702,11 @@ def _store_staged(
         odd = odd_sources(ranges)
         calm = [p for p in pieces if p.source_id not in odd]
         if not odd or not calm:
-            return [x for p in pieces for x in _store_staged(con, [p], run_id, out)]
+            return [x for p in pieces for x in _store_staged(con, [p], run_id, out, tops)]
         rough = [p for p in pieces if p.source_id in odd]
         return [
-            *_store_staged(con, calm, run_id, out),
-            *(x for p in rough for x in _store_staged(con, [p], run_id, out)),
+            *_store_staged(con, calm, run_id, out, tops),
+            *(x for p in rough for x in _store_staged(con, [p], run_id, out, tops)),
         ]
     if altered:
         p = pieces[0]

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from auditor.ingest import fast, staged_rows
 from auditor.ingest.lines import Rows
 from auditor.ingest.reader import LongLine
+from auditor.ingest.stream_tops import StreamTops
 from auditor.ingest.validate import names_its_event_sql, present_types, staging_select
 from auditor.store import ledger_rows
 from auditor.store.db import one
@@ -229,6 +230,10 @@ class Staging:
         self._typed: list[pa.Table] = []
         self._doubted = False
         self.straight: pa.Table | None = None
+        # The follower's streams' highest seqs (auditor.ingest.stream_tops), asked instead of
+        # the table; and what `commit.finish` wrote to `stream_sources`, for it to follow.
+        self.tops: StreamTops | None = None
+        self.extended: list[Range] = []
         # The rows, as SQL: the staged table, or this staging's rows in `events`.
         self._rows_sql = "staged" if staged else (
             f"(SELECT * FROM events WHERE source_id {self._which})"
@@ -285,7 +290,7 @@ class Staging:
             return None
         if not self._summary_read:
             if self._pending is not None and not self._staged_made:
-                self._summary = staged_rows.from_arrow(self.con, self._pending)
+                self._summary = staged_rows.from_arrow(self.con, self._pending, self.tops)
             else:
                 self._ready()
                 self._summary = staged_rows.read(

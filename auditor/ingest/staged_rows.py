@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import duckdb
 import pyarrow as pa
 
+from auditor.ingest.stream_tops import StreamTops, read_tops
 from auditor.ingest.validate import names_its_event_sql
 from auditor.store.events import ROUND_EVENTS
 
@@ -55,21 +56,18 @@ LEFT JOIN (SELECT stream, max(max_seq) AS top, arg_max(source_id, max_seq) AS to
 """
 
 
-# The highest seq ingested of each of the streams given, and the source holding it.
-_TOPS_SQL = """
-SELECT stream, max(max_seq), arg_max(source_id, max_seq) FROM stream_sources
-WHERE stream IN (SELECT unnest(?::VARCHAR[])) GROUP BY stream
-"""
-
-
-def from_arrow(con: duckdb.DuckDBPyConnection, t: pa.Table) -> list[Row]:
+def from_arrow(
+    con: duckdb.DuckDBPyConnection, t: pa.Table, tops: StreamTops | None = None
+) -> list[Row]:
     """The rows as `SUMMARY_SQL` reads them, from rows typed in Arrow (`fast.as_events`,
-    none rejected) that are not in `staged`: only the streams' highest seqs are asked."""
+    none rejected) that are not in `staged`: only the streams' highest seqs are asked, of
+    `tops` (the follower's, auditor.ingest.stream_tops) if given, else of the table."""
     streams = sorted({s for s in t.column("stream").to_pylist() if s is not None})
-    tops = {s: (top, source) for s, top, source in con.execute(_TOPS_SQL, [streams]).fetchall()}
+    highest = tops.read(con, streams) if tops is not None else read_tops(con, streams)
     cols = [t.column(n).to_pylist() for n in _ARROW_COLUMNS]
     none = (None, None)
-    return [Row._make((*r, None, None, *tops.get(r[2], none))) for r in zip(*cols, strict=True)]
+    return [Row._make((*r, None, None, *highest.get(r[2], none)))
+            for r in zip(*cols, strict=True)]
 
 
 _ARROW_COLUMNS = ("source_id", "line_no", "stream", "seq", "ts", "type", "table_id", "shoe",

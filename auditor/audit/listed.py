@@ -27,6 +27,7 @@ import pyarrow as pa
 from auditor.audit.round_rows import RoundRows
 from auditor.audit.rounds import CHEMIN, ROUND_TYPES, SPAN_AGGREGATES, todo_from_spans
 from auditor.config import PropertyConfig
+from auditor.ingest.stream_tops import StreamTops
 from auditor.store.sql import quote, stream_key
 
 RoundKey = tuple[str, str, int]
@@ -135,6 +136,9 @@ class Listed:
     rounds: int
     index: ContextIndex
     held: RoundRows | None = None
+    # The follower's streams' highest seqs (auditor.ingest.stream_tops): a round without its
+    # round_end is closed by its table going past it, asked of them, not of the table.
+    tops: StreamTops | None = None
 
     def held_events(self, con: duckdb.DuckDBPyConnection, chosen: Chosen, below: int
                     ) -> dict[str, list[Any]] | None:
@@ -193,6 +197,7 @@ def select_listed(
     *,
     contexts: str,
     audits: str,
+    stream_tops: StreamTops | None = None,
 ) -> Chosen:
     """select_rounds(keys=`keys`, since=`since`) for a poll whose `n_keys` rounds (none
     twice) relation `keys` lists: the rows of its `todo` (made by make_todo when a statement
@@ -228,7 +233,7 @@ def select_listed(
             continue
         rows.append((table, shoe, rnd, first, last, n, ts, end, core, *context, procedure,
                      d is not None, changed or overrun, chemin))
-    tops = _tops(con, {r[0] for r in rows if r[-2] or r[7] is None or r[-1]})
+    tops = _tops(con, {r[0] for r in rows if r[-2] or r[7] is None or r[-1]}, stream_tops)
     if any(r[-2] for r in rows):
         _made(con, "round_spans", _SPANS, [(*r, tops.get(r[0])) for r in rows])
         late = todo_from_spans(con, None, None, listed=True, closed_before=None,
@@ -280,10 +285,16 @@ def _spans(con: duckdb.DuckDBPyConnection, keys: str, since: dt.datetime | None,
             [tuple(r[i] for i in done_at) for r in rows if r[0]])
 
 
-def _tops(con: duckdb.DuckDBPyConnection, tables: set[str]) -> dict[str, int]:
-    """The highest seq on record of each table's stream (`stream_sources`)."""
+def _tops(con: duckdb.DuckDBPyConnection, tables: set[str], kept: StreamTops | None = None
+          ) -> dict[str, int]:
+    """The highest seq on record of each table's stream (`stream_sources`), as `kept`
+    answers (the follower's, as its commits left them) if given."""
     if not tables:
         return {}
+    if kept is not None:
+        got = kept.read(con, [stream_key("table", t) for t in tables])
+        return {t: top for t in tables if (top := got.get(stream_key("table", t), (None,))[0])
+                is not None}
     streams = ", ".join(quote(stream_key("table", t)) for t in sorted(tables))
     return {
         k.split(":", 1)[1]: top for k, top in con.execute(

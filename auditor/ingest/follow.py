@@ -276,7 +276,7 @@ class Follower:
         self._verifying: _Verifying | None = None
         self._verify_turn = 0
         # The streams' highest seqs as this follower's commits left them (stream_tops).
-        self._tops = StreamTops()
+        self.tops = StreamTops()
         for p in paths:
             self.follow(p)
 
@@ -395,7 +395,7 @@ class Follower:
             else:
                 staged.append(_Staged(state, st, new[:take], h, waiting, to_end))
         if staged:
-            for piece, result in _store_staged(con, staged, self.run_id, out, self._tops):
+            for piece, result in _store_staged(con, staged, self.run_id, out, self.tops):
                 out.files.append(result)
                 if result.status == "ingested":
                     _advance(piece, result)
@@ -509,7 +509,7 @@ class Follower:
         """First pieces, through batch ingest (one transaction, or one per file when they
         overlap); each file loaded gets its state, with this follower's source."""
         gz = {o.path for o in offers if o.layout.gz}
-        self._tops.forget()  # the batch way writes `stream_sources` without telling them
+        self.tops.forget()  # the batch way writes `stream_sources` without telling them
         results = batch.store_batch(con, batch.prepare_batch(offers, None), self.run_id, None)
         loaded = [r.source_id for r in results if r.status == "ingested" and r.source_id]
         if loaded:

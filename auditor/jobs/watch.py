@@ -493,7 +493,7 @@ class Watch:
         result = audit_rounds(
             self.con, self.run_id, self.config, keys_sql(ended), self._earliest.since(ended),
             known=self.known, contexts="live_contexts", audits=audits,
-            listed=Listed(len(ended), self._contexts, self._held),
+            listed=Listed(len(ended), self._contexts, self._held, self.follower.tops),
         )
         self.stats.rounds_live += result.rounds
         self._count(result)

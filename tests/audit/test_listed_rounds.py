@@ -59,14 +59,16 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     seen: Counter[str] = Counter()
     listed = audit_run.select_listed
 
-    def both(con, conf, keys, n_keys, since, index, *, contexts, audits):
+    def both(con, conf, keys, n_keys, since, index, *, contexts, audits, stream_tops=None):
         bound = None if since is None or _started_before(con, keys, since) else since
         late = select_rounds(con, conf, None, keys=keys, since=bound, contexts=contexts,
                              audits=audits)
         want = _todo(con)
         before = set(con.execute(f"SELECT table_id, shoe, round FROM {audits} "
                                  f"SEMI JOIN {keys} USING (table_id, shoe, round)").fetchall())
-        got = listed(con, conf, keys, n_keys, since, index, contexts=contexts, audits=audits)
+        got = listed(con, conf, keys, n_keys, since, index, contexts=contexts, audits=audits,
+                     stream_tops=stream_tops)
+        seen["tops kept"] += stream_tops is not None
         if got.rows is not None:  # todo's rows, made when a statement reads them
             make_todo(con, got.rows)
         assert (_todo(con), got.late, got.since, got.judged) == (want, late, bound, before)
@@ -102,7 +104,7 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
         w._update_contexts()
     assert w._contexts.rows() == ContextIndex.read(con, "events").rows()
     assert seen["polls"] >= 40 and seen["rounds"] > 200 and seen["judged"] > 200, seen
-    assert seen["bound lifted"] > 0, seen
+    assert seen["bound lifted"] > 0 and seen["tops kept"] == seen["polls"], seen
     if night == "lying":
         assert seen["read one by one"] > 0, seen
     con.close()

@@ -30,7 +30,7 @@ def test_the_kept_highest_seqs_are_the_tables_after_every_poll(tmp_path, monkeyp
     seen: Counter[str] = Counter()
 
     def same(w: Watch, part: int) -> None:
-        tops = w.follower._tops
+        tops = w.follower.tops
         kept = {s: t for s, t in tops.kept().items() if t != (None, None)}
         assert kept == read_tops(con, sorted(kept)), f"after part {part}"
         seen["polls"] += 1

@@ -504,12 +504,13 @@ def _composition(
     finally:
         con.unregister("shoes_over")
     excess: dict[tuple[str, str], list[Excess]] = defaultdict(list)
+    wanted = sorted({int(seqs[decks]["source_id"]) for *_, seqs, decks in rows})
+    paths = dict(con.execute("SELECT id, path FROM sources WHERE id IN (SELECT unnest(?))",
+                             [wanted]).fetchall()) if wanted else {}
     for table, shoe, card, n, seqs, decks in rows:
         at = seqs[decks]
-        path = con.execute("SELECT path FROM sources WHERE id = ?",
-                           [at["source_id"]]).fetchall()[0][0]
         excess[(table, shoe)].append(Excess(card, n, at["seq"], at["ts"],
-                                            f"{path}:{at['line']}",
+                                            f"{paths[at['source_id']]}:{at['line']}",
                                             tuple(x["seq"] for x in seqs)))
     return dict(excess), used
 

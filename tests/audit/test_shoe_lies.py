@@ -79,6 +79,10 @@ def _excess_round(con: duckdb.DuckDBPyConnection, excess: dict) -> int:
 def test_a_round_relabelled_to_a_phantom_shoe_still_raises_the_composition(tmp_path):
     files, honest, excess = _night(tmp_path)
     assert excess["severity"] == "critical"
+    # its evidence names the line of the card past the decks
+    assert [excess["source"]] == [f"{p}:{n}" for p, n in honest.execute(
+        "SELECT s.path, e.line_no FROM events e JOIN sources s ON s.id = e.source_id "
+        "WHERE e.table_id = ? AND e.seq = ?", [TABLE, excess["seq"]]).fetchall()]
     rnd = _excess_round(honest, excess)
     before = _standing(honest)
     honest.close()

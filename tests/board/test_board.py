@@ -446,7 +446,6 @@ def test_the_stream_pushes_each_new_finding_within_a_second_and_resumes_exactly(
         assert httpx2.get(board.url + "/healthz").json()["status"] == "ok"
 
 
-@pytest.mark.realtime
 def test_a_stream_from_now_starts_at_the_head_though_the_poller_read_it_long_ago(
     shared: duckdb.DuckDBPyConnection, conf: Any
 ) -> None:

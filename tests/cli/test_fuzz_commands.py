@@ -64,47 +64,59 @@ def test_no_command_fails_on_odd_input(
     check()
 
 
-@pytest.mark.parametrize("args,code,words", [
-    (["--poll", "nan"], 2, "--poll nan: seconds from 0.01 to 60"),
-    (["--poll", "-1"], 2, "--poll -1.0: seconds from 0.01 to 60"),
-    (["--poll", "0"], 2, "--poll 0.0: seconds from 0.01 to 60"),
-    (["--poll", "inf"], 2, "--poll inf: seconds from 0.01 to 60"),
-    (["--poll", "²"], 2, "Invalid value for '--poll'"),
-    (["--web", "²"], 2, "--web takes HOST:PORT"),
-    (["--web", "127.0.0.1:99999"], 2, "--web takes HOST:PORT"),
-    (["--web", "8.8.8.8:8080"], 2, "the config names no one to log in"),
-    (["--poll", "0.5"], 0, ""),  # runs until stopped, then exits 0
+@pytest.mark.parametrize("args,words", [
+    (["--poll", "nan"], "--poll nan: seconds from 0.01 to 60"),
+    (["--poll", "-1"], "--poll -1.0: seconds from 0.01 to 60"),
+    (["--poll", "0"], "--poll 0.0: seconds from 0.01 to 60"),
+    (["--poll", "inf"], "--poll inf: seconds from 0.01 to 60"),
+    (["--poll", "²"], "Invalid value for '--poll'"),
+    (["--web", "²"], "--web takes HOST:PORT"),
+    (["--web", "127.0.0.1:99999"], "--web takes HOST:PORT"),
+    (["--web", "8.8.8.8:8080"], "the config names no one to log in"),
 ])
-def test_watch_on_odd_options_stops_or_refuses(
-    args: list[str], code: int, words: str, tmp_path: Path
+def test_watch_refuses_odd_options_at_once(
+    args: list[str], words: str, tmp_path: Path, bacc_audit: Callable[..., Run]
 ) -> None:
-    """`watch` on an empty spool: odd options refused at once with a sentence; good ones
-    run until SIGTERM (a --poll of nan or 0 was a loop that never rested)."""
+    """`watch` on an empty spool: an odd option is refused before the watch starts, with a
+    sentence (a --poll of nan or 0 was a loop that never rested). In this process (a
+    process each cost a second of CPU), under an alarm in case a refusal is missed and the
+    watch runs."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+
+    def missed(signum: int, frame: object) -> None:
+        raise AssertionError(f"{args}: not refused within 8 s")
+
+    before = signal.signal(signal.SIGALRM, missed)
+    signal.alarm(8)
+    try:
+        r = bacc_audit("watch", "--spool", spool, "--db", tmp_path / "w.duckdb", *args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert r.code == 2, r
+    assert "Traceback" not in r.err and words in r.err, r
+
+
+def test_watch_on_a_good_poll_runs_until_stopped(tmp_path: Path) -> None:
+    """A good --poll runs, resting between polls, until SIGTERM, then exits 0."""
     spool = tmp_path / "spool"
     spool.mkdir()
     proc = subprocess.Popen([BIN, "watch", "--spool", spool, "--db", tmp_path / "w.duckdb",
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--poll", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stderr is not None
     said = ""
-    if code == 0:  # running: polled a few times after it said so, then stopped
-        assert proc.stderr is not None
-        while "following" not in said and proc.poll() is None:
-            said += proc.stderr.readline()
-        time.sleep(1.5)
-        assert proc.poll() is None, said
-        proc.send_signal(signal.SIGTERM)
-    else:
-        try:
-            proc.wait(timeout=8)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise AssertionError("an odd option was not refused") from None
+    while "following" not in said and proc.poll() is None:
+        said += proc.stderr.readline()
+    time.sleep(1.5)  # polled a few times after it said so
+    assert proc.poll() is None, said
+    proc.send_signal(signal.SIGTERM)
     t0 = time.monotonic()
     _, rest = proc.communicate(timeout=60)
-    err = said + rest
     assert time.monotonic() - t0 < 60
-    assert proc.returncode == code, err
-    assert "Traceback" not in err and words in err, err
+    assert proc.returncode == 0, said + rest
+    assert "Traceback" not in said + rest
 
 
 def test_every_command_is_fuzzed() -> None:

@@ -48,7 +48,7 @@ BANKING = ("mini_baccarat", "punto_banco")
 # test_every_code_is_planted_across_the_recall_runs); the last runs 9 hours, past the gaming
 # day's 06:00 start, so its shoes cross into the next gaming day.
 NIGHTS: list[tuple[int, float, int, float, tuple[str, ...], dict[str, bool]]] = [
-    (16, 2.5, 1, 0.3, GAMES, {}),
+    (10, 2, 1, 0.3, GAMES, {}),
     (8, 3, 5, 0.3, BANKING, {}),
     (6, 1, 4, 0.05, GAMES, {}),
     (8, 2, 3, 0.03, GAMES, {"error_prone_dealer": True, "counting_seat": True}),

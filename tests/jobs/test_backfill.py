@@ -44,9 +44,10 @@ CONF = config.PropertyConfig()
 DAY1 = dt.date(2026, 11, 1)  # every night before any day the suite runs on
 BANKING = ("mini_baccarat", "punto_banco")
 # (tables, hours, seed, rate, games, patterns), one gaming day each from DAY1 on: between
-# them they plant every kind, so every code (the runs of tests/simulate/test_simulate.py's
-# test_every_code_is_planted_across_the_recall_runs); the last runs 9 hours, past the gaming
-# day's 06:00 start, so its shoes cross into the next gaming day.
+# them they plant every kind, so every code (like the recall runs of
+# tests/simulate/test_simulate.py; the first is smaller than theirs: make_logs checks that
+# every kind is still planted); the last runs 9 hours, past the gaming day's 06:00 start, so
+# its shoes cross into the next gaming day.
 NIGHTS: list[tuple[int, float, int, float, tuple[str, ...], dict[str, bool]]] = [
     (10, 2, 1, 0.3, GAMES, {}),
     (8, 3, 5, 0.3, BANKING, {}),

@@ -1,7 +1,7 @@
 """A shift at the officer's desk in a real browser (Debian's chromium, driven by Playwright,
 headless, 1280 by 800), over a night fed the way the tables write it.
 
-`bacc-audit simulate --live SPOOL --speed 600` (the command, in a process of its own, as an
+`bacc-audit simulate --live SPOOL --speed 2000` (the command, in a process of its own, as an
 operator types it in a second terminal) feeds a night of two mini-baccarat tables, 22:00 to
 23:00, into a spool while a `watch` follows it and serves its board from its own connection.
 The night has deviations planted, and pit P1 changes to procedure 2 at 22:30 with no notice
@@ -106,12 +106,12 @@ def test_a_shift_at_the_desk(tmp_path: Path, bacc_audit: Callable[..., Run]) -> 
     try:
         with serve(app, "127.0.0.1", 0) as board, sync_playwright() as pw:
             watching.start()
-            feeder = simulate_live(spool, tmp_path / "night", 600)
+            feeder = simulate_live(spool, tmp_path / "night", 2000)
             out, err = feeder.communicate(timeout=300)
             assert feeder.returncode == 0, err
             lines = sum(len(p.read_bytes().splitlines()) for p in spool.iterdir())
             assert f"fed {lines:,} lines into {spool}" in out
-            assert "at 600 times the logged pace" in err
+            assert "at 2000 times the logged pace" in err
             until(lambda: [t for (t,) in read(MISSING)] == ["MB-01", "MB-02"])
             heads: list[int] = []
 

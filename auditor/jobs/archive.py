@@ -398,20 +398,22 @@ def changed_days(
 ) -> list[Refiled]:
     """The gaming days other than `skip` that have a report in the archive and whose
     findings changed since: this run recorded or withdrew one there, or a run did after
-    this database last filed the day's reports into this archive (a run that died before
+    this database last filed the day's reports (a run that died before
     filing them again). Their reports no longer show what stands, so they are filed again
-    (a shift whose report would show the same stays as it is)."""
+    (a shift whose report would show the same stays as it is). When it last filed a day is
+    read by the day's folder name, not its whole path: an archive moved (or mounted
+    elsewhere) with its database would otherwise look never filed by it, and the findings
+    of a run that died before filing again would never bring the day's reports up to date."""
     skipped = {skip} if isinstance(skip, dt.date) else set(skip)
     days = [d for d in filed_days(folder) if d not in skipped]
     if not days:
         return []
-    last: dict[Path, dt.datetime] = {}
+    last: dict[str, dt.datetime] = {}
     for path, filed_at in con.execute("SELECT path, filed_at FROM report_versions").fetchall():
-        where = Path(path).parent
-        last[where] = max(filed_at, last.get(where, filed_at))
+        day = Path(path).parent.name
+        last[day] = max(filed_at, last.get(day, filed_at))
     windows = [
-        (d, *conf.gaming_day_window(d, zone), last.get((folder / f"{d:%Y-%m-%d}").resolve()))
-        for d in days
+        (d, *conf.gaming_day_window(d, zone), last.get(f"{d:%Y-%m-%d}")) for d in days
     ]
     values = ", ".join("(?::DATE, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ)"
                        for _ in windows)

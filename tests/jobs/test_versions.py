@@ -172,9 +172,12 @@ def test_a_run_that_dies_before_filing_the_earlier_day_leaves_it_for_the_next(
     late: Late, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The late findings are recorded, then the run dies: the next run, which records
-    nothing new, still files 11-28 again (its findings changed since it was filed)."""
+    nothing new, still files 11-28 again (its findings changed since it was filed). The
+    archive was moved after 11-28 was filed (a new mount, say): the database's record of
+    that filing names the old folder, and the day is still found filed by it."""
     db, archive = tmp_path / "audit.duckdb", tmp_path / "archive"
-    _run(db, late.spool1, late.config, archive, DAY1)
+    _run(db, late.spool1, late.config, tmp_path / "old-archive", DAY1)
+    (tmp_path / "old-archive").rename(archive)
 
     def dies(*args: Any, **kw: Any) -> list:
         raise RuntimeError("the machine went down here")

@@ -400,20 +400,25 @@ def changed_days(
     findings changed since: this run recorded or withdrew one there, or a run did after
     this database last filed the day's reports (a run that died before
     filing them again). Their reports no longer show what stands, so they are filed again
-    (a shift whose report would show the same stays as it is). When it last filed a day is
-    read by the day's folder name, not its whole path: an archive moved (or mounted
-    elsewhere) with its database would otherwise look never filed by it, and the findings
-    of a run that died before filing again would never bring the day's reports up to date."""
+    (a shift whose report would show the same stays as it is). When it last filed a day
+    into this archive is read by the day folder's path, or, if it never filed into that
+    path, by the folder's name wherever it filed it: an archive moved (or mounted elsewhere)
+    with its database would otherwise look never filed by it, and the findings of a run
+    that died before filing again would never reach the day's reports."""
     skipped = {skip} if isinstance(skip, dt.date) else set(skip)
     days = [d for d in filed_days(folder) if d not in skipped]
     if not days:
         return []
-    last: dict[str, dt.datetime] = {}
+    at_path: dict[Path, dt.datetime] = {}
+    by_name: dict[str, dt.datetime] = {}
     for path, filed_at in con.execute("SELECT path, filed_at FROM report_versions").fetchall():
-        day = Path(path).parent.name
-        last[day] = max(filed_at, last.get(day, filed_at))
+        where = Path(path).parent
+        at_path[where] = max(filed_at, at_path.get(where, filed_at))
+        by_name[where.name] = max(filed_at, by_name.get(where.name, filed_at))
     windows = [
-        (d, *conf.gaming_day_window(d, zone), last.get(f"{d:%Y-%m-%d}")) for d in days
+        (d, *conf.gaming_day_window(d, zone),
+         at_path.get((folder / f"{d:%Y-%m-%d}").resolve(), by_name.get(f"{d:%Y-%m-%d}")))
+        for d in days
     ]
     values = ", ".join("(?::DATE, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ)"
                        for _ in windows)

@@ -1,5 +1,6 @@
 """Run `bacc-audit ARGS...` in-process, through `auditor.cli.app.main` as the console script
-does, so a UserError is its sentence on stderr and its exit code.
+does (`console_script` only freezes the imports' objects first), so a UserError is its
+sentence on stderr and its exit code.
 
 `in_process` is what the `bacc_audit` fixture (conftest.py) returns: plain consoles, no
 BACC_AUDIT_* variables of the caller's shell, and the test's folder as the working

@@ -32,9 +32,11 @@ demo-live: $(BIN)/.installed
 
 # Every test: on every core (pytest-xdist), with mypy beside them at the lowest priority (one
 # core's ~16 s, taken from the moments a worker waits rather than from the tests; its verdict
-# is printed after theirs), then the realtime ones alone, so that no other test loads
-# the machine while they time it (pyproject.toml lists the markers). The realtime run collects
-# only the files that mark a test realtime (about 5 s less than collecting every file).
+# is printed after theirs), then the realtime ones, two files at a time, so that no test
+# outside them loads the machine while they time it (pyproject.toml lists the markers; two
+# at a time took 32-33 s against 47-48 s one at a time, and passed with two busy loops
+# beside them: docs/benchmarks.md, session 61). The realtime run collects only the files
+# that mark a test realtime (about 5 s less than collecting every file).
 # Python may keep compiled modules (pytest's assertion-rewritten test modules among them) even
 # where the environment says not to (PYTHONDONTWRITEBYTECODE): every worker and every command a
 # test starts compiles them again otherwise, ~9 s of a run's collection alone (__pycache__ is
@@ -48,7 +50,7 @@ test: $(BIN)/.installed
 	$(PYTEST) $(XDIST) -m "not realtime"; tests=$$?; \
 	wait $$typing; typed=$$?; cat $(VENV)/mypy.out; \
 	test $$tests -eq 0 && test $$typed -eq 0
-	$(PYTEST) -m realtime $(REALTIME_FILES)
+	$(PYTEST) -n 2 --dist loadfile -m realtime $(REALTIME_FILES)
 
 # The quick loop: all but the slow, statistical, realtime and cluster tests.
 test-fast: $(BIN)/.installed

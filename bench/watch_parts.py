@@ -37,7 +37,8 @@ import json, os, sys, threading, time
 if "watch" in sys.argv and os.environ.get("PARTS_OUT"):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the command itself sets it
     from auditor.audit import integrity, run, sidebets, table_pass
-    from auditor.ingest import follow
+    from auditor.board import feed
+    from auditor.ingest import commit, follow, stage
     from auditor.jobs import watch
     from auditor.store import derived, ledger, ledger_rows
 
@@ -57,6 +58,19 @@ if "watch" in sys.argv and os.environ.get("PARTS_OUT"):
     for owner, name, label in (
         (watch.Watch, "_step", "step (all of a poll, seals and sweeps included)"),
         (follow.Follower, "poll", "poll: the ingest of the lines"),
+        (follow.Follower, "_verify_some", "poll: ingest: files verified again"),
+        (follow, "read_together", "poll: ingest: the lines parsed"),
+        (stage.Staging, "insert", "poll: ingest: the rows typed and held"),
+        (stage.Staging, "ranges", "poll: ingest: the seq ranges"),
+        (follow, "_loaded", "poll: ingest: rounds ended and touched"),
+        (commit, "finish", "poll: ingest: the pieces finished"),
+        (commit, "record_pieces", "poll: ingest: finish: the extents"),
+        (stage.Staging, "record_digests", "poll: ingest: finish: the digests"),
+        (stage.Staging, "keep", "poll: ingest: finish: the rows to events"),
+        (commit, "_extend_streams", "poll: ingest: finish: the streams"),
+        (stage.Staging, "commit", "poll: ingest: the commit"),
+        (stage.Staging, "close", "poll: ingest: temporary tables dropped"),
+        (follow.Follower, "_store_offers", "poll: ingest: files new to the follower"),
         (watch.Watch, "_audit_ended", "poll: the audit of the rounds that ended"),
         (watch.Watch, "_scan", "poll: the spool walked"),
         (watch.Watch, "_entered_beside", "poll: notices and closed days entered beside"),
@@ -67,6 +81,7 @@ if "watch" in sys.argv and os.environ.get("PARTS_OUT"):
         (ledger_rows, "fill_table", "seal: a temporary table"),
         (derived, "at_seal", "seal: the bookkeeping's digests"),
         (watch.Watch, "_sweep", "sweep"),
+        (feed.Hub, "_read", "board: the feed's read (its own thread)"),
         (run, "check_streams", "sweep: the streams' check"),
         (run, "select_rounds", "sweep: the choice of rounds"),
         (run.derived, "refuse_untrusted", "sweep: the audit's own records checked"),

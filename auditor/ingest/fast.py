@@ -62,7 +62,11 @@ ENABLED = True
 # that is still refused goes to the per-line path whole.
 SPLIT = 8
 LEAF_LINES = 16
-READ_BLOCK = 96 << 20  # one chunk a block (see split_block)
+# pyarrow's reader parses a block's chunks of this size on its own threads: 8 MB cut the
+# ingest of bench/ingest.py's file by about 10% against one chunk a block, which kept the
+# parse on one core while DuckDB waited for it (docs/benchmarks.md, session 61). Above
+# reader.MAX_LINE_BYTES, so a line always fits in one chunk.
+READ_BLOCK = 8 << 20
 ROW_GROUP = 122_880  # DuckDB's
 
 _ARROW = {

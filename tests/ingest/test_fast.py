@@ -321,6 +321,29 @@ def test_split_block_sends_only_the_bad_lines_around_it_to_the_per_line_path() -
     assert split.typed.schema.field("amount").type == pa.decimal128(18, 2)
 
 
+def test_a_block_read_in_many_chunks_gives_the_rows_of_one_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pyarrow parses a block in chunks of READ_BLOCK bytes on its threads: the rows, their
+    order and the lines left to the per-line path are those of the block read whole, bad
+    lines in several chunks included. READ_BLOCK holds the longest line a block can have."""
+    assert fast.READ_BLOCK > reader.MAX_LINE_BYTES
+    night = _night("CH-1", 4)[:2_000]
+    assert len(night) == 2_000
+    for at in (17, 1_000, 1_999):
+        night[at] = b'{"v":1,"seq":8.5}'
+    block = b"\n".join(night) + b"\n"
+    ends = lines.line_ends(block)
+    whole = fast.split_block(block, ends, 1)
+    monkeypatch.setattr(fast, "READ_BLOCK", 16_384)  # a few hundred lines a chunk
+    chunked = fast.split_block(block, ends, 1)
+    assert whole.typed is not None and chunked.typed is not None
+    assert chunked.typed.num_rows == whole.typed.num_rows > 1_900
+    assert chunked.typed.equals(whole.typed)
+    assert chunked.slow.tolist() == whole.slow.tolist()
+    assert {18, 1_001, 2_000} <= {int(i) + 1 for i in whole.slow}
+
+
 @pytest.mark.slow
 def test_a_form_the_reader_never_takes_costs_the_per_line_path_and_no_more(
     tmp_path: Path,

@@ -399,13 +399,12 @@ def _seal_once(
         where = "true" if run_id is None else f"{c.run} = {int(run_id)}"
         if since is not None:
             where += f" AND {c.since} >= {quote(since.isoformat())}::TIMESTAMPTZ"
-        unsealed = (
+        # A poll's seal looks for leaves once, for every kind together (`guard` below): each
+        # kind's own look read the last hour's leaves again, whether it had rows or not.
+        unsealed = where if since is not None else (
             f"{where} AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.kind = {quote(c.kind)} "
             f"AND l.record_key = {c.key}"
             + ("" if run_id is None else f" AND l.record_run = {int(run_id)}")
-            + ("" if since is None else
-               f" AND l.sealed_at >= {quote((since - SEALED_LOOKBACK).isoformat())}"
-               "::TIMESTAMPTZ")
             + ")"
         )
         digests = "piece_digests"
@@ -424,12 +423,17 @@ def _seal_once(
             f"SELECT {rank} AS k, rn, {quote(c.kind)} AS kind, {quote(c.table)} AS tab, "
             f"record_key, record_run, data FROM ({records})"
         )
+    guard = "" if since is None else (
+        "WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.kind = u.kind "
+        "AND l.record_key = u.record_key AND l.record_run IS NOT DISTINCT FROM u.record_run "
+        f"AND l.sealed_at >= {quote((since - SEALED_LOOKBACK).isoformat())}::TIMESTAMPTZ)"
+    )
     made = con.execute(
         f"""
         INSERT INTO ledger
         SELECT {start} + row_number() OVER (ORDER BY k, rn) - 1, kind, tab, record_key,
                record_run, sha256(unhex('00') || encode(data)), data, {int(sealer)}, now()
-        FROM ({" UNION ALL ".join(selects)})
+        FROM ({" UNION ALL ".join(selects)}) u {guard}
         RETURNING idx, leaf_hash
         """
     ).fetchall() if selects else []

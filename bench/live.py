@@ -46,6 +46,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,6 +68,34 @@ def night(tables: int, hours: float, seed: int, rate: float) -> list[Path]:
         simulate(folder, tables, hours, seed=seed, deviation_rate=rate)
         print(f"simulated {tables} tables x {hours} h in {time.perf_counter() - started:.0f} s")
     return sorted(p for p in folder.iterdir() if p.name.endswith(".jsonl"))
+
+
+class SpoolWriter:
+    """A night's lines written into `spool` as the table systems would have written them by
+    a time of log (seconds after the first table opened), for scripts that poll a Watch
+    themselves (bench/live_poll.py, bench/seal_look.py). Close it to close its files."""
+
+    def __init__(self, files: list[Path], spool: Path) -> None:
+        self.lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
+        self.opens = min(line.at for line in self.lines if "notices" not in line.name)
+        self.spool = spool
+        self.written = 0
+        self.handles: dict[str, BinaryIO] = {}
+
+    def until(self, t: float) -> None:
+        lines = self.lines
+        while self.written < len(lines) and lines[self.written].at - self.opens < t:
+            line = lines[self.written]
+            fh = self.handles.get(line.name) or self.handles.setdefault(
+                line.name, (self.spool / line.name).open("ab"))
+            fh.write(line.data)
+            self.written += 1
+        for fh in self.handles.values():
+            fh.flush()
+
+    def close(self) -> None:
+        for fh in self.handles.values():
+            fh.close()
 
 
 def free_port() -> int:

@@ -26,16 +26,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from live import night  # noqa: E402  (bench/live.py, beside this script)
+from live import SpoolWriter, night  # noqa: E402  (bench/live.py, beside this script)
 
 from auditor import config  # noqa: E402
 from auditor.jobs.watch import Watch, WatchOptions  # noqa: E402
-from auditor.simulate.feed import schedule  # noqa: E402
 from auditor.store import db, runs, serving  # noqa: E402
 
 calls: collections.Counter[str] = collections.Counter()
@@ -138,24 +137,11 @@ def main() -> None:
                          "watch's first sweep is skipped (it would audit them all)")
     args = ap.parse_args()
     files = night(args.tables, args.hours, 11, 0.1)
-    lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
-    opens = min(line.at for line in lines if "notices" not in line.name)
     work = Path(tempfile.mkdtemp(prefix="bench-live-poll-"))
     spool = work / "spool"
     spool.mkdir()
-    handles: dict[str, BinaryIO] = {}
-    i = 0
-
-    def write_until(t: float) -> None:
-        nonlocal i
-        while i < len(lines) and lines[i].at - opens < t:
-            line = lines[i]
-            fh = handles.get(line.name) or handles.setdefault(
-                line.name, (spool / line.name).open("ab"))
-            fh.write(line.data)
-            i += 1
-        for fh in handles.values():
-            fh.flush()
+    writer = SpoolWriter(files, spool)
+    write_until = writer.until
 
     serving.OwnedConnection.execute = _timed  # type: ignore[method-assign]
     con = db.connect(work / "live.duckdb")
@@ -197,8 +183,7 @@ def main() -> None:
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
         run.done(0, {})
-    for fh in handles.values():
-        fh.close()
+    writer.close()
     con.close()
     shutil.rmtree(work, ignore_errors=True)
     n = args.polls

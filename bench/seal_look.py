@@ -28,18 +28,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import BinaryIO
 
 import duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from live import night  # noqa: E402  (bench/live.py, beside this script)
+from live import SpoolWriter, night  # noqa: E402  (bench/live.py, beside this script)
 
 from auditor import config  # noqa: E402
 from auditor.jobs.watch import Watch, WatchOptions  # noqa: E402
-from auditor.simulate.feed import schedule  # noqa: E402
 from auditor.store import db, ledger, runs  # noqa: E402
 from auditor.store.sql import quote  # noqa: E402
 
@@ -53,25 +51,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.log_seconds >= args.hours * 3600:
         sys.exit("--log-seconds must be shorter than the night (--hours)")
-    files = night(args.tables, args.hours, 11, 0.1)
-    lines = schedule(files, 1.0, later=[f for f in files if ".resent." in f.name])
-    opens = min(line.at for line in lines if "notices" not in line.name)
     work = Path(tempfile.mkdtemp(prefix="bench-seal-look-"))
     spool = work / "spool"
     spool.mkdir()
-    handles: dict[str, BinaryIO] = {}
-    written = 0
-
-    def write_until(t: float) -> None:
-        nonlocal written
-        while written < len(lines) and lines[written].at - opens < t:
-            line = lines[written]
-            fh = handles.get(line.name) or handles.setdefault(
-                line.name, (spool / line.name).open("ab"))
-            fh.write(line.data)
-            written += 1
-        for fh in handles.values():
-            fh.flush()
+    writer = SpoolWriter(night(args.tables, args.hours, 11, 0.1), spool)
+    write_until = writer.until
 
     con = db.connect(work / "live.duckdb")
     try:
@@ -95,8 +79,7 @@ def main() -> None:
             run.done(0, {})
     finally:
         con.close()
-        for fh in handles.values():
-            fh.close()
+        writer.close()
         shutil.rmtree(work, ignore_errors=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}")

@@ -318,6 +318,18 @@ SEALED_LOOKBACK = dt.timedelta(hours=1)
 SEAL_TRIES = 8  # a seal that meets another's commit starts again: about 2.5 s in all
 
 
+def sealed_lately(records: str, since: dt.datetime) -> str:
+    """SQL: whether the record in relation `records` (kind, record_key, record_run) has a
+    leaf sealed at most SEALED_LOOKBACK before `since`. A poll's seal asks it once for the
+    records of every kind (bench/seal_look.py times it)."""
+    return (
+        f"EXISTS (SELECT 1 FROM ledger l WHERE l.kind = {records}.kind "
+        f"AND l.record_key = {records}.record_key "
+        f"AND l.record_run IS NOT DISTINCT FROM {records}.record_run "
+        f"AND l.sealed_at >= {quote((since - SEALED_LOOKBACK).isoformat())}::TIMESTAMPTZ)"
+    )
+
+
 @dataclass
 class Sealed:
     """What one seal appended: leaves [first, head.size), none when nothing was waiting."""
@@ -423,11 +435,7 @@ def _seal_once(
             f"SELECT {rank} AS k, rn, {quote(c.kind)} AS kind, {quote(c.table)} AS tab, "
             f"record_key, record_run, data FROM ({records})"
         )
-    guard = "" if since is None else (
-        "WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.kind = u.kind "
-        "AND l.record_key = u.record_key AND l.record_run IS NOT DISTINCT FROM u.record_run "
-        f"AND l.sealed_at >= {quote((since - SEALED_LOOKBACK).isoformat())}::TIMESTAMPTZ)"
-    )
+    guard = "" if since is None else f"WHERE NOT {sealed_lately('u', since)}"
     made = con.execute(
         f"""
         INSERT INTO ledger

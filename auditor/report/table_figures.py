@@ -18,6 +18,7 @@ from auditor.report.formatting import (
     money,
     pct,
 )
+from auditor.rules.pack import RulePack
 
 
 def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
@@ -114,6 +115,16 @@ def section_tables(basis: Basis) -> dict[str, Any]:
     banking: Counter[str] = Counter()  # the chart's: tables whose pack gives exact odds
     exact_weighted: dict[str, float] = defaultdict(float)
     left_out: Counter[str] = Counter()  # rounds not in the chart, by why
+    # The exact odds of a pack, deck count and variant, worked out once: each is an
+    # enumeration of the shoe (14 ms), and a property-wide day has thousands of tables.
+    odds: dict[tuple[int, int, str], tuple[dict, dict]] = {}
+
+    def exact(pack: RulePack, n_decks: int, variant: str) -> tuple[dict, dict]:
+        key = (id(pack), n_decks, variant)
+        if key not in odds:
+            odds[key] = (house_edges(pack, n_decks, variant), probabilities(pack, n_decks))
+        return odds[key]
+
     rows = []
     for t in tables:
         name = t["table_id"]
@@ -129,7 +140,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
         theo = None
         if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
             n_decks = decks.get(name) or 8
-            edges = house_edges(pack, n_decks, t["variant"])
+            edges = exact(pack, n_decks, t["variant"])[0]
             bets = by_bet.get(name, {})
             covered = sum((a for b, a in bets.items() if b in edges), Decimal(0))
             if covered:
@@ -140,7 +151,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
         decided = sum(o.values())
         if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
             # Each table's exact odds weigh as many rounds as its observed bars count.
-            probs = probabilities(pack, decks.get(name) or 8)
+            probs = exact(pack, decks.get(name) or 8, t["variant"])[1]
             for k in ("banker", "player", "tie"):
                 exact_weighted[k] += float(probs[k]) * decided
             banking.update(o)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from auditor.audit import dealers as dealer_counts
-from auditor.report import charts
+from auditor.replay.dealers import DealerRate
+from auditor.report import charts, formatting
 from auditor.report.basis import Basis
 
 
@@ -22,15 +23,19 @@ def section_dealers(basis: Basis) -> dict[str, Any]:
         basis.con, dealer_counts.Window(scope.title, scope.start, scope.end)
     )
     with_rounds = [d.day for d in span.days if d.rounds]
+    span_of = {r.dealer: span.dealers[r.dealer] for r in rows if r.dealer in span.dealers}
+    width = max([6] + [len(r.dealer) for r in rows])
     return {
         "dealers": rows,
+        "dealers_listing": formatting.listing(_dealer_lines(rows, span_of, width))
+        if len(rows) > formatting.LISTING_ROWS else [],
+        "dealers_listing_head": _dealer_head(width),
         "dealers_unnamed": unnamed,
         "dealers_expected": rows[0].expected if rows else 0.0,
         "dealers_rounds": sum(r.rounds for r in rows),
         "dealers_error_rounds": sum(r.error_rounds for r in rows),
         # dealer -> DealerRate over the span (every dealer of the shift dealt in it)
-        "dealers_span": {r.dealer: span.dealers[r.dealer] for r in rows
-                         if r.dealer in span.dealers},
+        "dealers_span": span_of,
         "span": {
             "label": span.label,
             "first": span.days[0].day,
@@ -47,6 +52,31 @@ def section_dealers(basis: Basis) -> dict[str, Any]:
             "day_start": f"{basis.conf.gaming_day_start:%H:%M}",
         },
     }
+
+
+def _dealer_head(width: int) -> str:
+    return (f"{'dealer':<{width}} {'rounds':>9} {'errors':>6} {'per 1000':>8} {'limit':>8} "
+            f"{'flag':<7} | {'rounds':>9} {'errors':>6} {'per 1000':>8} {'limit':>8} above")
+
+
+def _dealer_lines(
+    rows: list[dealer_counts.DealerRow], span_of: dict[str, DealerRate], width: int
+) -> list[str]:
+    """The By dealer table as fixed-width lines (past LISTING_ROWS dealers: a property-wide
+    day has thousands, and a PDF table of them took most of the report's layout time): the
+    same columns and figures, the flags in one word (FLAGGED, above; ABOVE, above)."""
+    out = []
+    for d in rows:
+        flag = "FLAGGED" if d.flagged else "above" if d.above else ""
+        line = (f"{d.dealer:<{width}} {d.rounds:>9,} {d.error_rounds:>6,} {d.rate * 1000:>8.1f} "
+                f"{d.upper * 1000:>8.1f} {flag:<7} |")
+        m = span_of.get(d.dealer)
+        if m is not None:
+            mark = "ABOVE" if m.flagged else "above" if m.above else ""
+            line += (f" {m.count.rounds:>9,} {m.count.error_rounds:>6,} {m.rate * 1000:>8.1f} "
+                     f"{m.upper * 1000:>8.1f} {mark}")
+        out.append(line.rstrip())
+    return out
 
 
 def section_trend(basis: Basis) -> dict[str, Any]:

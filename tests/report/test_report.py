@@ -196,6 +196,18 @@ def test_past_the_listing_limit_tables_changes_and_sources_are_listed_one_a_line
     sources = "\n".join(context["sources_listing"]).splitlines()
     assert [x.split()[0] for x in sources] == [s["sha256"] for s in context["sources"]]
     assert '<table class="wide">' not in html and html.count('<pre class="listing">') >= 3
+    dealers = "\n".join(context["dealers_listing"]).splitlines()
+    assert [x.split()[0] for x in dealers] == [d.dealer for d in context["dealers"]]
+    for d, line in zip(context["dealers"], dealers, strict=True):
+        day, span = line.split("|")
+        m = context["dealers_span"][d.dealer]
+        assert day.split()[1:5] == [f"{d.rounds:,}", f"{d.error_rounds:,}",
+                                    f"{d.rate * 1000:.1f}", f"{d.upper * 1000:.1f}"]
+        assert span.split()[:4] == [f"{m.count.rounds:,}", f"{m.count.error_rounds:,}",
+                                    f"{m.rate * 1000:.1f}", f"{m.upper * 1000:.1f}"]
+    assert any(d.error_rounds for d in context["dealers"])
+    assert '<table class="by-dealer">' not in html
+    assert context["dealers_listing_head"].split()[:2] == ["dealer", "rounds"]
 
 
 # --- layout (issue 19) -----------------------------------------------------------------------

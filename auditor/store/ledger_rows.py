@@ -225,6 +225,8 @@ def _digest_rows(
     rows = con.sql(sql).to_arrow_table()
     if not rows.num_rows:
         return out
+    if _add_runs(out, rows, starts, ends, piece_of):
+        return out
     rb = pa.record_batch([rows.column(j).combine_chunks() for j in range(rows.num_columns)],
                          names=rows.column_names)
     rb, which, lines = _placed(rb, starts, ends, piece_of)
@@ -233,6 +235,39 @@ def _digest_rows(
         rb, which = rb.take(pa.array(at)), which[at]
     _add(out, rb, which)
     return out
+
+
+def _add_runs(
+    out: list[_Digest], rows: pa.Table, starts: np.ndarray, ends: np.ndarray,
+    piece_of: np.ndarray,
+) -> bool:
+    """The rows of `rows` (source_id, line, ...) into their pieces' digests without copying
+    them: put in piece and line order, they fall into runs of consecutive rows of the scan
+    (a piece is inserted in one go, so a run is about a piece), and each run's slice is
+    digested where it lies. About a third less time than combining the scan's chunks and
+    reordering the whole text column. False (nothing added) where the runs would be so
+    many that a loop over them costs more than the copy."""
+    key = (np.asarray(rows.column(0), dtype=np.int64) << 32) + np.asarray(
+        rows.column(1), dtype=np.int64)
+    at = np.searchsorted(starts, key, side="right") - 1
+    inside = (at >= 0) & (key <= ends[np.maximum(at, 0)])
+    pos = np.flatnonzero(inside)
+    which = piece_of[at[pos]]
+    lines = key[pos]
+    if np.any(np.diff(which) < 0) or np.any((np.diff(lines) <= 0) & (np.diff(which) == 0)):
+        order = np.lexsort((lines, which))
+        pos, which = pos[order], which[order]
+    cuts = np.flatnonzero((np.diff(which) != 0) | (np.diff(pos) != 1)) + 1
+    if len(cuts) > max(64, len(pos) // 256):
+        return False
+    for s, e in zip(np.concatenate(([0], cuts)).tolist(),
+                    np.concatenate((cuts, [len(pos)])).tolist(), strict=True):
+        d, first = out[int(which[s])], int(pos[s])
+        d.rows += e - s
+        for j, col in enumerate(d.columns):
+            for chunk in rows.column(j + 2).slice(first, e - s).chunks:
+                col.add(chunk)
+    return True
 
 
 def _placed(

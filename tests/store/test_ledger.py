@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 from helpers.db import AuditDb
 from helpers.shared import copy_of, once
@@ -296,3 +297,42 @@ def test_a_polls_seal_never_seals_again_a_record_stamped_after_a_clock_set_back(
             (2,)]
     finally:
         con.close()
+
+
+def test_rows_digested_where_they_lie_give_the_digests_of_rows_in_line_order() -> None:
+    """The fast check digests a piece's rows in runs of the scan (ledger_rows._add_runs),
+    without reordering them: rows of two pieces interleaved in blocks, across the scan's
+    chunks, one of another source's piece outside the batch, and a line stored twice, give
+    what the rows put in line order give (and what the copying path gives)."""
+    rows = [(1, 3, "c"), (1, 4, "d"), (2, 1, "x"), (2, 2, None), (1, 1, "a"), (1, 2, "bb"),
+            (3, 1, "outside"), (2, 3, "z"), (1, 5, "e"), (1, 5, "e again")]
+    table = pa.Table.from_batches([  # as the scan gives them: source, line, then the digest's
+        pa.record_batch([pa.array([r[i] for r in part], t) for i, t in
+                         ((0, pa.int64()), (1, pa.int64()), (1, pa.int64()), (2, pa.string()))],
+                        names=["source_id", "_line", "line_no", "raw"])
+        for part in (rows[:3], rows[3:6], rows[6:])])
+    pieces = [ledger_rows.Piece(1, 0, 50, 1, 5, 6), ledger_rows.Piece(2, 0, 30, 1, 3, 3)]
+    starts = np.array([(p.source_id << 32) + p.first_line for p in pieces], dtype=np.int64)
+    ends = np.array([(p.source_id << 32) + p.last_line for p in pieces], dtype=np.int64)
+    order = np.arange(2, dtype=np.int64)
+
+    def fresh() -> list:
+        return [ledger_rows._Digest(2, (False, True)) for _ in pieces]
+
+    by_runs = fresh()
+    assert ledger_rows._add_runs(by_runs, table, starts, ends, order)
+    expected = []
+    for sid in (1, 2):  # stable: the two line-5 rows of source 1 in the order stored
+        mine = sorted((r for r in rows if r[0] == sid), key=lambda r: r[1])
+        expected.append(ledger_rows.batches_digest([pa.record_batch(
+            [pa.array([r[1] for r in mine], pa.int64()), pa.array([r[2] for r in mine])],
+            names=["line_no", "raw"])], (False, True)))
+    assert [(d.rows, d.hexdigest()) for d in by_runs] == expected
+    assert [n for n, _ in expected] == [6, 3]
+    rb = pa.record_batch([table.column(j).combine_chunks() for j in range(4)],
+                         names=table.column_names)
+    copied = fresh()
+    rb, which, lines = ledger_rows._placed(rb, starts, ends, order)
+    at = np.lexsort((lines, which))
+    ledger_rows._add(copied, rb.take(pa.array(at)), which[at])
+    assert [(d.rows, d.hexdigest()) for d in copied] == expected

@@ -16,8 +16,10 @@ and hashlib reads their buffers: no loop over rows in Python, one over pieces.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import duckdb
 import numpy as np
@@ -30,6 +32,7 @@ EVENT_DIGEST = ("line_no", "raw")
 QUARANTINE_DIGEST = ("line_no", "reason", "raw", "raw_bytes")
 DIGEST_FIELDS = ("events_stored", "events_sha256", "quarantine_stored", "quarantine_sha256")
 BATCH_ROWS = 1_000_000  # rows of one query, held at once; a piece is never split
+PARALLEL_ROWS = 100_000  # a batch of this many rows is hashed on threads (_Hashing)
 
 # The events digest of a piece as ingest computed it while staging (ingest/stage.py), from
 # the rows it had in hand: a seal takes it instead of reading the piece's events back
@@ -195,6 +198,7 @@ def _digest_rows(
     columns: Sequence[str],
     text: Sequence[bool],
     batch: Sequence[Piece],
+    hashing: _Hashing | None = None,
 ) -> list[_Digest]:
     out = [_Digest(len(columns), text) for _ in batch]
     cols = ", ".join(f"t.{c}" for c in columns)
@@ -225,7 +229,7 @@ def _digest_rows(
     rows = con.sql(sql).to_arrow_table()
     if not rows.num_rows:
         return out
-    if _add_runs(out, rows, starts, ends, piece_of):
+    if _add_runs(out, rows, starts, ends, piece_of, hashing):
         return out
     rb = pa.record_batch([rows.column(j).combine_chunks() for j in range(rows.num_columns)],
                          names=rows.column_names)
@@ -239,14 +243,15 @@ def _digest_rows(
 
 def _add_runs(
     out: list[_Digest], rows: pa.Table, starts: np.ndarray, ends: np.ndarray,
-    piece_of: np.ndarray,
+    piece_of: np.ndarray, hashing: _Hashing | None = None,
 ) -> bool:
     """The rows of `rows` (source_id, line, ...) into their pieces' digests without copying
     them: put in piece and line order, they fall into runs of consecutive rows of the scan
     (a piece is inserted in one go, so a run is about a piece), and each run's slice is
     digested where it lies. About a third less time than combining the scan's chunks and
     reordering the whole text column. False (nothing added) where the runs would be so
-    many that a loop over them costs more than the copy."""
+    many that a loop over them costs more than the copy. With `hashing`, the pieces are
+    hashed there (on its threads, while the caller reads the next batch)."""
     key = (np.asarray(rows.column(0), dtype=np.int64) << 32) + np.asarray(
         rows.column(1), dtype=np.int64)
     at = np.searchsorted(starts, key, side="right") - 1
@@ -260,14 +265,60 @@ def _add_runs(
     cuts = np.flatnonzero((np.diff(which) != 0) | (np.diff(pos) != 1)) + 1
     if len(cuts) > max(64, len(pos) // 256):
         return False
+    runs: dict[int, list[tuple[int, int]]] = {}  # piece -> its runs, in line order
     for s, e in zip(np.concatenate(([0], cuts)).tolist(),
                     np.concatenate((cuts, [len(pos)])).tolist(), strict=True):
-        d, first = out[int(which[s])], int(pos[s])
-        d.rows += e - s
-        for j, col in enumerate(d.columns):
-            for chunk in rows.column(j + 2).slice(first, e - s).chunks:
-                col.add(chunk)
+        piece = int(which[s])
+        out[piece].rows += e - s
+        runs.setdefault(piece, []).append((int(pos[s]), e - s))
+    tasks = [partial(_feed, out[piece], rows, its) for piece, its in runs.items()]
+    if hashing is None:
+        for task in tasks:
+            task()
+    else:
+        hashing.run(tasks, len(pos))
     return True
+
+
+def _feed(d: _Digest, rows: pa.Table, runs: list[tuple[int, int]]) -> None:
+    """One piece's runs (first row, rows) of `rows` into its digest, in order."""
+    for first, n in runs:
+        for j, col in enumerate(d.columns):
+            for chunk in rows.column(j + 2).slice(first, n).chunks:
+                col.add(chunk)
+
+
+class _Hashing:
+    """Hashes a batch's pieces on two threads while the caller reads the next batch: DuckDB's
+    read and hashlib's (of buffers over 2 KB) both let go of the GIL, and on the 10M-round
+    day each took about half of the fast check's 74 s. One batch in flight at a time, so
+    about one batch of rows more is held (up to BATCH_ROWS rows, ~200 MB of events)."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._flying: list[Future[None]] = []
+
+    def run(self, tasks: Sequence[Callable[[], None]], rows: int) -> None:
+        self.wait()
+        if rows < PARALLEL_ROWS:  # a poll's seal: threads cost more than they save
+            for task in tasks:
+                task()
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="digest")
+        self._flying = [self._pool.submit(task) for task in tasks]
+
+    def wait(self) -> None:
+        flying, self._flying = self._flying, []
+        for f in flying:
+            f.result()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
 
 
 def _placed(
@@ -302,10 +353,13 @@ def _add(out: list[_Digest], rb: pa.RecordBatch, which: np.ndarray) -> None:
             col.add(rb.column(j + 2).slice(s, e - s))
 
 
-def _events(con: duckdb.DuckDBPyConnection, batch: Sequence[Piece]) -> list[_Digest]:
+def _events(
+    con: duckdb.DuckDBPyConnection, batch: Sequence[Piece], hashing: _Hashing | None = None
+) -> list[_Digest]:
     """The events digests of `batch`: as ingest staged them where it did, else read."""
     read = [p for p in batch if p.staged is None]
-    got = iter(_digest_rows(con, "events", EVENT_DIGEST, (False, True), read) if read else [])
+    got = iter(_digest_rows(con, "events", EVENT_DIGEST, (False, True), read, hashing)
+               if read else [])
     return [next(got) if p.staged is None else _Staged(*p.staged) for p in batch]
 
 
@@ -331,11 +385,12 @@ def digests(
     rows: list[tuple[Piece, _Digest, _Digest]] = []
     batch: list[Piece] = []
     size = 0
+    hashing = _Hashing()
 
     def flush() -> None:
         if not batch:
             return
-        ev = _events(con, batch)
+        ev = _events(con, batch, hashing)
         text = (False, True, True, True)
         if counted and all(p.quarantined == 0 for p in batch):
             qu = [_Digest(len(QUARANTINE_DIGEST), text) for _ in batch]
@@ -344,13 +399,16 @@ def digests(
         rows.extend(zip(batch, ev, qu, strict=True))
         batch.clear()
 
-    for p in found:
-        if batch and size + p.rows > BATCH_ROWS:
-            flush()
-            size = 0
-        batch.append(p)
-        size += p.rows if p.staged is None else max(p.quarantined, 0)
-    flush()
+    try:
+        for p in found:
+            if batch and size + p.rows > BATCH_ROWS:
+                flush()
+                size = 0
+            batch.append(p)
+            size += p.rows if p.staged is None else max(p.quarantined, 0)
+        flush()
+    finally:
+        hashing.close()  # every digest complete (or the first failure raised)
     return pa.table({
         "source_id": pa.array([p.source_id for p, _, _ in rows], pa.int64()),
         "start_byte": pa.array([p.start_byte for p, _, _ in rows], pa.int64()),

@@ -131,7 +131,8 @@ def test_a_seals_digests_are_those_read_back_from_every_row_however_they_were_re
 ) -> None:
     """The seal put its few pieces' digests in its SQL and did not look in `quarantine` for
     pieces ingest counted none in; read back from every row, in one batch or streamed a
-    few rows at a time, each piece's digests are still the ones sealed."""
+    few rows at a time, hashed where read or on threads, each piece's digests are still
+    the ones sealed."""
     sealed = {}
     for (data,) in night.execute("SELECT data FROM ledger WHERE kind = 'piece'").fetchall():
         piece = json.loads(data)
@@ -140,8 +141,10 @@ def test_a_seals_digests_are_those_read_back_from_every_row_however_they_were_re
     assert len(sealed) <= ledger.INLINE_PIECES  # the sample's pieces went inline
     found = ledger_rows.pieces(night, "true")
     assert sorted(p.quarantined for p in found)[-1] == 1  # one piece has its quarantined line
-    for batch in (ledger_rows.BATCH_ROWS, 7):
+    for batch, threads_from in ((ledger_rows.BATCH_ROWS, ledger_rows.PARALLEL_ROWS),
+                                (ledger_rows.BATCH_ROWS, 0), (7, 0)):
         monkeypatch.setattr(ledger_rows, "BATCH_ROWS", batch)
+        monkeypatch.setattr(ledger_rows, "PARALLEL_ROWS", threads_from)
         again = ledger_rows.digests(night, found).to_pylist()
         assert {(r["source_id"], r["start_byte"], r["end_byte"]):
                 tuple(r[f] for f in ledger_rows.DIGEST_FIELDS) for r in again} == sealed

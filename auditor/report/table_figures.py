@@ -119,7 +119,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
     # enumeration of the shoe (14 ms), and a property-wide day has thousands of tables.
     odds: dict[tuple[int, int, str], tuple[dict, dict]] = {}
 
-    def exact(pack: RulePack, n_decks: int, variant: str) -> tuple[dict, dict]:
+    def odds_of(pack: RulePack, n_decks: int, variant: str) -> tuple[dict, dict]:
         key = (id(pack), n_decks, variant)
         if key not in odds:
             odds[key] = (house_edges(pack, n_decks, variant), probabilities(pack, n_decks))
@@ -140,7 +140,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
         theo = None
         if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
             n_decks = decks.get(name) or 8
-            edges = exact(pack, n_decks, t["variant"])[0]
+            edges = odds_of(pack, n_decks, t["variant"])[0]
             bets = by_bet.get(name, {})
             covered = sum((a for b, a in bets.items() if b in edges), Decimal(0))
             if covered:
@@ -151,7 +151,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
         decided = sum(o.values())
         if pack and t["game"] != "chemin_de_fer" and t["variant"] in pack.variants:
             # Each table's exact odds weigh as many rounds as its observed bars count.
-            probs = exact(pack, decks.get(name) or 8, t["variant"])[1]
+            probs = odds_of(pack, decks.get(name) or 8, t["variant"])[1]
             for k in ("banker", "player", "tie"):
                 exact_weighted[k] += float(probs[k]) * decided
             banking.update(o)

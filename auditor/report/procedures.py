@@ -137,14 +137,18 @@ def _audit_changes(basis: Basis, events: dict[str, list[dict]]) -> dict[tuple[st
             for c in timeline.changes}
 
 
-def _counted(notices: list[Notice], judged: Judged | None, zone: dt.tzinfo) -> list[Notice]:
+def _counted(
+    by_pit: dict[str | None, list[Notice]], judged: Judged | None, zone: dt.tzinfo
+) -> list[Notice]:
     """The notices that count for a change as the audit counts them (replay.procedures.why_not,
     to a recipient its pack names); none for a change the audit does not judge. Every
-    notice that counts is shown, each with its own lead."""
+    notice that counts is shown, each with its own lead. `by_pit`: the notices by pit, in
+    their order (why_not counts none of another pit, and a property-wide day put every
+    table's changes against every pit's notices: 24.8 M calls, 8 s, on the 10M-round day)."""
     if judged is None:
         return []
     change, table_changes, judged_at = judged
-    return [n for n in notices
+    return [n for n in by_pit.get(change.pit, ())
             if why_not(n, change, table_changes, zone) is None
             and backdated_why(n, change, None, table_changes, judged_at, zone) is None
             and n.recipient in change.rules.recipients]
@@ -158,12 +162,15 @@ def _changes(
     """Every procedure_change in the window, table by table: the notices that count for it
     with their lead, and the procedure findings of its table."""
     flagged = {(f["table"], f["code"]) for f in found if f["code"].startswith("procedure.")}
+    by_pit: dict[str | None, list[Notice]] = defaultdict(list)
+    for n in notices:
+        by_pit[n.pit].append(n)
     rows = []
     for name in names:
         for c in events[name]:
             if c["type"] != "procedure_change" or c["ts"] < scope.start:
                 continue
-            given = _counted(notices, pairing.get((name, c["seq"])), scope.zone)
+            given = _counted(by_pit, pairing.get((name, c["seq"])), scope.zone)
             rows.append({
                 "table": name,
                 "pit": pit_of[name],

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import duckdb
 
-from auditor.report import charts, formatting, reads
+from auditor.report import charts, formatting
 from auditor.report.basis import Basis, Scope
 from auditor.report.formatting import (
     listing,
@@ -21,44 +22,40 @@ from auditor.report.formatting import (
 from auditor.rules.pack import RulePack
 
 
-def _money_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict]:
-    rows = reads.rows(
-        con,
+def _money(
+    con: duckdb.DuckDBPyConnection, scope: Scope
+) -> tuple[dict[str, dict], dict[str, dict[str, Decimal]]]:
+    """The money of each table's rounds started in the window (handle, collected, paid, vig,
+    commission) and its wagers by bet, in one read of the events: read apart, the two took
+    16 s of a 10M-round day's report."""
+    money: dict[str, dict] = {}
+    by_bet: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    for t, bet, wagered, handle, collected, paid, vig, commission, whole in con.execute(
         """
         WITH r AS (
           SELECT DISTINCT table_id, shoe, round FROM events
           WHERE type = 'round_start' AND ts >= ? AND ts < ?
         )
-        SELECT e.table_id,
-               coalesce(sum(amount) FILTER (type IN ('wager', 'banco')), 0) AS handle,
-               coalesce(sum(amount) FILTER (type = 'collect'), 0) AS collected,
-               coalesce(sum(amount) FILTER (type = 'pay'), 0) AS paid,
-               coalesce(sum(amount) FILTER (type = 'vig'), 0) AS vig,
-               coalesce(sum(amount) FILTER (type = 'commission'), 0) AS commission
+        SELECT e.table_id, e.bet,
+               sum(amount) FILTER (type = 'wager'),
+               coalesce(sum(amount) FILTER (type IN ('wager', 'banco')), 0),
+               coalesce(sum(amount) FILTER (type = 'collect'), 0),
+               coalesce(sum(amount) FILTER (type = 'pay'), 0),
+               coalesce(sum(amount) FILTER (type = 'vig'), 0),
+               coalesce(sum(amount) FILTER (type = 'commission'), 0),
+               grouping(e.bet) = 1
         FROM events e JOIN r USING (table_id, shoe, round)
         WHERE e.type IN ('wager', 'banco', 'collect', 'pay', 'vig', 'commission')
-        GROUP BY e.table_id
-        """,
-        [scope.start, scope.end],
-    )
-    return {r["table_id"]: r for r in rows}
-
-
-def _handle_by_bet(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, dict[str, Decimal]]:
-    out: dict[str, dict[str, Decimal]] = defaultdict(dict)
-    for t, bet, amount in con.execute(
-        """
-        WITH r AS (
-          SELECT DISTINCT table_id, shoe, round FROM events
-          WHERE type = 'round_start' AND ts >= ? AND ts < ?
-        )
-        SELECT e.table_id, e.bet, sum(e.amount) FROM events e JOIN r USING (table_id, shoe, round)
-        WHERE e.type = 'wager' GROUP BY ALL
+        GROUP BY GROUPING SETS ((e.table_id), (e.table_id, e.bet))
         """,
         [scope.start, scope.end],
     ).fetchall():
-        out[t][bet] = amount
-    return out
+        if whole:
+            money[t] = {"table_id": t, "handle": handle, "collected": collected, "paid": paid,
+                        "vig": vig, "commission": commission}
+        elif wagered is not None:
+            by_bet[t][bet] = wagered
+    return money, by_bet
 
 
 def _decks_by_table(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict[str, int]:
@@ -107,8 +104,7 @@ def section_tables(basis: Basis) -> dict[str, Any]:
 
     con, scope, tables = basis.con, basis.scope, basis.tables
     packs, per_table_findings = basis.packs, basis.per_table_findings
-    money = _money_by_table(con, scope)
-    by_bet = _handle_by_bet(con, scope)
+    money, by_bet = _money(con, scope)
     decks = _decks_by_table(con, scope)
     outcomes = _outcomes(con, scope, basis.values)
     totals: Counter[str] = Counter()  # every table's outcomes (the Tables listing)
@@ -143,9 +139,9 @@ def section_tables(basis: Basis) -> dict[str, Any]:
             edges = odds_of(pack, n_decks, t["variant"])[0]
             bets = by_bet.get(name, {})
             covered = sum((a for b, a in bets.items() if b in edges), Decimal(0))
-            if covered:
-                theo = sum(float(a) * float(edges[b]) for b, a in bets.items() if b in edges)
-                theo = theo / float(covered)
+            if covered:  # exact, so that the order the bets come in cannot move a digit
+                theo = float(sum((Fraction(a) * edges[b] for b, a in bets.items() if b in edges),
+                                 Fraction(0)) / Fraction(covered))
         o = outcomes.get(name, Counter())
         totals.update(o)
         decided = sum(o.values())

@@ -252,10 +252,7 @@ def _add_runs(
     reordering the whole text column. False (nothing added) where the runs would be so
     many that a loop over them costs more than the copy. With `hashing`, the pieces are
     hashed there (on its threads, while the caller reads the next batch)."""
-    key = (np.asarray(rows.column(0), dtype=np.int64) << 32) + np.asarray(
-        rows.column(1), dtype=np.int64)
-    at = np.searchsorted(starts, key, side="right") - 1
-    inside = (at >= 0) & (key <= ends[np.maximum(at, 0)])
+    key, at, inside = _in_pieces(rows.column(0), rows.column(1), starts, ends)
     pos = np.flatnonzero(inside)
     which = piece_of[at[pos]]
     lines = key[pos]
@@ -321,17 +318,25 @@ class _Hashing:
                 self._pool.shutdown(wait=True)
 
 
+def _in_pieces(
+    sid: pa.Array | pa.ChunkedArray, lines: pa.Array | pa.ChunkedArray | np.ndarray,
+    starts: np.ndarray, ends: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's key (source << 32 | line), the index of the last piece starting at or
+    before it, and whether it falls inside that piece."""
+    key = (np.asarray(sid, dtype=np.int64) << 32) + np.asarray(lines, dtype=np.int64)
+    at = np.searchsorted(starts, key, side="right") - 1
+    return key, at, (at >= 0) & (key <= ends[np.maximum(at, 0)])
+
+
 def _placed(
     rb: pa.RecordBatch, starts: np.ndarray, ends: np.ndarray, piece_of: np.ndarray
 ) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
     """The rows of `rb` (source_id, line, ...) that fall in a piece of the batch (other
     pieces of the same sources are not the batch's), with the index of each one's piece
     and its line."""
-    sid = np.asarray(rb.column(0), dtype=np.int64)
     lines = np.asarray(rb.column(1), dtype=np.int64)
-    key = (sid << 32) + lines
-    at = np.searchsorted(starts, key, side="right") - 1
-    inside = (at >= 0) & (key <= ends[np.maximum(at, 0)])
+    _, at, inside = _in_pieces(rb.column(0), lines, starts, ends)
     if not inside.all():
         keep = np.flatnonzero(inside)
         rb, at, lines = rb.take(pa.array(keep)), at[keep], lines[keep]

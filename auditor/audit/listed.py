@@ -139,6 +139,8 @@ class Listed:
     # The follower's streams' highest seqs (auditor.ingest.stream_tops): a round without its
     # round_end is closed by its table going past it, asked of them, not of the table.
     tops: StreamTops | None = None
+    # The rounds' spans from what `watch` holds (RoundRows.spans; None: read them).
+    spans: list[tuple] | None = None
 
     def held_events(self, con: duckdb.DuckDBPyConnection, chosen: Chosen, below: int
                     ) -> dict[str, list[Any]] | None:
@@ -198,14 +200,16 @@ def select_listed(
     contexts: str,
     audits: str,
     stream_tops: StreamTops | None = None,
+    spans: list[tuple] | None = None,
 ) -> Chosen:
     """select_rounds(keys=`keys`, since=`since`) for a poll whose `n_keys` rounds (none
     twice) relation `keys` lists: the rows of its `todo` (made by make_todo when a statement
     reads it: Listed.held_events), or, when a round is suspect, what select_rounds makes.
     The bound the rounds' events are counted from is None when a round has no round_start
     stamped at or after `since` (begun before the watch, or stamped before the rest): its
-    events are then all counted."""
-    spans, audited = _spans(con, keys, since, audits)
+    events are then all counted. `spans`: the rounds' spans with `since` as `_spans` gives
+    them, none of the rounds judged before (RoundRows.spans), else read here."""
+    spans, audited = (spans, []) if spans is not None else _spans(con, keys, since, audits)
     if since is not None and (not spans or any(r[9] == 0 for r in spans)
                               or len(spans) < n_keys):
         since = None

@@ -123,12 +123,17 @@ class JudgedBefore:
         self._shoes = np.unique(np.fromiter((hash((t, s)) for t, s in pairs), np.int64,
                                             len(pairs)))
 
+    def any_before(self, keys: Iterable[tuple[str, str, int]]) -> bool:
+        """Whether a round of `keys` may have been judged before the watch began."""
+        if not self._shoes.size:
+            return False
+        shoes = np.fromiter((hash((t, s)) for t, s, _ in keys), np.int64)
+        return bool(np.isin(shoes, self._shoes).any())
+
     def audits_sql(self, keys: Iterable[tuple[str, str, int]]) -> str:
         """The SQL of the round_audits rows that can be of the rounds `keys`."""
-        if self._shoes.size:
-            shoes = np.fromiter((hash((t, s)) for t, s, _ in keys), np.int64)
-            if np.isin(shoes, self._shoes).any():
-                return "round_audits"
+        if self.any_before(keys):
+            return "round_audits"
         return f"(SELECT * FROM round_audits WHERE run_id >= {self.run_id})"
 
 

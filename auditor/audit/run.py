@@ -205,7 +205,8 @@ def audit_rounds(
     with _rounds_transaction(con, run_id, gathered=False):
         chosen = (
             select_listed(con, config, keys, listed.rounds, since, listed.index,
-                          contexts=contexts, audits=audits, stream_tops=listed.tops)
+                          contexts=contexts, audits=audits, stream_tops=listed.tops,
+                          spans=listed.spans)
             if listed is not None else
             Chosen(select_rounds(con, config, None, keys=keys, since=since,
                                  contexts=contexts, audits=audits), since, None, None))

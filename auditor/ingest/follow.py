@@ -119,6 +119,9 @@ class Poll:
     # The rows committed to `events` just as the fast path typed them (Staging.straight):
     # `watch` replays the rounds that end from them (auditor.audit.round_rows).
     rows: list[pa.Table] = field(default_factory=list)
+    # The rounds given a row that is not among `rows` (loaded the batch way, through the
+    # per-line path, or in a piece a check changed): `watch` cannot count them from `rows`.
+    unheld: set[tuple[str, str, int]] = field(default_factory=set)
     waiting: dict[Path, int] = field(default_factory=dict)  # bytes of a line without newline
     gone: list[Path] = field(default_factory=list)  # followed files no longer there
 
@@ -650,8 +653,10 @@ def _count_loaded(con: duckdb.DuckDBPyConnection, ids: list[int], out: Poll) -> 
         f"SELECT table_id, shoe, round FROM events WHERE source_id IN ({sources}) "
         "AND type = 'round_end' ORDER BY ALL"
     ).fetchall()
-    out._touched(con.execute(f"{TOUCHED} FROM events WHERE source_id IN ({sources}) "
-                             f"AND {TOUCHED_WHERE} GROUP BY ALL").fetchall())
+    touched = con.execute(f"{TOUCHED} FROM events WHERE source_id IN ({sources}) "
+                          f"AND {TOUCHED_WHERE} GROUP BY ALL").fetchall()
+    out._touched(touched)
+    out.unheld.update((t, s, r) for t, s, r, *_ in touched)
 
 
 # -- small pieces ---------------------------------------------------------------------------
@@ -691,11 +696,13 @@ def _store_staged(
             rows.reject_repeated_seq(sid)
             altered, concerns = rows.check_overlap(sid, pieces[0].state.file_id)
         if plain or (len(pieces) == 1 and not altered):
-            results = _finish(con, rows, pieces, run_id, out)
+            results, kept, touched = _finish(con, rows, pieces, run_id, out)
             rows.commit()
             tops.committed(rows.extended)
-            if rows.straight is not None:
+            if rows.straight is not None and rows.straight.num_rows == kept:
                 out.rows.append(rows.straight)
+            else:
+                out.unheld.update(touched)
     if not plain and len(pieces) > 1:
         # The files that make the poll unusual go one by one; the others stay together (a
         # floor of tables always has one file doing something unusual).
@@ -717,15 +724,18 @@ def _store_staged(
 
 def _finish(
     con: duckdb.DuckDBPyConnection, rows: Staging, pieces: list[_Staged], run_id: int, out: Poll
-) -> list[FileResult]:
+) -> tuple[list[FileResult], int, set[tuple[str, str, int]]]:
     """The pieces finished (commit.finish), with what the poll tells its caller of them: the
-    event types each stream received, and the rounds that ended."""
+    event types each stream received, and the rounds that ended. Also the events kept and
+    the rounds they touched."""
     types, touched = _loaded(con, rows)
     for stream, type_, n, ended in types:
         out._count(stream, type_, n)
         out.rounds_ended += ended
     out._touched(touched)
-    return commit.finish(con, rows, pieces, run_id)
+    kept = sum(n for _, _, n, _ in types)
+    return (commit.finish(con, rows, pieces, run_id), kept,
+            {(t, s, r) for t, s, r, *_ in touched})
 
 
 Loaded = tuple[list[tuple[Any, Any, int, list[tuple[str, str, int]]]], list[tuple[Any, ...]]]

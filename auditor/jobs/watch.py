@@ -62,6 +62,9 @@ CLOSE_GRACE = dt.timedelta(minutes=30)
 # The spool is walked whole at least this often (seconds), even when no folder of it
 # changed (`Watch._scan`).
 FULL_RESCAN = 30.0
+# A sweep's round_audits rows are stamped by DuckDB's clock when its transaction began: those
+# this long before it started on Python's are taken as its too (more is only slower).
+SWEEP_CLOCK_MARGIN = dt.timedelta(seconds=5)
 # New findings told one a line in a poll; a backlog (a night loaded at once) is counted.
 TELL_AT_MOST = 20
 
@@ -180,7 +183,7 @@ class Watch:
         # From when the rounds it judges must be read (auditor.jobs.earliest).
         self._earliest = EarliestSeen()
         # The round events loaded, to replay a round from as it ends (auditor.audit.round_rows)
-        self._held = RoundRows()
+        self._held = RoundRows(stamped_to=single(con, "SELECT max(ts) FROM events")[0])
         self._held.ordered(con)
         # live_contexts (the table_open, procedure_change and table_close events), made whole
         # once, then given those of the sources of each poll that loaded one: made from every
@@ -299,7 +302,7 @@ class Watch:
         if self.known.chemin_tails is not None:
             self.known.chemin_tails.loaded(poll.round_seqs, poll.cut_cards)
         self._earliest.loaded(poll.rounds_touched)
-        self._held.loaded(poll.rows)
+        self._held.loaded(poll.rows, poll.rounds_touched, poll.unheld)
         late = (poll.rounds_touched.keys() & self._ended) - set(poll.rounds_ended)
         self._ended.update(poll.rounds_ended)
         if poll.rounds_ended or self._unclosed or late:
@@ -353,6 +356,7 @@ class Watch:
 
     def _sweep(self) -> AuditResult:
         started = time.monotonic()
+        began = dt.datetime.now(dt.UTC) - SWEEP_CLOCK_MARGIN
         self._use_threads(self._threads if self.options.poll_threads else 0)
         try:
             result = audit(
@@ -366,6 +370,12 @@ class Watch:
         finally:
             self._use_threads(self.options.poll_threads)
             self._held.ordered(self.con)  # the sweep's stream check may have written some
+        # The rounds it judged are judged as a poll's are: no longer followed nor held.
+        judged = self.con.execute(
+            "SELECT DISTINCT table_id, shoe, round FROM round_audits "
+            "WHERE run_id = ? AND audited_at >= ?", [self.run_id, began]).fetchall()
+        self._earliest.judged(judged)
+        self._held.forget(judged)
         took = time.monotonic() - started
         self.stats.sweeps += 1
         self.stats.sweep_seconds = took
@@ -489,11 +499,14 @@ class Watch:
         if self._contexts_stale:
             self._update_contexts()
         audits = self._judged_before.audits_sql(ended)
+        since = self._earliest.since(ended)
+        # none judged before the watch, nor (`since`) while watching: their spans as held
+        spans = None if self._judged_before.any_before(ended) else self._held.spans(ended, since)
         # the since is lifted for a round begun before the watch, or stamped before the rest
         result = audit_rounds(
-            self.con, self.run_id, self.config, keys_sql(ended), self._earliest.since(ended),
+            self.con, self.run_id, self.config, keys_sql(ended), since,
             known=self.known, contexts="live_contexts", audits=audits,
-            listed=Listed(len(ended), self._contexts, self._held, self.follower.tops),
+            listed=Listed(len(ended), self._contexts, self._held, self.follower.tops, spans),
         )
         self.stats.rounds_live += result.rounds
         self._count(result)

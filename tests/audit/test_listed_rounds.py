@@ -7,7 +7,8 @@ passing after the round_end) and one whose shoes are dealt again under old keys,
 started again late in the night (rounds begun before it end after it). At every
 poll select_rounds runs first, with its `since` lifted as `watch` lifted it before (a round
 without a round_start at or after it), then the listed way: both must leave the same `todo`,
-say the same about rounds read one by one, and bound the events read the same."""
+say the same about rounds read one by one, and bound the events read the same; where the
+watch gave the rounds' spans from the rows it holds, they are what `events` gives."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from helpers.rules import panda8_rules
 from helpers.watched import watched_in_parts
 
 from auditor.audit import run as audit_run
-from auditor.audit.listed import ContextIndex, make_todo
+from auditor.audit.listed import ContextIndex, _spans, make_todo
 from auditor.audit.rounds import select_rounds
 from auditor.jobs import watch as watch_module
 from auditor.simulate.feed import schedule
@@ -59,7 +60,12 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     seen: Counter[str] = Counter()
     listed = audit_run.select_listed
 
-    def both(con, conf, keys, n_keys, since, index, *, contexts, audits, stream_tops=None):
+    def both(con, conf, keys, n_keys, since, index, *, contexts, audits, stream_tops=None,
+             spans=None):
+        if spans is not None:  # from what the watch holds: as read, and none judged before
+            read, audited = _spans(con, keys, since, audits)
+            assert (sorted(spans), audited) == (sorted(read), [])
+            seen["spans held"] += 1
         bound = None if since is None or _started_before(con, keys, since) else since
         late = select_rounds(con, conf, None, keys=keys, since=bound, contexts=contexts,
                              audits=audits)
@@ -67,7 +73,7 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
         before = set(con.execute(f"SELECT table_id, shoe, round FROM {audits} "
                                  f"SEMI JOIN {keys} USING (table_id, shoe, round)").fetchall())
         got = listed(con, conf, keys, n_keys, since, index, contexts=contexts, audits=audits,
-                     stream_tops=stream_tops)
+                     stream_tops=stream_tops, spans=spans)
         seen["tops kept"] += stream_tops is not None
         if got.rows is not None:  # todo's rows, made when a statement reads them
             make_todo(con, got.rows)
@@ -97,7 +103,11 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     con = db.connect(tmp_path / "live.duckdb")
     spool = tmp_path / "spool"
     spool.mkdir()
-    w = watched_in_parts(con, spool, lines, r.later, 50, 38)
+    def sweep(w: watch_module.Watch, part: int) -> None:  # rounds judged between polls
+        if part % 4 == 3:
+            w.sweep()
+
+    w = watched_in_parts(con, spool, lines, r.later, 50, 38, sweep)
     # the index the polls chose by is the contexts' own, once given the last (made as a
     # poll needs them)
     if w._contexts_stale:
@@ -105,6 +115,7 @@ def test_a_polls_rounds_are_select_rounds_poll_after_poll(night, tmp_path, monke
     assert w._contexts.rows() == ContextIndex.read(con, "events").rows()
     assert seen["polls"] >= 40 and seen["rounds"] > 200 and seen["judged"] > 200, seen
     assert seen["bound lifted"] > 0 and seen["tops kept"] == seen["polls"], seen
+    assert 0 < seen["spans held"] < seen["polls"], seen
     if night == "lying":
         assert seen["read one by one"] > 0, seen
     con.close()

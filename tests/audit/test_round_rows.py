@@ -143,3 +143,51 @@ def test_a_round_is_held_only_whole_and_without_ordered_times(tmp_path):
     held.forget([("T1", "S1", 2)])
     assert held.columns(con, [_todo("T1", "S1", 2, 7, 8, 2)], None) is None
     con.close()
+
+
+def _typed_rows(table: str, shoe: str, rnd: int, seqs: list[int], types: list[str]) -> Any:
+    import pyarrow as pa
+
+    rows = _rows(table, shoe, rnd, seqs)
+    return rows.set_column(rows.schema.get_field_index("type"), "type", pa.array(types))
+
+
+def test_spans_come_from_what_is_held_only_when_nothing_else_can_stand_there(monkeypatch):
+    """listed's spans (first and last seq, events, earliest stamp, round_end's seq, last seq
+    but a bank_pass, round_starts) over the rows stamped at or after `since`; None for a
+    round given a row not held, let go of, or with a row on record before the watch that
+    late, and without a bound."""
+    at = dt.datetime(2026, 11, 28, 3, 0, tzinfo=UTC)
+    s = dt.timedelta(seconds=1)
+    a, b, c = ("T1", "S1", 1), ("T1", "S1", 2), ("T2", "S1", 1)
+    held = RoundRows(stamped_to=at + 2 * s)
+    held.loaded([_typed_rows("T1", "S1", 1, [3, 4, 5, 6, 7],
+                             ["round_start", "card", "card", "round_end", "bank_pass"])])
+    held.loaded([_typed_rows("T1", "S1", 2, [9, 8], ["card", "round_start"]),
+                 _typed_rows("T2", "S1", 1, [4], ["round_start"])], touched=[a, b, c],
+                unheld=[c])
+    assert held.spans([a], at + 3 * s) == [(*a, 3, 7, 5, at + 3 * s, 6, 6, 1)]
+    assert held.spans([a, b], at + 5 * s) == [
+        (*a, 5, 7, 3, at + 5 * s, 6, 6, 0), (*b, 8, 9, 2, at + 8 * s, None, 9, 1)]
+    assert held.spans([a], at + 8 * s) is None  # none of it stamped that late: read
+    assert held.spans([a], None) is None
+    assert held.spans([a], at + 2 * s) is None  # an event before the watch may be as late
+    assert held.spans([a, c], at + 3 * s) is None  # c was given a row not held
+    assert held.spans([("T9", "S1", 1)], at + 3 * s) is None  # never held
+    # a poll too large to hold: every round it touched is read from then on
+    monkeypatch.setattr(round_rows, "ROWS_HELD", 1)
+    held.loaded([_typed_rows("T1", "S1", 2, [10, 11], ["card", "round_end"])], touched=[b])
+    assert held.spans([b], at + 3 * s) is None
+    assert held.spans([a], at + 3 * s) is not None
+    # rounds let go of, the oldest first, past ROUNDS_HELD: read
+    monkeypatch.setattr(round_rows, "ROWS_HELD", 50_000)
+    monkeypatch.setattr(round_rows, "ROUNDS_HELD", 2)
+    d = ("T3", "S1", 2)
+    held.loaded([_typed_rows("T3", "S1", 1, [10], ["round_start"]),
+                 _typed_rows(*d, [20], ["round_start"])])
+    assert held.spans([a], at + 3 * s) is None
+    assert held.spans([d], at + 3 * s) == [(*d, 20, 20, 1, at + 20 * s, None, 20, 1)]
+    # past UNHELD_KEPT rounds remembered, no spans at all for the rest of the watch
+    monkeypatch.setattr(round_rows, "UNHELD_KEPT", 3)
+    held.loaded([], unheld=[("T8", "S1", i) for i in range(3)])
+    assert held.spans([d], at + 3 * s) is None

@@ -140,9 +140,13 @@ class RoundRows:
         return out
 
     def forget(self, keys: Iterable[RoundKey]) -> None:
-        """Rounds judged: more events of one are late, and it is read back whole."""
+        """Rounds judged: more events of one are late, and it is read back whole (no spans
+        are asked of it again: auditor.jobs.earliest keeps it judged), so it need not be
+        remembered as unheld either."""
         for k in keys:
             self._rows.pop(k, None)
+            if self._unheld is not None:
+                self._unheld.discard(k)
 
     def ordered(self, con: duckdb.DuckDBPyConnection) -> None:
         """Read which events have an ordered time now (after a sweep, the only writer)."""

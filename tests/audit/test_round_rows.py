@@ -187,7 +187,11 @@ def test_spans_come_from_what_is_held_only_when_nothing_else_can_stand_there(mon
                  _typed_rows(*d, [20], ["round_start"])])
     assert held.spans([a], at + 3 * s) is None
     assert held.spans([d], at + 3 * s) == [(*d, 20, 20, 1, at + 20 * s, None, 20, 1)]
-    # past UNHELD_KEPT rounds remembered, no spans at all for the rest of the watch
-    monkeypatch.setattr(round_rows, "UNHELD_KEPT", 3)
+    # rounds judged are not remembered; past UNHELD_KEPT rounds remembered, no spans at all
+    # for the rest of the watch
+    monkeypatch.setattr(round_rows, "UNHELD_KEPT", 4)
+    held.forget([a, b, c])
     held.loaded([], unheld=[("T8", "S1", i) for i in range(3)])
+    assert held.spans([d], at + 3 * s) is not None
+    held.loaded([], unheld=[("T8", "S1", 3), ("T8", "S1", 4)])
     assert held.spans([d], at + 3 * s) is None

@@ -1,8 +1,10 @@
 """A poll's rounds counted from the rows `watch` holds (auditor.audit.round_rows.RoundRows.spans)
 only where nothing else can stand under their keys: each time the held spans are given, the
-statement they replace runs too and must agree, events and audits alike. Two nights made by
-hand, one poll at a time: a round a sweep judged before its round_end came, and a round with
-an event on record from before the watch, stamped later than the round's own."""
+statement they replace runs too and must agree, events and audits alike. Nights made by hand,
+one poll at a time, each against one of the conditions: a round a sweep judged before its
+round_end came; a round with an event on record from before the watch, stamped later than
+the round's own; rounds given rows the watch does not hold (a file's first piece, a line the
+per-line path typed); a round logged again under the key of one judged before the watch."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from helpers.tablelog import DECK, Log, deal_rounds
 from auditor import config
 from auditor.audit import run as audit_run
 from auditor.audit.listed import _spans
+from auditor.audit.run import audit
 from auditor.ingest.run import ingest
 from auditor.jobs.watch import Watch, WatchOptions
 from auditor.store import runs
@@ -172,4 +175,37 @@ def test_rounds_given_rows_not_held_are_counted_from_events(tmp_path, checked):
                        ("T1", "S1", 3): Counter(held=1)}
     assert con.execute("SELECT round, events FROM round_audits ORDER BY round").fetchall() == [
         (1, len(one) + 3), (2, len(two) + 3), (3, len(three) + 3)]
+    con.close()
+
+
+def test_a_round_of_a_shoe_judged_before_the_watch_is_counted_from_events(tmp_path, checked):
+    """Round 1 was ingested and audited before the watch; after it began, the table logs a
+    round under the same key again, every row of it held and stamped after everything on
+    record: its audit before is read with it (JudgedBefore), so it is counted from
+    `events`."""
+    log = Log()
+    log.open("T1", "P1", "22:00")
+    log.shoe_start("T1", "22:01", "S1")
+    one, two, again = deal_rounds(DECK, 0, 3)
+    log.round("T1", "S1", 1, one)
+    before = len(log.lines())
+    log.round("T1", "S1", 2, two, when="22:20")
+    first = len(log.lines())
+    log.round("T1", "S1", 1, again, when="22:30")  # the same key, logged again
+    lines = log.lines()
+
+    con = new_database(tmp_path / "live.duckdb")
+    earlier = tmp_path / "earlier.jsonl"
+    _append(earlier, lines[:before])
+    ingest(con, [earlier], runs.start(con, "ingest", {}))
+    audit(con, runs.start(con, "audit", {}), config.PropertyConfig())
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    path = spool / "T1.jsonl"
+    _append(path, lines[before:first])
+    w = _watch(con, spool)
+    w.step()  # the batch way: round 2 read
+    _append(path, lines[first:])
+    w.step()
+    assert checked == {("T1", "S1", 2): Counter(read=1), ("T1", "S1", 1): Counter(read=1)}
     con.close()

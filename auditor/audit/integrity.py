@@ -255,33 +255,12 @@ def _index(
     }))
     sources = _sources_of(con, {t for t, _ in touched})
     try:
-        got = con.sql(
-            f"""
-            WITH cards AS (
-              SELECT table_id, shoe, seq, ts, round, {_CODE_SQL} AS code FROM events
-              SEMI JOIN _touched_shoes USING (table_id, shoe)
-              ANTI JOIN round_exclusions USING (table_id, seq)
-              WHERE source_id IN ({sources}) AND type = 'card'
-            ), starts AS (
-              SELECT table_id, shoe, arg_min(decks, seq) AS decks,
-                     arg_min(shuffle, seq) AS shuffle, arg_min(batch, seq) AS batch
-              FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
-              WHERE source_id IN ({sources}) AND type = 'shoe_start' GROUP BY ALL
-            )
-            SELECT o.shoe_no, c.table_id, c.shoe, min(c.ts) AS first_ts,
-                   any_value(s.decks) AS decks, any_value(s.shuffle) AS shuffle,
-                   any_value(s.batch) AS batch,
-                   list(c.code::UTINYINT ORDER BY c.seq) AS codes,
-                   list(coalesce(c.round, 0) ORDER BY c.seq) AS rounds
-            FROM cards c LEFT JOIN starts s USING (table_id, shoe)
-            LEFT JOIN shoe_orders o USING (table_id, shoe)
-            GROUP BY c.table_id, c.shoe, o.shoe_no ORDER BY c.table_id, c.shoe
-            """
-        ).to_arrow_table()
-        con.execute("DELETE FROM shoe_grams WHERE shoe_no IN (SELECT shoe_no FROM shoe_orders "
-                    "SEMI JOIN _touched_shoes USING (table_id, shoe))").fetchall()
-        con.execute("DELETE FROM shoe_orders WHERE (table_id, shoe) IN "
-                    "(SELECT (table_id, shoe) FROM _touched_shoes)").fetchall()
+        got, indexed = _read_orders(con, sources)
+        if indexed:  # shoes indexed before, with more cards now: their rows go
+            con.execute("DELETE FROM shoe_grams WHERE shoe_no IN (SELECT shoe_no FROM "
+                        "shoe_orders SEMI JOIN _touched_shoes USING (table_id, shoe))").fetchall()
+            con.execute("DELETE FROM shoe_orders WHERE (table_id, shoe) IN "
+                        "(SELECT (table_id, shoe) FROM _touched_shoes)").fetchall()
     finally:
         con.unregister("_touched_shoes")
     # A shoe indexed before keeps its number; a new one takes the next, in (table, shoe) order,
@@ -321,6 +300,82 @@ def _index(
         con.unregister("_orders")
         con.unregister("_grams")
     return orders, laid, done
+
+
+def _read_orders(con: duckdb.DuckDBPyConnection, sources: str) -> tuple[pa.Table, bool]:
+    """The shoe_orders rows (ORDER_COLUMNS; shoe_no null for a shoe new to the index) of the
+    shoes in `_touched_shoes` that have a card, in (table, shoe) order, and whether any of
+    those shoes is in the index already. The cards are read flat in (table, shoe, seq) order
+    and cut into each shoe's lists here, and each distinct card text is read once: lists
+    ordered inside DuckDB's aggregate, and a pattern matched on every card, cost about twice
+    the read (docs/benchmarks.md, session 65)."""
+    cards = con.sql(
+        f"""
+        SELECT table_id, shoe, ts, coalesce(round, 0) AS round, card FROM events
+        SEMI JOIN _touched_shoes USING (table_id, shoe)
+        ANTI JOIN round_exclusions USING (table_id, seq)
+        WHERE source_id IN ({sources}) AND type = 'card'
+        ORDER BY table_id, shoe, seq
+        """
+    ).to_arrow_table()
+    heads = con.sql(
+        f"""
+        SELECT t.table_id, t.shoe, o.shoe_no, s.decks, s.shuffle, s.batch
+        FROM _touched_shoes t
+        LEFT JOIN (
+          SELECT table_id, shoe, arg_min(decks, seq) AS decks,
+                 arg_min(shuffle, seq) AS shuffle, arg_min(batch, seq) AS batch
+          FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
+          WHERE source_id IN ({sources}) AND type = 'shoe_start' GROUP BY ALL
+        ) s USING (table_id, shoe)
+        LEFT JOIN shoe_orders o USING (table_id, shoe)
+        """
+    ).to_arrow_table()
+    n = cards.num_rows
+    tables, shoes = (cards.column(c).combine_chunks() for c in ("table_id", "shoe"))
+    moved = np.ones(n, dtype=bool)
+    if n > 1:
+        moved[1:] = pc.or_(pc.not_equal(tables.slice(1), tables.slice(0, n - 1)),
+                           pc.not_equal(shoes.slice(1), shoes.slice(0, n - 1))).to_numpy(
+                               zero_copy_only=False)
+    starts = np.flatnonzero(moved)
+    offsets = pa.array(np.append(starts, n), pa.int32())
+    texts = pc.dictionary_encode(cards.column("card").combine_chunks())
+    codes = _card_codes(con, texts.dictionary).take(texts.indices)
+    ts = cards.column("ts").combine_chunks()
+    stamps = pc.fill_null(ts.cast(pa.int64()), np.iinfo(np.int64).max).to_numpy()
+    first = (np.minimum.reduceat(stamps, starts) if n
+             else np.zeros(0, np.int64))
+    first_ts = pa.array(first, pa.int64(), mask=first == np.iinfo(np.int64).max).cast(ts.type)
+    keys = list(zip(heads.column("table_id").to_pylist(), heads.column("shoe").to_pylist(),
+                    strict=True))
+    at = {k: i for i, k in enumerate(keys)}
+    row = pa.array([at[k] for k in zip(tables.take(pa.array(starts)).to_pylist(),
+                                       shoes.take(pa.array(starts)).to_pylist(), strict=True)],
+                   pa.int64())
+    columns = {
+        "shoe_no": heads.column("shoe_no").take(row),
+        "table_id": tables.take(pa.array(starts)),
+        "shoe": shoes.take(pa.array(starts)),
+        "first_ts": first_ts,
+        **{c: heads.column(c).take(row) for c in ("decks", "shuffle", "batch")},
+        "codes": pa.ListArray.from_arrays(offsets, codes),
+        "rounds": pa.ListArray.from_arrays(offsets, cards.column("round").combine_chunks()),
+    }
+    indexed = bool(pc.any(pc.is_valid(heads.column("shoe_no"))).as_py())
+    return pa.table(columns), indexed
+
+
+def _card_codes(con: duckdb.DuckDBPyConnection, texts: pa.Array) -> pa.Array:
+    """Each card text's code (uint8, null where no card pattern reads it), by _CODE_SQL."""
+    con.register("_card_texts", pa.table({
+        "i": pa.array(np.arange(len(texts)), pa.int64()), "card": texts}))
+    try:
+        got = con.sql(f"SELECT ({_CODE_SQL})::UTINYINT AS code FROM _card_texts "
+                      "ORDER BY i").to_arrow_table()
+    finally:
+        con.unregister("_card_texts")
+    return got.column("code").combine_chunks()
 
 
 def _refuse_no_card(tables: list[str], shoes: list[str], codes: list[list[int | None]]) -> None:

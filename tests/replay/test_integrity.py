@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 from helpers.shared import built_once, copy_of
 
@@ -672,3 +673,65 @@ def test_an_index_from_before_its_bookkeeping_is_taken_in_once(tmp_path):
         assert shoe_index.mismatches(con) == ([], 0)
     finally:
         con.close()
+
+
+def test_the_shoes_read_flat_equal_their_cards_grouped_in_sql(tmp_path):
+    """`_read_orders` cuts the cards, read flat, into each shoe's lists: the same rows as
+    grouping them in SQL (the pass before session 65), with cards in other spellings the
+    format allows, a card without a stamp or a round, a card excluded from its round, a
+    touched shoe with no card, and a shoe indexed before."""
+    from auditor.audit import integrity
+
+    simulate(tmp_path / "logs", 2, 1, seed=4, games=("mini_baccarat",))
+    con = db.connect(tmp_path / "a.duckdb")
+    try:
+        ingest(con, sorted((tmp_path / "logs").glob("*.jsonl")), runs.start(con, "ingest", {}))
+        cards = con.execute("SELECT table_id, seq FROM events WHERE type = 'card' "
+                            "ORDER BY table_id, seq").fetchall()
+        for (table, seq), change in zip(cards[3:8], (
+                "card = '10h'", "card = lower(card)", "ts = NULL", "round = NULL",
+                "card = 'as'"), strict=True):
+            con.execute(f"UPDATE events SET {change} WHERE table_id = ? AND seq = ?",
+                        [table, seq])
+        table, seq = cards[20]
+        con.execute("INSERT INTO round_exclusions SELECT table_id, shoe, round, seq, 'test' "
+                    "FROM events WHERE table_id = ? AND seq = ?", [table, seq])
+        shoes = con.execute("SELECT DISTINCT table_id, shoe FROM events WHERE shoe IS NOT NULL "
+                            "ORDER BY ALL").fetchall()
+        first = shoes[0]
+        con.execute("INSERT INTO shoe_orders (shoe_no, table_id, shoe, codes, rounds) "
+                    "VALUES (7, ?, ?, [1, 2], [1, 1])", list(first))
+        touched = [*shoes, ("MB-01", "no-such-shoe")]
+        con.register("_touched_shoes", pa.table({"table_id": [t for t, _ in touched],
+                                                 "shoe": [s for _, s in touched]}))
+        sources = integrity._sources_of(con, {t for t, _ in touched})
+        got, indexed = integrity._read_orders(con, sources)
+        want = con.execute(
+            f"""
+            WITH cards AS (
+              SELECT table_id, shoe, seq, ts, round, {integrity._CODE_SQL} AS code FROM events
+              SEMI JOIN _touched_shoes USING (table_id, shoe)
+              ANTI JOIN round_exclusions USING (table_id, seq)
+              WHERE source_id IN ({sources}) AND type = 'card'
+            ), starts AS (
+              SELECT table_id, shoe, arg_min(decks, seq) AS decks,
+                     arg_min(shuffle, seq) AS shuffle, arg_min(batch, seq) AS batch
+              FROM events SEMI JOIN _touched_shoes USING (table_id, shoe)
+              WHERE source_id IN ({sources}) AND type = 'shoe_start' GROUP BY ALL
+            )
+            SELECT o.shoe_no, c.table_id, c.shoe, min(c.ts), any_value(s.decks),
+                   any_value(s.shuffle), any_value(s.batch),
+                   list(c.code::UTINYINT ORDER BY c.seq), list(coalesce(c.round, 0) ORDER BY c.seq)
+            FROM cards c LEFT JOIN starts s USING (table_id, shoe)
+            LEFT JOIN shoe_orders o USING (table_id, shoe)
+            GROUP BY c.table_id, c.shoe, o.shoe_no ORDER BY c.table_id, c.shoe
+            """).fetchall()
+    finally:
+        con.close()
+    rows = list(zip(*(got.column(c).to_pylist() for c in shoe_index.ORDER_COLUMNS),
+                    strict=True))
+    assert rows == want and indexed
+    assert len(rows) == len(shoes) and rows[0][:3] == (7, *first)
+    assert sum(len(r[7]) for r in rows) == len(cards) - 1  # the excluded card
+    assert all(None not in r[7] and r[3] is not None for r in rows)  # every spelling read
+    assert sum(r[8].count(0) for r in rows) == 1  # the card without its round

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,19 +161,43 @@ def audit(
     # Across rounds, tables and pits: recomputed over the whole database every time (each
     # in its own transaction), so a crash between the passes is mended by the next run.
     streams = result.tables["streams"]
-    result.tables = table_findings(con, run_id, config, day_close=day_close)
+    # The shoe-integrity pass shares nothing with the table pass but `findings`, where each
+    # appends only its own codes (and the table pass withdraws only its own): it runs beside
+    # it, on a cursor of its own.
+    with beside(con, lambda cur: integrity_findings(
+            cur, run_id, config, finished_only=closed_before is not None)) as integrity:
+        result.tables = table_findings(con, run_id, config, day_close=day_close)
+        result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     result.tables["findings_new"] += streams["findings_new"]
     result.tables["findings_withdrawn"] += streams["findings_withdrawn"]
     result.tables["streams"] = streams
-    result.tables["mismatches_superseded"] = supersede_round_mismatches(con, run_id)
     # Before the dealers: a shoe finding counts against the shoe's dealer.
-    result.tables["shoe_integrity"] = integrity_findings(
-        con, run_id, config, finished_only=closed_before is not None)
+    result.tables["shoe_integrity"] = integrity.result()
     result.tables["dealers"] = dealer_findings(con, run_id, config)
     result.tables["side_bets"] = side_bet_findings(con, run_id, config)
     if progress:
         progress("tables, pits and shoes", total, total)
     return result
+
+
+@contextmanager
+def beside(
+    con: duckdb.DuckDBPyConnection, work: Callable[[duckdb.DuckDBPyConnection], Any]
+) -> Iterator[Future[Any]]:
+    """`work(cursor)` in a thread, on a cursor of `con` (its own transactions), while the
+    block runs: two passes over the database take both cores where each alone leaves one
+    mostly idle in its Python (the 1M-round day's table and integrity passes: about a
+    quarter less wall time together, docs/benchmarks.md, session 65). The block's end
+    waits for the work whatever happened in it, so the cursor never outlives the block; the
+    block's own error is raised before the work's, and `.result()` gives the work's result
+    or raises its error."""
+    cur = con.cursor()
+    try:
+        cur.execute("SET TimeZone = 'UTC'")  # a session setting (db.connect), not inherited
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-beside") as pool:
+            yield pool.submit(work, cur)
+    finally:
+        cur.close()
 
 
 def audit_rounds(

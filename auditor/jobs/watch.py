@@ -10,7 +10,7 @@ What needs more than one round is decided by a *sweep*: the rounds that can get 
 but never had a `round_end` (the table went on, or the gaming day is over), then the table,
 pit and shoe pass over the whole database, exactly as `audit` runs it. A sweep runs when an
 event that can decide such a check arrives (a procedure change, a notice, a shoe's end, a table
-closing...), but takes at most `sweep_share` of the time: the pass weighs what the night
+closing...), but takes at most `sweep_share` of a core: the pass weighs what the night
 weighs, so late in a busy night its findings come within a few of its own durations.
 
 Nothing is kept only in memory: each poll's lines commit with the record of what was read,
@@ -84,7 +84,7 @@ class WatchOptions:
     # a whole core; so they take about this share of it, however many tables write.
     poll_share: float = 0.2
     rescan: float = 1.0  # seconds between looks for new files in the spool
-    sweep_share: float = 0.05  # the sweeps' share of the time, at most
+    sweep_share: float = 0.05  # the sweeps' share of a core (their CPU), at most
     sweep_every: float = 10.0  # seconds between sweeps, at least (but at the end)
     idle_sweep: float = 60.0  # a sweep this long after the last, even if nothing asked
     close_grace: dt.timedelta = CLOSE_GRACE  # past a gaming day's end before it is closed
@@ -355,7 +355,7 @@ class Watch:
         return result
 
     def _sweep(self) -> AuditResult:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         began = dt.datetime.now(dt.UTC) - SWEEP_CLOCK_MARGIN
         self._use_threads(self._threads if self.options.poll_threads else 0)
         try:
@@ -382,9 +382,13 @@ class Watch:
         self.stats.rounds_swept += result.rounds
         self._count(result, also_tables=True)
         self._sweep_due = False
+        # The share is of CPU, as the polls' is (next_wait): a sweep's statements run on
+        # DuckDB's threads and its integrity pass beside its table pass, so its wall time
+        # says less and less of what it costs.
         share = max(self.options.sweep_share, 0.01)
+        spent = time.process_time() - cpu
         self._sweep_after = time.monotonic() + max(
-            took * (1 - share) / share, self.options.sweep_every
+            spent * (1 - share) / share, self.options.sweep_every
         )
         self._last_sweep = time.monotonic()
         return result

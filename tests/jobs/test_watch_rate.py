@@ -1,7 +1,8 @@
 """How often `watch` polls and when it tells the board (issue 32, docs/live.md "What happens
 in a poll"): 0.05 s after a poll that loaded lines, the rest doubling after each poll that
 found nothing, never past --poll from one poll's start to the next; and the board told after
-each step that committed rows, before a sweep and not when nothing was written."""
+each step that committed rows, before a sweep and not when nothing was written; the next
+sweep after a share of the last one's CPU."""
 
 from __future__ import annotations
 
@@ -51,6 +52,46 @@ def test_a_costly_poll_rests_for_its_share_but_never_past_poll(
     # On a loaded machine: 150 ms of wall for 20 ms of CPU rests by the CPU, within --poll.
     assert w.next_wait(30, 0.15, 0.02) == pytest.approx(0.05)
     assert w.next_wait(30, 0.05, 0.02) == pytest.approx(0.08)
+
+
+def test_a_sweep_waits_for_its_share_of_its_cpu_not_of_its_wall_time(
+    con: duckdb.DuckDBPyConnection, run_id: int, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep's statements run on DuckDB's threads and its shoe-integrity pass beside its
+    table pass: 3 s of the process's CPU in a sweep of a few ms of wall time puts the next
+    19 times the CPU later (`sweep_share` 0.05), as the polls rest by their CPU."""
+    import time
+
+    from auditor.jobs import watch as watch_mod
+
+    clock = {"cpu": 100.0}
+
+    class Clock:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def process_time() -> float:
+            return clock["cpu"]
+
+    def costing(seconds: float) -> object:
+        def sweep_audit(*args: object, **kwargs: object) -> object:
+            clock["cpu"] += seconds
+            return watch_mod.AuditResult(run_id)
+        return sweep_audit
+
+    monkeypatch.setattr(watch_mod, "time", Clock)
+    monkeypatch.setattr(watch_mod, "audit", costing(3.0))
+    w = Watch(con, tmp_path, CONF, run_id, WatchOptions(sweep_every=10.0))
+    before = time.monotonic()
+    w.sweep()
+    assert w._sweep_after - before == pytest.approx(57.0, abs=0.5)
+    cheap = Watch(con, tmp_path, CONF, run_id, WatchOptions(sweep_every=10.0))
+    # 0.1 s of CPU: 1.9 s by the share, so the 10 s floor
+    monkeypatch.setattr(watch_mod, "audit", costing(0.1))
+    before = time.monotonic()
+    cheap.sweep()
+    assert cheap._sweep_after - before == pytest.approx(10.0, abs=0.5)
 
 
 def test_the_spool_is_walked_again_only_when_a_folder_changed(

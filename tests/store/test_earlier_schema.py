@@ -83,3 +83,30 @@ def test_a_view_edited_in_the_file_does_not_outlive_a_writers_open(
         assert criticals is not None and criticals[0] > 0
     finally:
         con.close()
+
+
+def test_a_record_table_lost_is_made_again_after_its_sequence_and_a_new_file_has_them_all(
+    tmp_path: Path,
+) -> None:
+    """The small record tables (sqlmodel) are made without asking after their sequences
+    only where none of theirs exists: a new file. A file that lost `acknowledgements` but
+    kept `ack_id_seq` gets the table back with the sequence where it was (made again, it
+    would start over, or fail as already there)."""
+    path = tmp_path / "audit.duckdb"
+    con = db.connect(path)
+    try:
+        tables = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()}
+        assert {"runs", "sources", "acknowledgements", "signoffs"} <= tables
+        assert con.execute("SELECT nextval('ack_id_seq')").fetchone() == (1,)
+        assert con.execute("SELECT nextval('ack_id_seq')").fetchone() == (2,)
+        con.execute("DROP TABLE acknowledgements")
+    finally:
+        con.close()
+    con = db.connect(path)
+    try:
+        assert con.execute("SELECT count(*) FROM acknowledgements").fetchone() == (0,)
+        assert con.execute("SELECT nextval('ack_id_seq')").fetchone() == (3,)
+    finally:
+        con.close()
